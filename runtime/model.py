@@ -1,0 +1,147 @@
+"""An elastic NemotronH checkpoint in memory: one resident copy of the weights, every nested
+submodel as views into it, and the forward pass that runs any of them.
+
+    model = ElasticModel.load("assets/demo")           # parent resident, all submodels ready
+    cache = model.new_cache("12M", max_len=4096)
+    logits = model.forward("12M", cache, [1, 2, 3])     # (1, vocab) logits of the last token
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .attention import attention
+from .cache import SequenceCache, new_cache
+from .config import ATTENTION, MAMBA, MLP, ModelConfig, load_config
+from .device import pick_device
+from .elastic import Submodel, count_params, load_elastic
+from .errors import CheckpointError, UsageError
+from .mamba import mamba_mixer
+from .moe import mlp, moe
+from .safetensors_io import tensor_table
+from .weights import ModelWeights, check_tensor_table, load_weights, resident_bytes, submodel_views
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm in fp32 (weight multiply included), cast back to x's dtype."""
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (weight.float() * xf).to(x.dtype)
+
+
+def forward(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, ids: torch.Tensor, all_logits: bool = False):
+    """Runs tokens `ids` (T,) after the cache's sequence and appends them to it.
+
+    Returns fp32 logits: (T, vocab) if all_logits else (1, vocab) for the last token.
+    """
+    pos = cache.length
+    x = F.embedding(ids, w.embed)  # (T, hidden)
+    for layer, state in zip(w.layers, cache.layers):
+        y = rms_norm(x, layer.norm, cfg.layer_norm_epsilon)
+        if layer.kind == MAMBA:
+            y = mamba_mixer(y, layer.mixer, state, cfg)
+        elif layer.kind == ATTENTION:
+            y = attention(y, layer.mixer, state, pos, cfg)
+        elif layer.kind == MLP:
+            y = mlp(y, layer.mixer)
+        else:
+            y = moe(y, layer.mixer, cfg)
+        x = x + y
+    cache.tokens.extend(ids.tolist())
+    if not all_logits:
+        x = x[-1:]
+    return F.linear(rms_norm(x, w.norm_f, cfg.layer_norm_epsilon), w.lm_head).float()
+
+
+@dataclass
+class ElasticModel:
+    folder: Path
+    config: ModelConfig
+    submodels: dict[str, Submodel]  # every submodel in elastic.json, parent first
+    resident: Submodel  # whose slices are in memory
+    weights: ModelWeights  # the resident tensors
+    views: dict[str, ModelWeights]  # the submodels that fit within the resident one
+    device: torch.device
+    dtype: torch.dtype
+
+    @classmethod
+    def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
+             elastic: dict | None = None) -> "ElasticModel":
+        """Loads a checkpoint folder.
+
+        Args:
+            resident: the submodel whose slices are read from disk (default: the parent).
+                Every submodel that fits within it is then available as views.
+            device, dtype: as for `pick_device` ("auto" unless given).
+            elastic: an `elastic.json` object to use instead of the folder's (from the catalog).
+        """
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise CheckpointError(folder, "not a folder")
+        cfg = load_config(folder)
+        _refuse_quantized(folder)
+        subs = load_elastic(folder, cfg, elastic)
+        by_name = {s.name: s for s in subs}
+        root = subs[0] if resident is None else by_name.get(resident)
+        if root is None:
+            raise UsageError(f"unknown submodel {resident!r}; this checkpoint has {', '.join(by_name)}")
+        table = check_tensor_table(cfg, tensor_table(folder), folder)
+        dev, dt = pick_device(device, dtype)
+        weights = load_weights(cfg, table, root, dev, dt)
+        views = {s.name: submodel_views(cfg, weights, s) for s in subs if s.fits_within(root)}
+        return cls(folder, cfg, by_name, root, weights, views, dev, dt)
+
+    @property
+    def parent(self) -> Submodel:
+        return next(iter(self.submodels.values()))
+
+    def submodel(self, name: str | None) -> Submodel:
+        """The submodel called `name` (None: the largest one available)."""
+        if name is None:
+            return self.resident
+        if name not in self.submodels:
+            raise UsageError(f"unknown submodel {name!r}; this checkpoint has {', '.join(self.submodels)}")
+        if name not in self.views:
+            raise UsageError(f"submodel {name!r} is not loaded: only {self.resident.name!r} and the submodels "
+                             "within it are in memory")
+        return self.submodels[name]
+
+    def new_cache(self, name: str, max_len: int) -> SequenceCache:
+        return new_cache(self.config, self.submodel(name), max_len, self.device, self.dtype)
+
+    @torch.inference_mode()
+    def forward(self, name: str, cache: SequenceCache, ids, all_logits: bool = False) -> torch.Tensor:
+        """Logits for `ids` continuing the cached sequence of submodel `name`."""
+        if cache.submodel != name:
+            raise UsageError(f"this cache belongs to submodel {cache.submodel!r}, not {name!r}")
+        ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).reshape(-1)
+        if ids.numel() == 0:
+            raise UsageError("no tokens to run")
+        if cache.length + ids.numel() > cache.max_len:
+            raise UsageError(f"the context is full ({cache.max_len} tokens)")
+        if int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size:
+            raise UsageError(f"token ids must lie in 0..{self.config.vocab_size - 1}")
+        return forward(self.config, self.views[name], cache, ids, all_logits)
+
+    def resident_bytes(self) -> int:
+        """Bytes of weights in memory: every available submodel together (views share storage)."""
+        return resident_bytes(self.weights, *self.views.values())
+
+    def describe(self) -> list[dict]:
+        """One row per submodel: name, parameter counts, whether it is in memory."""
+        rows = []
+        for s in self.submodels.values():
+            n = count_params(self.config, s)
+            rows.append({"name": s.name, "params": n.total, "active_params": n.active, "loaded": s.name in self.views})
+        return rows
+
+
+def _refuse_quantized(folder: Path) -> None:
+    if (folder / "hf_quant_config.json").exists():
+        raise CheckpointError(folder / "hf_quant_config.json",
+                              "this is a quantized (ModelOpt) checkpoint; this build reads BF16/FP16/FP32 "
+                              "checkpoints only: use the BF16 variant")
