@@ -1,0 +1,56 @@
+"""Reasoning depth: the slider's stops, read from `depth_stops.json` (data, not code).
+
+Each stop names roles, not submodels, so the table works for any `elastic.json`: roles are
+resolved over the submodels in memory sorted by active parameters (smallest, middle,
+parent = the largest). Budgets are fractions of the checkpoint's thinking ceiling:
+`max_thinking_tokens` in elastic.json, else a quarter of the context (at most 32k).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+
+TABLE = Path(__file__).with_name("depth_stops.json")
+ROLES = ("smallest", "middle", "parent")
+
+
+@dataclass(frozen=True)
+class DepthStop:
+    name: str
+    think: str | None  # submodel that thinks (None: thinking off)
+    answer: str
+    budget: int  # thinking budget in tokens (0 when thinking is off)
+    about: str
+
+
+def load_table(path: Path = TABLE) -> list[dict]:
+    return json.loads(Path(path).read_text())["stops"]
+
+
+def resolve_roles(names_by_size: list[str]) -> dict[str, str]:
+    """Role -> submodel name, for submodels sorted from fewest to most active parameters."""
+    if not names_by_size:
+        raise UsageError("no submodel is loaded")
+    return {"smallest": names_by_size[0], "middle": names_by_size[(len(names_by_size) - 1) // 2],
+            "parent": names_by_size[-1]}
+
+
+def depth_stops(names_by_size: list[str], thinking_ceiling: int, table: list[dict] | None = None) -> list[DepthStop]:
+    roles = resolve_roles(names_by_size)
+    stops = []
+    for row in table if table is not None else load_table():
+        think = roles[row["think"]] if row["think"] else None
+        budget = max(1, round(row["budget"] * thinking_ceiling)) if think else 0
+        stops.append(DepthStop(row["name"], think, roles[row["answer"]], budget, row.get("about", "")))
+    return stops
+
+
+def find_stop(stops: list[DepthStop], name: str) -> DepthStop:
+    for stop in stops:
+        if stop.name.lower() == name.lower():
+            return stop
+    raise UsageError(f"unknown depth {name!r}; choose one of {', '.join(s.name for s in stops)}")

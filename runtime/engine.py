@@ -1,0 +1,168 @@
+"""The engine: a loaded elastic model, its tokenizer, and one cache per submodel reused
+across turns. It brings a submodel's cache up to date with a context (reusing the longest
+cached prefix, prefilling the rest in chunks) and reports what runs where.
+
+Generation itself (budget control, events) lives in generate.py on top of this.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .cache import SequenceCache
+from .chat_format import ChatFormat
+from .config import read_json
+from .depth import DepthStop, depth_stops
+from .elastic import count_params
+from .errors import UsageError
+from .events import Prefill
+from .model import ElasticModel
+
+PREFILL_CHUNK = 512
+
+
+class StopRequested(Exception):
+    """Raised inside a prefill when the user pressed stop."""
+
+
+class Controls:
+    """Thread-safe controls for a running reply: set from any thread, polled by the decode loop
+    every token and between prefill chunks."""
+
+    def __init__(self):
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._submodel: str | None = None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+    def request_submodel(self, name: str) -> None:
+        """Continue the current phase on submodel `name`, from the next token."""
+        with self._lock:
+            self._submodel = name
+
+    def take_submodel_request(self) -> str | None:
+        with self._lock:
+            name, self._submodel = self._submodel, None
+            return name
+
+
+@dataclass(frozen=True)
+class EngineStatus:
+    checkpoint: str
+    resident: str
+    submodels: tuple[str, ...]  # in memory, fewest active parameters first
+    compute_path: str
+    weight_bytes: int
+    cache_bytes: int
+    max_context: int
+
+
+class Engine:
+    def __init__(self, model: ElasticModel, max_context: int = 4096, prefill_chunk: int = PREFILL_CHUNK):
+        self.model = model
+        self.chat = ChatFormat(model.folder)
+        self.max_context = max_context
+        self.prefill_chunk = prefill_chunk
+        self.caches: dict[str, SequenceCache] = {}
+        elastic = model.folder / "elastic.json"
+        self.max_thinking_tokens = read_json(elastic).get("max_thinking_tokens") if elastic.exists() else None
+
+    @classmethod
+    def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
+             max_context: int = 4096, elastic: dict | None = None) -> "Engine":
+        return cls(ElasticModel.load(Path(folder), resident, device, dtype, elastic), max_context)
+
+    # ------------------------------------------------------------------ what is available
+
+    def submodels_by_size(self) -> list[str]:
+        """Submodels in memory, fewest active parameters first."""
+        cfg = self.model.config
+        names = list(self.model.views)
+        return sorted(names, key=lambda n: count_params(cfg, self.model.submodels[n]).active)
+
+    @property
+    def thinking_ceiling(self) -> int:
+        """Longest thinking budget worth offering: elastic.json's max_thinking_tokens, else a quarter
+        of the context (at most 32k)."""
+        ceiling = self.max_thinking_tokens or min(32768, self.max_context // 4)
+        return max(1, min(ceiling, self.max_context // 2))
+
+    def depth_stops(self) -> list[DepthStop]:
+        return depth_stops(self.submodels_by_size(), self.thinking_ceiling)
+
+    def status(self) -> EngineStatus:
+        dev = self.model.device
+        if dev.type == "cuda":
+            path = f"{torch.cuda.get_device_name(dev)} {str(self.model.dtype).removeprefix('torch.')}"
+        else:
+            path = f"CPU {str(self.model.dtype).removeprefix('torch.')} reference"
+        return EngineStatus(str(self.model.folder), self.model.resident.name, tuple(self.submodels_by_size()), path,
+                            self.model.resident_bytes(), sum(c.nbytes() for c in self.caches.values()),
+                            self.max_context)
+
+    # ------------------------------------------------------------------ caches
+
+    def cache(self, name: str) -> SequenceCache:
+        if name not in self.caches:
+            self.caches[name] = self.model.new_cache(name, self.max_context)
+        return self.caches[name]
+
+    def sync(self, name: str, context: list[int], boundary: int | None = None,
+             controls: Controls | None = None) -> tuple[Prefill, torch.Tensor]:
+        """Brings submodel `name`'s cache to exactly `context`; returns the prefill report and the
+        logits after the last context token.
+
+        Reuses the longest cached prefix (the live state or a snapshot); prefills the rest in
+        chunks, polling `controls` between chunks. When the prefill crosses `boundary` (the start
+        of the assistant turn), a snapshot is taken there for the next turn to resume from.
+        """
+        if len(context) > self.max_context:
+            raise UsageError(f"the conversation ({len(context)} tokens) is longer than the context "
+                             f"({self.max_context}); start a new chat or raise the context length")
+        start = time.perf_counter()
+        cache = self.cache(name)
+        reused = self._reuse_prefix(cache, context)
+        logits = None
+        pos = cache.length
+        while pos < len(context):
+            if controls is not None and controls.stop_requested:
+                raise StopRequested
+            end = min(len(context), pos + self.prefill_chunk)
+            if boundary is not None and pos < boundary < end:
+                end = boundary
+            logits = self.model.forward(name, cache, context[pos:end])
+            pos = end
+            if pos == boundary:
+                cache.snapshot()
+        ms = (time.perf_counter() - start) * 1000
+        return Prefill(name, len(context), reused, len(context) - reused, ms), logits
+
+    @staticmethod
+    def _reuse_prefix(cache: SequenceCache, context: list[int]) -> int:
+        """Leaves the cache at the longest usable prefix of `context`; returns its length.
+        At least one token is always left to run, since its logits are needed."""
+        n = cache.length
+        if 0 < n < len(context) and cache.tokens == context[:n]:
+            return n
+        usable = [s for s in cache.snapshots if len(s.tokens) < len(context) and list(s.tokens) == context[:len(s.tokens)]]
+        if usable:
+            best = max(usable, key=lambda s: len(s.tokens))
+            cache.restore(best)
+            return len(best.tokens)
+        cache.reset()
+        return 0
+
+    def release(self) -> None:
+        """Frees the caches (the weights go with the engine itself)."""
+        self.caches.clear()

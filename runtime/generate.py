@@ -1,0 +1,263 @@
+"""Chat generation with elastic budget control, in three layers (each thin over the one below):
+
+1. `decode_steps`  yields sampled token ids from one submodel, feeding each back.
+2. `stream_chat`   yields immutable events for a whole reply: it thinks on one submodel
+                   under a token budget, forces the end of thinking, switches to the
+                   answering submodel (which re-prefills the context it has not seen) and
+                   answers. The CLI and the GUI use this layer.
+3. `chat`          returns the finished reply.
+
+Budget semantics follow Nemotron's: once the thinking budget is spent, keep going until a
+token ends a line (or a short grace runs out), then force `</think>`. A natural `</think>`
+ends thinking early; budget 0 turns thinking off; None means unbounded. Tokens are kept in
+reserve so a reply never ends with thinking and no answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+
+from .engine import Controls, Engine, StopRequested
+from .errors import ElasticError, UsageError
+from .events import (ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, Done, Event, Prefill,
+                     Switch, Token)
+from .sampling import SamplingSettings, make_sampler
+
+log = logging.getLogger(__name__)
+GRACE_TOKENS = 16  # after the budget, how long to wait for a line to end before forcing </think>
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[dict, ...]  # {"role": ..., "content": ...}; assistant turns may carry reasoning_content
+    think_submodel: str | None  # None: thinking off
+    answer_submodel: str
+    thinking_budget: int | None = None  # None: unbounded (within max_new_tokens); 0: thinking off
+    max_new_tokens: int = 1024
+    sampling: SamplingSettings = field(default_factory=SamplingSettings)
+    stop_strings: tuple[str, ...] = ()
+    truncate_history_thinking: bool = True
+    # (context token ids, logits) -> logits, applied in order before sampling
+    logits_processors: tuple = ()
+
+
+def decode_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=()) -> Iterator[int]:
+    """Layer 1: from the logits after the cached context, sample a token, yield it, run it, repeat.
+    The caller stops when it likes; the last yielded token is not yet in the cache.
+    `processors` see `context`, the caller's live list of the sequence's token ids."""
+    cache = engine.cache(name)
+    while True:
+        for process in processors:
+            logits = process(context, logits)
+        token = sample(logits)
+        yield token
+        logits = engine.model.forward(name, cache, [token])
+
+
+def reserve_for_answer(max_new_tokens: int) -> int:
+    """Tokens thinking may never use, so an answer always has room."""
+    return max(1, min(256, max_new_tokens // 4))
+
+
+def stream_chat(engine: Engine, request: ChatRequest, controls: Controls | None = None) -> Iterator[Event]:
+    """Layer 2: one reply as events: Prefill, Token..., [Switch, Token...], Done (always last)."""
+    return _Reply(engine, request, controls or Controls()).run()
+
+
+def chat(engine: Engine, request: ChatRequest, controls: Controls | None = None) -> Done:
+    """Layer 3: the finished reply (its Done event carries the texts and counts)."""
+    done = None
+    for event in stream_chat(engine, request, controls):
+        done = event
+    return done
+
+
+class _Reply:
+    """State of one reply while it streams. `run` reads top to bottom: prefill, then one token
+    per loop, with the phase change and the switch in between."""
+
+    def __init__(self, engine: Engine, request: ChatRequest, controls: Controls):
+        self.engine, self.req, self.controls = engine, request, controls
+        self.chat = engine.chat
+        self.special = engine.chat.special
+        if request.max_new_tokens < 1:
+            raise UsageError("max_new_tokens must be at least 1")
+        for name in filter(None, (request.think_submodel, request.answer_submodel)):
+            engine.model.submodel(name)  # raises a clear error for an unknown or unloaded submodel
+        thinking = (request.think_submodel is not None and request.thinking_budget != 0
+                    and self.chat.supports_thinking)
+        self.think_sub = request.think_submodel if thinking else None
+        hard_limit = request.max_new_tokens - reserve_for_answer(request.max_new_tokens)
+        self.budget = request.thinking_budget if thinking else 0
+        self.soft_limit = min(self.budget if self.budget is not None else hard_limit, hard_limit)
+        # Forced end-of-thinking tokens (at most two) count as thinking tokens too, so the
+        # thinking phase never exceeds budget + GRACE_TOKENS tokens in all.
+        self.hard_limit = max(self.soft_limit, min(self.soft_limit + GRACE_TOKENS - 2, hard_limit))
+        self.prompt = self.chat.prompt_ids(list(request.messages), enable_thinking=thinking,
+                                           truncate_history_thinking=request.truncate_history_thinking)
+        self.boundary = _last_index(self.prompt, self.special.turn_start)
+        room = engine.max_context - len(self.prompt)
+        if room < 2:
+            raise UsageError(f"the conversation ({len(self.prompt)} tokens) fills the context "
+                             f"({engine.max_context}); start a new chat or raise the context length")
+        self.max_new = min(request.max_new_tokens, room - 2)  # keep room for a forced </think>
+        self.sample = make_sampler(request.sampling, engine.model.device)
+
+        self.context = list(self.prompt)
+        self.phase = THINKING if self.think_sub else ANSWER
+        self.current = self.think_sub or request.answer_submodel
+        self.counts = {THINKING: 0, ANSWER: 0}
+        self.texts = {THINKING: [], ANSWER: []}
+        self.decoder = self.chat.stream_decoder()
+        self.budget_hit = False
+        self.phase_switch: Switch | None = None
+        self.held = ""  # answer text held back while it could be the start of a stop string
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> Iterator[Event]:
+        started = time.perf_counter()
+        first_token_at = last = None
+        finish, error = None, None
+        try:
+            prefill, logits = self.engine.sync(self.current, self.context, self.boundary, self.controls)
+            yield prefill
+            self.steps = self._steps(self.current, logits)
+            while finish is None:
+                if self.controls.stop_requested:
+                    finish = STOPPED
+                    break
+                wanted = self.controls.take_submodel_request()
+                if wanted and wanted != self.current:
+                    yield self._switch(wanted)
+                token = next(self.steps)
+                now = time.perf_counter()
+                latency = (now - (last or started)) * 1000
+                first_token_at, last = first_token_at or now, now
+                if self.phase == THINKING:
+                    yield from self._thinking_token(token, latency)
+                else:
+                    events, finish = self._answer_token(token, latency)
+                    yield from events
+                if finish is None and self.counts[THINKING] + self.counts[ANSWER] >= self.max_new:
+                    finish = LENGTH
+        except StopRequested:
+            finish = STOPPED
+        except ElasticError as e:
+            finish, error = ERROR, str(e)
+        except Exception as e:  # the reply fails, the app does not: report and carry on
+            log.exception("generation failed")
+            finish, error = ERROR, f"{type(e).__name__}: {e}"
+        if self.held and finish != STOP_STRING:
+            self.texts[ANSWER].append(self.held)
+        yield self._done(finish, error, started, first_token_at, last)
+
+    def _steps(self, name: str, logits):
+        return decode_steps(self.engine, name, logits, self.sample, self.req.logits_processors, self.context)
+
+    # ------------------------------------------------------------------ thinking
+
+    def _thinking_token(self, token: int, latency: float) -> list[Event]:
+        """Handles a token sampled while thinking; ends the phase when the model or the budget says so."""
+        if token in self.special.end_of_turn:
+            # The model tried to end the turn inside its thinking: never leave a reply with no answer.
+            return self._start_answer(forced=self._end_thinking_tokens())
+        self.counts[THINKING] += 1
+        self.context.append(token)
+        if token == self.special.think_end:  # the model ended its thinking itself
+            return [Token("", token, THINKING, self.current, latency)] + self._start_answer(forced=[])
+        text = self.decoder.push(token)
+        self.texts[THINKING].append(text)
+        events = [Token(text, token, THINKING, self.current, latency)]
+        n = self.counts[THINKING]
+        if n >= self.soft_limit and ("\n" in text or n >= self.hard_limit):
+            self.budget_hit = True
+            events += self._start_answer(forced=self._end_thinking_tokens())
+        return events
+
+    def _end_thinking_tokens(self) -> list[int]:
+        """`</think>`, on a line of its own."""
+        ends_line = "".join(self.texts[THINKING]).endswith("\n")
+        return ([] if ends_line else self.chat.encode("\n")) + [self.special.think_end]
+
+    def _start_answer(self, forced: list[int]) -> list[Event]:
+        """Ends the thinking phase: appends forced tokens, switches to the answering submodel."""
+        events = [Token(self.chat.decode([t]), t, THINKING, self.current, 0.0, forced=True) for t in forced]
+        self.context.extend(forced)
+        self.counts[THINKING] += len(forced)
+        self.texts[THINKING].append(self.decoder.flush())
+        self.phase, self.decoder = ANSWER, self.chat.stream_decoder()
+        target = self.req.answer_submodel
+        if target != self.current:
+            self.phase_switch = self._switch(target)
+            events.append(self.phase_switch)
+        else:  # same submodel: it only runs the forced tokens and the last sampled one
+            _, logits = self.engine.sync(self.current, self.context, None, self.controls)
+            self.steps = self._steps(self.current, logits)
+        return events
+
+    def _switch(self, target: str) -> Switch:
+        """The answering (or requested) submodel catches up on the context it has not seen."""
+        prefill, logits = self.engine.sync(target, self.context, self.boundary, self.controls)
+        event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms)
+        self.current = target
+        self.steps = self._steps(target, logits)
+        return event
+
+    # ------------------------------------------------------------------ answering
+
+    def _answer_token(self, token: int, latency: float):
+        if token in self.special.end_of_turn:
+            return [], END_OF_TURN
+        self.counts[ANSWER] += 1
+        self.context.append(token)
+        text = self.held + self.decoder.push(token)
+        self.held = ""
+        finish = None
+        for stop in self.req.stop_strings:
+            if stop and stop in text:
+                text, finish = text[:text.index(stop)], STOP_STRING
+        if finish is None:
+            text, self.held = _hold_back(text, self.req.stop_strings)
+        self.texts[ANSWER].append(text)
+        return [Token(text, token, ANSWER, self.current, latency)], finish
+
+    # ------------------------------------------------------------------ the end
+
+    def _done(self, finish, error, started, first_token_at, last) -> Done:
+        generated = self.counts[THINKING] + self.counts[ANSWER]
+        decode_s = (last - first_token_at) if first_token_at and last else 0.0
+        sw = self.phase_switch
+        return Done(
+            finish_reason=finish or ERROR, thinking_tokens=self.counts[THINKING], answer_tokens=self.counts[ANSWER],
+            budget_hit=self.budget_hit,
+            ttft_ms=round((first_token_at - started) * 1000, 3) if first_token_at else 0.0,
+            tokens_per_s=round((generated - 1) / decode_s, 3) if decode_s > 0 else 0.0,
+            thinking_text="".join(self.texts[THINKING]), answer_text="".join(self.texts[ANSWER]),
+            think_submodel=self.think_sub, answer_submodel=self.req.answer_submodel,
+            thinking_budget=self.budget if self.think_sub else 0,
+            switch_from=sw.from_submodel if sw else None, switch_to=sw.to_submodel if sw else None,
+            switch_reprefill_tokens=sw.reprefill_tokens if sw else 0, switch_ms=round(sw.ms, 3) if sw else 0.0,
+            error=error)
+
+
+def _last_index(ids: list[int], token: int | None) -> int | None:
+    if token is None or token not in ids:
+        return None
+    return len(ids) - 1 - ids[::-1].index(token)
+
+
+def _hold_back(text: str, stops: tuple[str, ...]) -> tuple[str, str]:
+    """Splits off the longest tail of `text` that is the start of a stop string."""
+    keep = 0
+    for stop in stops:
+        for n in range(min(len(stop) - 1, len(text)), 0, -1):
+            if text.endswith(stop[:n]):
+                keep = max(keep, n)
+                break
+    return (text[:-keep], text[-keep:]) if keep else (text, "")
