@@ -187,7 +187,11 @@ class _Reply:
 
     def _start_answer(self, forced: list[int]) -> list[Event]:
         """Ends the thinking phase: appends forced tokens, switches to the answering submodel."""
-        events = [Token(self.chat.decode([t]), t, THINKING, self.current, 0.0, forced=True) for t in forced]
+        events = []
+        for t in forced:
+            text = self.decoder.push(t)
+            self.texts[THINKING].append(text)
+            events.append(Token(text, t, THINKING, self.current, 0.0, forced=True))
         self.context.extend(forced)
         self.counts[THINKING] += len(forced)
         self.texts[THINKING].append(self.decoder.flush())

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Elastic Chat set-up for Linux (and macOS, demo only).
+#
+#   installer/setup.sh            create .venv, install the app, start it
+#   installer/setup.sh --test     the same set-up with the test extras, then run the whole test suite
+#                                 (extra arguments go to pytest)
+#
+# Idempotent: a second run reuses .venv and skips pip when nothing changed.
+# torch: the CUDA build on a machine with an NVIDIA GPU (PyPI's default Linux wheel),
+# the CPU build otherwise (PyTorch's CPU index; falls back to any local CPU wheel pip knows).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+TORCH_VERSION="2.13.0"
+MODE="app"
+if [[ "${1:-}" == "--test" ]]; then
+    MODE="test"
+    shift
+fi
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+find_python() {
+    for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+        [[ -n "$candidate" ]] || continue
+        if command -v "$candidate" >/dev/null 2>&1 &&
+            "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+    die "Python 3.11 or newer is needed (set PYTHON=/path/to/python3.11 if it is installed elsewhere)"
+}
+
+has_nvidia_gpu() {
+    command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '
+}
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+    PY="$(find_python)"
+    say "creating $VENV with $PY"
+    "$PY" -m venv "$VENV" || die "could not create the virtual environment (on Debian/Ubuntu: apt install python3-venv)"
+fi
+VPY="$VENV/bin/python"
+
+if has_nvidia_gpu; then
+    TORCH_KIND="cuda"
+    TORCH_ARGS=()
+else
+    TORCH_KIND="cpu"
+    TORCH_ARGS=(--extra-index-url https://download.pytorch.org/whl/cpu)
+fi
+
+# Skip pip when this exact set-up was already done (same pyproject, same mode, same torch kind).
+STAMP="$VENV/.elastic-chat-setup"
+WANT="$(cat "$ROOT/pyproject.toml" "$ROOT/installer/setup.sh" | sha256sum | cut -c1-16) $MODE $TORCH_KIND"
+if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]]; then
+    if ! "$VPY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+        say "installing torch $TORCH_VERSION ($TORCH_KIND build)"
+        "$VPY" -m pip install --quiet "torch==$TORCH_VERSION" "${TORCH_ARGS[@]}" ||
+            die "installing torch failed; check the network and run this script again (it resumes)"
+    fi
+    EXTRA=""
+    [[ "$MODE" == "test" ]] && EXTRA="[test]"
+    say "installing Elastic Chat$EXTRA"
+    "$VPY" -m pip install --quiet -e "$ROOT$EXTRA" ||
+        die "installing the app failed; check the network and run this script again"
+    echo "$WANT" >"$STAMP"
+fi
+
+cd "$ROOT"
+if [[ "$MODE" == "test" ]]; then
+    export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
+    export HF_HUB_OFFLINE=1
+    exec "$VPY" -m pytest "$@"
+fi
+exec "$VENV/bin/elastic-chat" "$@"
