@@ -45,12 +45,17 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 VPY="$VENV/bin/python"
 
+CPU_INDEX="https://download.pytorch.org/whl/cpu"
+reachable() {
+    "$VPY" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=5)" "$1" >/dev/null 2>&1
+}
+
 if has_nvidia_gpu; then
     TORCH_KIND="cuda"
     TORCH_ARGS=()
 else
     TORCH_KIND="cpu"
-    TORCH_ARGS=(--extra-index-url https://download.pytorch.org/whl/cpu)
+    TORCH_ARGS=()
 fi
 
 # Skip pip when this exact set-up was already done (same pyproject, same mode, same torch kind).
@@ -58,6 +63,15 @@ STAMP="$VENV/.elastic-chat-setup"
 WANT="$(cat "$ROOT/pyproject.toml" "$ROOT/installer/setup.sh" | sha256sum | cut -c1-16) $MODE $TORCH_KIND"
 if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]]; then
     if ! "$VPY" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+        if [[ "$TORCH_KIND" == "cpu" ]]; then
+            # PyTorch's CPU index keeps a no-GPU install small; pip would retry an unreachable
+            # index for every package, so ask it only when it answers.
+            if reachable "$CPU_INDEX/torch/"; then
+                TORCH_ARGS=(--extra-index-url "$CPU_INDEX")
+            else
+                say "PyTorch's CPU package index is unreachable; taking torch from the default index"
+            fi
+        fi
         say "installing torch $TORCH_VERSION ($TORCH_KIND build)"
         "$VPY" -m pip install --quiet "torch==$TORCH_VERSION" "${TORCH_ARGS[@]}" ||
             die "installing torch failed; check the network and run this script again (it resumes)"
