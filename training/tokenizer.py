@@ -43,7 +43,9 @@ CHAT_TEMPLATE = (
 def build_tokenizer(corpus: Iterable[str], vocab_size: int, out_dir: Path) -> Tokenizer:
     """Trains a byte-level BPE on `corpus` and writes tokenizer.json and tokenizer_config.json."""
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Digits stay single tokens, so numbers are spelled digit by digit (arithmetic needs that).
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.ByteLevel(add_prefix_space=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
