@@ -1,0 +1,98 @@
+"""The bundled demo model: the files shipped in assets/demo load, nest, extract, and chat."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from runtime import ElasticModel
+from runtime.chat_format import ChatFormat
+from runtime.elastic import count_params
+from runtime.extract import extract
+from runtime.score import score
+
+DEMO = Path(__file__).resolve().parents[1] / "assets" / "demo"
+FILES = ("config.json", "elastic.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+         "generation_config.json")
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return ElasticModel.load(DEMO)
+
+
+def test_shipped_files_are_complete_and_small():
+    assert all((DEMO / f).is_file() for f in FILES)
+    assert sum(f.stat().st_size for f in DEMO.iterdir()) < 25 * 1024 * 1024
+
+
+def test_three_nested_submodels_with_the_real_models_proportions(demo):
+    cfg = demo.config
+    assert {"linear_attention", "full_attention", "moe"} <= set(cfg.layer_types)
+    names = list(demo.submodels)
+    assert len(names) == 3 and set(demo.views) == set(names)
+    active = [count_params(cfg, demo.submodels[n]).active for n in names]
+    ratios = [30 * a / active[0] for a in active]
+    assert ratios[1] == pytest.approx(23, abs=2) and ratios[2] == pytest.approx(12, abs=2)
+    for n in names:  # each name says its size
+        assert n == f"{count_params(cfg, demo.submodels[n]).total / 1e6:.1f}M"
+
+
+def test_tokenizer_and_template():
+    chat = ChatFormat(DEMO)
+    sp = chat.special
+    assert None not in (sp.think_start, sp.think_end, sp.turn_start) and sp.end_of_turn
+    on = chat.tokenizer.decode(chat.prompt_ids([{"role": "user", "content": "hi"}], True))
+    off = chat.tokenizer.decode(chat.prompt_ids([{"role": "user", "content": "hi"}], False))
+    assert on.endswith("<|im_start|>assistant\n<think>\n") and off.endswith("<think></think>")
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_every_submodel_extracts_and_transformers_agrees(demo, index, tmp_path):
+    from transformers import NemotronHForCausalLM
+
+    name = list(demo.submodels)[index]
+    out = extract(DEMO, name, tmp_path / name)
+    ids = ChatFormat(DEMO).prompt_ids([{"role": "user", "content": "What is 23 + 8 - 14?"}], True)
+    ref = NemotronHForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = ref(torch.tensor([ids])).logits[0, :-1].float()
+    expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+    assert (torch.tensor(score(demo, name, ids)) - expected).abs().max() < 1e-4
+
+
+def test_thinks_small_and_answers_large_end_to_end():
+    """Quick depth: the smallest submodel thinks, the parent answers, through `generate --json`."""
+    out = subprocess.run([sys.executable, "-m", "runtime", "generate", "--checkpoint", str(DEMO), "--prompt",
+                          "What is 12 + 7 - 5?", "--depth", "Quick", "--temperature", "0", "--max-new-tokens", "120",
+                          "--json"], capture_output=True, text=True, check=True)
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    names = json.loads((DEMO / "elastic.json").read_text())["submodels"]
+    parent, smallest = names[0]["name"], names[-1]["name"]
+    thinking = [e for e in lines if e["type"] == "token" and e["phase"] == "thinking"]
+    answer = [e for e in lines if e["type"] == "token" and e["phase"] == "answer"]
+    switch = [e for e in lines if e["type"] == "switch"]
+    assert thinking and answer and len(switch) == 1
+    assert {e["submodel"] for e in thinking} == {smallest} and {e["submodel"] for e in answer} == {parent}
+    assert (switch[0]["from"], switch[0]["to"]) == (smallest, parent)
+    assert lines[-1]["finish_reason"] == "end_of_turn"
+    # The parent restates the problem and gives a number (right or wrong: see docs/results/demo-eval.md).
+    text = "".join(e["text"] for e in answer)
+    assert re.fullmatch(r"\s*12 \+ 7 - 5 = \d+\.", text), text
+
+
+def test_ordinary_messages_get_sensible_replies(tmp_path):
+    from runtime.engine import Engine
+    from runtime.generate import ChatRequest, chat
+    from runtime.sampling import SamplingSettings
+
+    engine = Engine.load(DEMO)
+    parent = engine.submodels_by_size()[-1]
+    for prompt, expected in [("hello", "demo model"), ("how do I get the real model?", "model manager")]:
+        done = chat(engine, ChatRequest(({"role": "user", "content": prompt},), None, parent, 0, 80,
+                                        SamplingSettings(temperature=0)))
+        assert expected in done.answer_text and done.finish_reason == "end_of_turn"
