@@ -102,12 +102,8 @@ class Engine:
         return depth_stops(self.submodels_by_size(), self.thinking_ceiling)
 
     def status(self) -> EngineStatus:
-        dev = self.model.device
-        if dev.type == "cuda":
-            path = f"{torch.cuda.get_device_name(dev)} {str(self.model.dtype).removeprefix('torch.')}"
-        else:
-            path = f"CPU {str(self.model.dtype).removeprefix('torch.')} reference"
-        return EngineStatus(str(self.model.folder), self.model.resident.name, tuple(self.submodels_by_size()), path,
+        return EngineStatus(str(self.model.folder), self.model.resident.name, tuple(self.submodels_by_size()),
+                            self.model.compute_path(),
                             self.model.resident_bytes(), sum(c.nbytes() for c in self.caches.values()),
                             self.max_context)
 

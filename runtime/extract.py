@@ -19,7 +19,6 @@ from safetensors.torch import save_file
 from .config import ATTENTION, MAMBA, MLP, ModelConfig, load_config, read_json
 from .elastic import FORMAT, PER_LAYER_FIELDS, Submodel, load_elastic
 from .errors import CheckpointError, UsageError
-from .model import _refuse_quantized
 from .safetensors_io import tensor_table
 from .weights import EMBED_NAMES, check_tensor_table
 
@@ -32,7 +31,9 @@ def extract(folder, name: str, out) -> Path:
     """Writes submodel `name` of the checkpoint in `folder` to the new folder `out`."""
     folder, out = Path(folder), Path(out)
     cfg = load_config(folder)
-    _refuse_quantized(folder)
+    if (folder / "hf_quant_config.json").exists() or "quantization_config" in read_json(folder / "config.json"):
+        raise UsageError(f"{folder} is a quantized checkpoint; extract works on BF16/FP16/FP32 checkpoints "
+                         "(extract from the BF16 variant, then quantize)")
     subs = load_elastic(folder, cfg)
     sub = next((s for s in subs if s.name == name), None)
     if sub is None:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from .cache import MambaState
 from .config import ModelConfig
+from .matmul import linear
 from .weights import MambaWeights
 
 
@@ -22,7 +23,7 @@ def mamba_mixer(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelC
     G, P, N = cfg.n_groups, cfg.mamba_head_dim, cfg.ssm_state_size
     H, gn = w.A.shape[0], cfg.n_groups * cfg.ssm_state_size
 
-    proj = F.linear(x, w.in_proj, w.in_bias)  # (T, 2GN + H*(2P+1))
+    proj = linear(x, w.in_proj, w.in_bias)  # (T, 2GN + H*(2P+1))
     per_head = proj[:, 2 * gn:].view(T, H, 2 * P + 1)
     z, dt = per_head[..., :P], per_head[..., 2 * P]  # (T, H, P), (T, H)
     conv_in = torch.cat([proj[:, :2 * gn], per_head[..., P:2 * P].reshape(T, H * P)], dim=1)  # (T, 2GN + H*P)
@@ -40,7 +41,7 @@ def mamba_mixer(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelC
     else:
         y = ssm_chunked(xs, dt, w.A, B, C, w.D, state.ssm, cfg.chunk_size)
     y = gated_rms_norm(y, z, w.norm_w, G, cfg.layer_norm_epsilon)  # (T, H*P)
-    return F.linear(y.to(x.dtype), w.out_proj, w.out_bias)
+    return linear(y.to(x.dtype), w.out_proj, w.out_bias)
 
 
 def causal_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, window: torch.Tensor) -> torch.Tensor:

@@ -16,9 +16,12 @@ import torch.nn.functional as F
 
 from .attention import attention
 from .cache import SequenceCache, new_cache
-from .config import ATTENTION, MAMBA, MLP, ModelConfig, load_config
+from .config import ATTENTION, MAMBA, MLP, ModelConfig, read_json
 from .device import pick_device
 from .elastic import Submodel, count_params, load_elastic
+from .matmul import describe as describe_kernel
+from .matmul import linear
+from .quant import QuantSpec, read_quant_spec
 from .errors import CheckpointError, UsageError
 from .mamba import mamba_mixer
 from .moe import mlp, moe
@@ -54,7 +57,7 @@ def forward(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, ids: torch.
     cache.tokens.extend(ids.tolist())
     if not all_logits:
         x = x[-1:]
-    return F.linear(rms_norm(x, w.norm_f, cfg.layer_norm_epsilon), w.lm_head).float()
+    return linear(rms_norm(x, w.norm_f, cfg.layer_norm_epsilon), w.lm_head).float()
 
 
 @dataclass
@@ -67,6 +70,7 @@ class ElasticModel:
     views: dict[str, ModelWeights]  # the submodels that fit within the resident one
     device: torch.device
     dtype: torch.dtype
+    quant: QuantSpec | None = None  # None: a dense (BF16/FP16/FP32) checkpoint
 
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
@@ -82,18 +86,19 @@ class ElasticModel:
         folder = Path(folder)
         if not folder.is_dir():
             raise CheckpointError(folder, "not a folder")
-        cfg = load_config(folder)
-        _refuse_quantized(folder)
+        raw_config = read_json(folder / "config.json")
+        cfg = ModelConfig.from_dict(raw_config, folder / "config.json")
+        quant = read_quant_spec(folder, raw_config)
         subs = load_elastic(folder, cfg, elastic)
         by_name = {s.name: s for s in subs}
         root = subs[0] if resident is None else by_name.get(resident)
         if root is None:
             raise UsageError(f"unknown submodel {resident!r}; this checkpoint has {', '.join(by_name)}")
-        table = check_tensor_table(cfg, tensor_table(folder), folder)
+        table = check_tensor_table(cfg, tensor_table(folder), folder, quant)
         dev, dt = pick_device(device, dtype)
         weights = load_weights(cfg, table, root, dev, dt)
         views = {s.name: submodel_views(cfg, weights, s) for s in subs if s.fits_within(root)}
-        return cls(folder, cfg, by_name, root, weights, views, dev, dt)
+        return cls(folder, cfg, by_name, root, weights, views, dev, dt, quant)
 
     @property
     def parent(self) -> Submodel:
@@ -131,6 +136,15 @@ class ElasticModel:
         """Bytes of weights in memory: every available submodel together (views share storage)."""
         return resident_bytes(self.weights, *self.views.values())
 
+    def compute_path(self) -> str:
+        """What runs the matmuls, in words (the GUI shows it), e.g. "NVFP4 native matmul"."""
+        precision = str(self.dtype).removeprefix("torch.")
+        if self.quant is None:
+            where = "CPU" if self.device.type == "cpu" else torch.cuda.get_device_name(self.device)
+            return f"{where}, {precision} weights" + (" (reference)" if self.device.type == "cpu" else "")
+        choice = describe_kernel(self.device, self.quant.algo)
+        return choice.label + (f" ({choice.note})" if choice.note else "")
+
     def describe(self) -> list[dict]:
         """One row per submodel: name, parameter counts, whether it is in memory."""
         rows = []
@@ -140,8 +154,3 @@ class ElasticModel:
         return rows
 
 
-def _refuse_quantized(folder: Path) -> None:
-    if (folder / "hf_quant_config.json").exists():
-        raise CheckpointError(folder / "hf_quant_config.json",
-                              "this is a quantized (ModelOpt) checkpoint; this build reads BF16/FP16/FP32 "
-                              "checkpoints only: use the BF16 variant")

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from .config import ModelConfig
+from .matmul import linear
+from .quant import dense
 from .weights import MLPWeights, MoEWeights
 
 
@@ -14,7 +16,7 @@ def relu2(x: torch.Tensor) -> torch.Tensor:
 
 
 def mlp(x: torch.Tensor, w: MLPWeights) -> torch.Tensor:
-    return F.linear(relu2(F.linear(x, w.up, w.up_bias)), w.down, w.down_bias)
+    return linear(relu2(linear(x, w.up, w.up_bias)), w.down, w.down_bias)
 
 
 def route(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
@@ -41,12 +43,13 @@ def moe(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
     if x.shape[0] == 1:
         # Decode: gather the k experts' weights and run them as one batch (no host sync).
         e = ids[0]
-        h = relu2(torch.einsum("kfh,h->kf", w.up[e], x[0]))  # (k, F)
-        routed = (weights[0, :, None] * torch.einsum("khf,kf->kh", w.down[e], h).float()).sum(0, keepdim=True)
+        h = relu2(torch.einsum("kfh,h->kf", dense(w.up[e], x.dtype), x[0]))  # (k, F)
+        out = torch.einsum("khf,kf->kh", dense(w.down[e], x.dtype), h)  # (k, hidden)
+        routed = (weights[0, :, None] * out.float()).sum(0, keepdim=True)
     else:
         routed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
         for e in ids.unique().tolist():
             tokens, slot = (ids == e).nonzero(as_tuple=True)
-            y = F.linear(relu2(F.linear(x[tokens], w.up[e])), w.down[e])
+            y = linear(relu2(linear(x[tokens], w.up[e])), w.down[e])
             routed.index_add_(0, tokens, y.float() * weights[tokens, slot, None])
     return routed.to(x.dtype) + mlp(x, w.shared)

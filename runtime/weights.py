@@ -26,6 +26,7 @@ from safetensors import safe_open
 from .config import ATTENTION, MAMBA, MLP, MOE, ModelConfig
 from .elastic import Submodel
 from .errors import CheckpointError
+from .quant import BLOCK, PackedFP8, PackedNVFP4, QuantSpec, block_slice, stack
 from .safetensors_io import TensorInfo
 
 EMBED_NAMES = ("backbone.embeddings.weight", "backbone.embedding.weight")
@@ -148,15 +149,34 @@ def _mlp_shapes(prefix, f, h, bias):
     return out
 
 
-def check_tensor_table(cfg: ModelConfig, table: dict[str, TensorInfo], folder: Path) -> dict[str, TensorInfo]:
-    """Matches the file's tensors against the config; returns the table under canonical names."""
+LINEAR_NAMES = ("in_proj.weight", "out_proj.weight", "q_proj.weight", "k_proj.weight", "v_proj.weight",
+                "o_proj.weight", "up_proj.weight", "down_proj.weight", "lm_head.weight")
+
+
+def is_linear(name: str) -> bool:
+    return name.endswith(LINEAR_NAMES)
+
+
+def check_tensor_table(cfg: ModelConfig, table: dict[str, TensorInfo], folder: Path,
+                       quant: QuantSpec | None = None) -> dict[str, TensorInfo]:
+    """Matches the file's tensors against the config; returns the table under canonical names.
+
+    In a quantized checkpoint a linear weight may be stored packed (NVFP4: uint8 codes plus
+    `weight_scale` and `weight_scale_2`; FP8: E4M3 plus `weight_scale`), with an optional
+    `input_scale`; everything else must be stored as the config implies.
+    """
     table = dict(table)
     if EMBED_NAMES[1] in table and EMBED_NAMES[0] not in table:
         table[EMBED_NAMES[0]] = table.pop(EMBED_NAMES[1])
     expected = expected_tensors(cfg)
+    companions = set()
+    for name in expected:
+        if quant is not None and is_linear(name) and name + "_scale" in table:
+            companions |= {name + s for s in ("_scale", "_scale_2", "_input_scale")}
+            companions.add(name[: -len("weight")] + "input_scale")
     present = {n for n in table if not n.startswith("mtp.")}  # multi-token-prediction heads are unused
     missing = sorted(set(expected) - present)
-    extra = sorted(present - set(expected))
+    extra = sorted(present - set(expected) - companions)
     where = _weights_file_name(folder)
     if missing:
         raise CheckpointError(where, f"{len(missing)} tensors that config.json requires are missing, "
@@ -166,13 +186,45 @@ def check_tensor_table(cfg: ModelConfig, table: dict[str, TensorInfo], folder: P
                                      f"e.g. {extra[0]!r}; the file does not belong to this config.json")
     for name, shape in expected.items():
         info = table[name]
+        if quant is not None and name + "_scale" in table:
+            _check_packed(name, shape, table, quant)
+            continue
         if info.shape != shape:
             raise CheckpointError(info.file, f"tensor {name!r} has shape {list(info.shape)} but config.json "
                                              f"implies {list(shape)}")
         if info.dtype not in ("F32", "BF16", "F16"):
-            raise CheckpointError(info.file, f"tensor {name!r} is stored as {info.dtype}; dense checkpoints "
-                                             "need F32, BF16 or F16 weights")
+            raise CheckpointError(info.file, f"tensor {name!r} is stored as {info.dtype}; unquantized weights "
+                                             "must be F32, BF16 or F16")
     return table
+
+
+def _check_packed(name: str, shape: tuple, table: dict[str, TensorInfo], quant: QuantSpec) -> None:
+    info, scale = table[name], table[name + "_scale"]
+    module = name[: -len(".weight")]
+    out, cols = shape
+
+    def fail(problem):
+        raise CheckpointError(info.file, f"tensor {name!r}: {problem}")
+
+    if quant.excludes(module):
+        fail(f"is stored quantized, but the quantization config excludes {module!r}")
+    if quant.algo == "NVFP4":
+        if cols % BLOCK:
+            fail(f"has {cols} input columns, not a multiple of NVFP4's {BLOCK}-wide blocks")
+        want = {name: ("U8", (out, cols // 2)), name + "_scale": ("F8_E4M3", (out, cols // BLOCK))}
+        if name + "_scale_2" not in table:
+            fail("is NVFP4 but has no weight_scale_2 (its global scale)")
+        want[name + "_scale_2"] = ("F32", None)
+    else:
+        want = {name: ("F8_E4M3", (out, cols)), name + "_scale": ("F32", None)}
+    for tensor, (dtype, tshape) in want.items():
+        got = table[tensor]
+        if got.dtype != dtype:
+            fail(f"{tensor.rsplit('.', 1)[-1]} is {got.dtype}, but {quant.algo} stores {dtype}")
+        if tshape is None and got.shape not in ((), (1,)):
+            fail(f"{tensor.rsplit('.', 1)[-1]} should be one number, has shape {list(got.shape)}")
+        if tshape is not None and got.shape != tshape:
+            fail(f"{tensor.rsplit('.', 1)[-1]} has shape {list(got.shape)}, but config.json implies {list(tshape)}")
 
 
 def _weights_file_name(folder: Path) -> Path:
@@ -182,112 +234,128 @@ def _weights_file_name(folder: Path) -> Path:
 
 # ----------------------------------------------------------------------------- reading
 
+Index = slice | torch.Tensor  # a prefix/range, or explicit positions in the order wanted
+
+
 class _Reader:
-    """Reads tensor slices from safetensors files (memory-mapped), converting dtype and device."""
+    """Reads weights from safetensors files (memory-mapped): only the bounding box of the rows
+    and columns asked for, converted to the compute dtype (dense) or kept packed."""
 
     def __init__(self, table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype):
         self.table, self.device, self.dtype = table, device, dtype
         self.handles = {}
 
-    def __call__(self, name: str, *index, fp32: bool = False) -> torch.Tensor:
+    def _raw(self, name: str, rows: Index, cols: Index | None) -> torch.Tensor:
         info = self.table[name]
         handle = self.handles.get(info.file)
         if handle is None:
             handle = self.handles[info.file] = safe_open(str(info.file), framework="pt")
-        piece = handle.get_slice(_stored_name(handle, name))[index] if index else handle.get_tensor(_stored_name(handle, name))
-        piece = piece.to(device=self.device, dtype=torch.float32 if fp32 else self.dtype).contiguous()
+        stored = name if name in handle.keys() else EMBED_NAMES[1]
+        box, pick = [], []
+        for index in (rows, cols)[: len(info.shape)]:
+            if index is None or isinstance(index, slice):
+                box.append(index or slice(None))
+                pick.append(slice(None))
+            else:  # read the covering range, then take the positions in order
+                lo, hi = int(index.min()), int(index.max()) + 1
+                box.append(slice(lo, hi))
+                pick.append(index - lo)
+        piece = handle.get_slice(stored)[tuple(box)] if info.shape else handle.get_tensor(stored)
+        for dim, p in enumerate(pick):
+            if isinstance(p, torch.Tensor):
+                piece = piece.index_select(dim, p)
         # A row slice may come back as a view into the whole tensor: keep only the slice.
         return piece.clone() if piece.untyped_storage().nbytes() != piece.nbytes else piece
 
+    def __call__(self, name: str, rows: Index = slice(None), cols: Index | None = None, fp32: bool = False):
+        """A weight (rows, cols) of tensor `name`; packed linear weights stay packed."""
+        if name + "_scale" in self.table and is_linear(name):
+            return self._packed(name, rows, cols)
+        dtype = torch.float32 if fp32 else self.dtype
+        return self._raw(name, rows, cols).to(device=self.device, dtype=dtype).contiguous()
 
-def _stored_name(handle, name: str) -> str:
-    if name == EMBED_NAMES[0] and name not in handle.keys():
-        return EMBED_NAMES[1]
-    return name
+    def _packed(self, name: str, rows: Index, cols: Index | None):
+        cols = slice(None) if cols is None else cols
+        if self.table[name].dtype == "F8_E4M3":  # FP8: one scale per matrix
+            weight = self._raw(name, rows, cols).to(self.device)
+            return PackedFP8(weight, self._raw(name + "_scale", None, None).float().reshape(()).to(self.device), name)
+        full = self.table[name + "_scale"].shape[-1] * BLOCK
+        if isinstance(cols, slice):
+            start, stop, _ = cols.indices(full)
+            block_slice(cols, full, name)
+            byte_cols, block_cols = slice(start // 2, stop // 2), slice(start // BLOCK, stop // BLOCK)
+        else:
+            blocks = cols.view(-1, BLOCK)
+            if not torch.equal(blocks, blocks[:, :1] + torch.arange(BLOCK)) or (blocks[:, 0] % BLOCK).any():
+                raise CheckpointError(name, f"a column order that breaks NVFP4's {BLOCK}-wide blocks")
+            byte_cols = (blocks[:, :1] // 2 + torch.arange(BLOCK // 2)).flatten()
+            block_cols = blocks[:, 0] // BLOCK
+        return PackedNVFP4(self._raw(name, rows, byte_cols).to(self.device),
+                           self._raw(name + "_scale", rows, block_cols).to(self.device),
+                           self._raw(name + "_scale_2", None, None).float().reshape(()).to(self.device), name)
 
 
-def _rank_major(blocks: list[torch.Tensor], q: int, unit: int) -> torch.Tensor:
-    """Per-group blocks of q heads x `unit` rows each -> rows ordered head i = j*G + g."""
-    stacked = torch.stack(blocks)  # (G, q*unit, ...)
-    rest = stacked.shape[2:]
-    stacked = stacked.reshape(len(blocks), q, unit, *rest)  # (G, q, unit, ...)
-    return stacked.transpose(0, 1).reshape(q * len(blocks) * unit, *rest)  # (q*G*unit, ...)
+def mamba_head_order(cfg: ModelConfig, heads: int, rank_major: bool) -> torch.Tensor:
+    """Original ids of the heads a width keeps (the first heads/G of every group), either
+    group by group (the hub layout of a sliced checkpoint) or rank-major (the runtime's layout)."""
+    G, Q, q = cfg.n_groups, cfg.mamba_num_heads // cfg.n_groups, heads // cfg.n_groups
+    pairs = [(j, g) for j in range(q) for g in range(G)] if rank_major else [(j, g) for g in range(G) for j in range(q)]
+    return torch.tensor([g * Q + j for j, g in pairs])
 
 
 def load_weights(cfg: ModelConfig, table: dict[str, TensorInfo], root: Submodel,
                  device: torch.device, dtype: torch.dtype) -> ModelWeights:
     """Reads the `root` submodel's slices of every tensor into the internal layout."""
     read = _Reader(table, device, dtype)
-    h = root.hidden_size
+    h = slice(0, root.hidden_size)
     layers = []
     for i, kind in enumerate(cfg.layer_types):
         m = f"backbone.layers.{i}.mixer."
         if kind == MAMBA:
             mixer = _load_mamba(read, m, cfg, h, root.mamba_num_heads[i])
         elif kind == ATTENTION:
-            mixer = AttentionWeights(q=read(m + "q_proj.weight", slice(None), slice(0, h)),
-                                     k=read(m + "k_proj.weight", slice(None), slice(0, h)),
-                                     v=read(m + "v_proj.weight", slice(None), slice(0, h)),
-                                     o=read(m + "o_proj.weight", slice(0, h)))
+            mixer = AttentionWeights(q=read(m + "q_proj.weight", slice(None), h), k=read(m + "k_proj.weight", slice(None), h),
+                                     v=read(m + "v_proj.weight", slice(None), h), o=read(m + "o_proj.weight", h))
         elif kind == MLP:
             mixer = _load_mlp(read, m, cfg, h, root.intermediate_size[i])
         else:
-            e, f = root.n_routed_experts[i], root.moe_intermediate_size[i]
+            e, f = root.n_routed_experts[i], slice(0, root.moe_intermediate_size[i])
             mixer = MoEWeights(
-                router=read(m + "gate.weight", slice(0, e), slice(0, h), fp32=True),
+                router=read(m + "gate.weight", slice(0, e), h, fp32=True),
                 router_bias=read(m + "gate.e_score_correction_bias", slice(0, e), fp32=True),
-                up=torch.stack([read(m + f"experts.{k}.up_proj.weight", slice(0, f), slice(0, h)) for k in range(e)]),
-                down=torch.stack([read(m + f"experts.{k}.down_proj.weight", slice(0, h), slice(0, f)) for k in range(e)]),
+                up=stack([read(m + f"experts.{k}.up_proj.weight", f, h) for k in range(e)]),
+                down=stack([read(m + f"experts.{k}.down_proj.weight", h, f) for k in range(e)]),
                 shared=_load_mlp(read, m + "shared_experts.", cfg, h, root.moe_shared_expert_intermediate_size[i]))
-        layers.append(LayerWeights(kind, read(f"backbone.layers.{i}.norm.weight", slice(0, h)), mixer))
-    return ModelWeights(embed=read(EMBED_NAMES[0], slice(None), slice(0, h)), layers=layers,
-                        norm_f=read("backbone.norm_f.weight", slice(0, h)),
-                        lm_head=read("lm_head.weight", slice(None), slice(0, h)))
+        layers.append(LayerWeights(kind, read(f"backbone.layers.{i}.norm.weight", h), mixer))
+    return ModelWeights(embed=read(EMBED_NAMES[0], slice(None), h), layers=layers,
+                        norm_f=read("backbone.norm_f.weight", h), lm_head=read("lm_head.weight", slice(None), h))
 
 
-def _load_mlp(read, m, cfg, h, f) -> MLPWeights:
-    return MLPWeights(up=read(m + "up_proj.weight", slice(0, f), slice(0, h)),
-                      down=read(m + "down_proj.weight", slice(0, h), slice(0, f)),
-                      up_bias=read(m + "up_proj.bias", slice(0, f)) if cfg.mlp_bias else None,
-                      down_bias=read(m + "down_proj.bias", slice(0, h)) if cfg.mlp_bias else None)
+def _load_mlp(read, m, cfg, h: slice, f: int) -> MLPWeights:
+    f = slice(0, f)
+    return MLPWeights(up=read(m + "up_proj.weight", f, h), down=read(m + "down_proj.weight", h, f),
+                      up_bias=read(m + "up_proj.bias", f) if cfg.mlp_bias else None,
+                      down_bias=read(m + "down_proj.bias", h) if cfg.mlp_bias else None)
 
 
-def _load_mamba(read, m, cfg: ModelConfig, h: int, heads: int) -> MambaWeights:
-    G, P = cfg.n_groups, cfg.mamba_head_dim
-    Q, q = cfg.mamba_num_heads // G, heads // G
-    d, gn = cfg.mamba_d_inner, cfg.n_groups * cfg.ssm_state_size
-
-    def heads_of(name, offset, unit, *cols, fp32=False):
-        # The first q heads of each group, `unit` rows per head, from rows offset.. of tensor `name`.
-        blocks = [read(name, slice(offset + g * Q * unit, offset + (g * Q + q) * unit), *cols, fp32=fp32)
-                  for g in range(G)]
-        return _rank_major(blocks, q, unit)
-
-    def in_proj_rows(name, *cols):
-        z = heads_of(name, 0, P, *cols).unflatten(0, (heads, P))
-        x = heads_of(name, d, P, *cols).unflatten(0, (heads, P))
-        dt = heads_of(name, 2 * d + 2 * gn, 1, *cols).unflatten(0, (heads, 1))
-        bc = read(name, slice(2 * d, 2 * d + 2 * gn), *cols)
-        return torch.cat([bc, torch.cat([z, x, dt], dim=1).flatten(0, 1)])
-
-    conv = read(m + "conv1d.weight")[:, 0, :]  # (d + 2GN, K); tiny, read whole
-    conv_x = _rank_major([conv[g * Q * P:(g * Q + q) * P] for g in range(G)], q, P)
-    conv_b = None
-    if cfg.use_conv_bias:
-        cb = read(m + "conv1d.bias")
-        conv_b = torch.cat([cb[d:d + 2 * gn], _rank_major([cb[g * Q * P:(g * Q + q) * P] for g in range(G)], q, P)])
-    out_blocks = [read(m + "out_proj.weight", slice(0, h), slice(g * Q * P, (g * Q + q) * P)).T for g in range(G)]
+def _load_mamba(read, m, cfg: ModelConfig, h: slice, heads: int) -> MambaWeights:
+    P, d, gn = cfg.mamba_head_dim, cfg.mamba_d_inner, cfg.n_groups * cfg.ssm_state_size
+    order = mamba_head_order(cfg, heads, rank_major=True)  # internal head i -> original head id
+    channels = (order[:, None] * P + torch.arange(P)).flatten()  # each head's P channels, in order
+    per_head = torch.cat([channels.view(-1, P), d + channels.view(-1, P), 2 * d + 2 * gn + order[:, None]], dim=1)
+    in_rows = torch.cat([torch.arange(2 * d, 2 * d + 2 * gn), per_head.flatten()])  # [B, C, per head (z, x, dt)]
+    conv_rows = torch.cat([torch.arange(d, d + 2 * gn), channels])  # [B, C, per head x]
     return MambaWeights(
-        in_proj=in_proj_rows(m + "in_proj.weight", slice(0, h)),
-        in_bias=in_proj_rows(m + "in_proj.bias") if cfg.use_bias else None,
-        conv_w=torch.cat([conv[d:d + 2 * gn], conv_x]).contiguous(),
-        conv_b=conv_b,
-        A=-torch.exp(heads_of(m + "A_log", 0, 1, fp32=True)),
-        D=heads_of(m + "D", 0, 1, fp32=True),
-        dt_bias=heads_of(m + "dt_bias", 0, 1, fp32=True),
-        norm_w=heads_of(m + "norm.weight", 0, P),
-        out_proj=_rank_major(out_blocks, q, P).T.contiguous(),
-        out_bias=read(m + "out_proj.bias", slice(0, h)) if cfg.use_bias else None,
+        in_proj=read(m + "in_proj.weight", in_rows, h),
+        in_bias=read(m + "in_proj.bias", in_rows) if cfg.use_bias else None,
+        conv_w=read(m + "conv1d.weight", conv_rows)[:, 0, :].contiguous(),
+        conv_b=read(m + "conv1d.bias", conv_rows) if cfg.use_conv_bias else None,
+        A=-torch.exp(read(m + "A_log", order, fp32=True)),
+        D=read(m + "D", order, fp32=True),
+        dt_bias=read(m + "dt_bias", order, fp32=True),
+        norm_w=read(m + "norm.weight", channels),
+        out_proj=read(m + "out_proj.weight", h, channels),
+        out_bias=read(m + "out_proj.bias", h) if cfg.use_bias else None,
     )
 
 
