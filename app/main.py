@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO = ROOT / "assets" / "demo"
+# The default is the NVFP4 export of the demo, so the app takes the quantized path a real RTX PC
+# takes; assets/demo holds the same model in fp32.
+DEMO = ROOT / "assets" / "demo-nvfp4"
 
 
 def main(argv: list[str] | None = None) -> int:
