@@ -24,7 +24,7 @@ import torch
 from safetensors import safe_open
 
 from .config import ATTENTION, MAMBA, MLP, MOE, ModelConfig
-from .elastic import Submodel
+from .elastic import Submodel, parent_submodel
 from .errors import CheckpointError
 from .quant import BLOCK, PackedFP8, PackedNVFP4, QuantSpec, block_slice, stack
 from .safetensors_io import TensorInfo
@@ -101,9 +101,11 @@ class ModelWeights:
 
 # ----------------------------------------------------------------------------- file layout
 
-def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Names and shapes a dense checkpoint of this config holds (hub layout)."""
-    h, out = cfg.hidden_size, {}
+def expected_tensors(cfg: ModelConfig, sub: Submodel | None = None) -> dict[str, tuple[int, ...]]:
+    """Names and shapes a dense checkpoint of this config holds (hub layout); with `sub`, the
+    shapes that submodel keeps (what a physically sliced checkpoint of it would hold)."""
+    sub = sub or parent_submodel(cfg)
+    h, out = sub.hidden_size, {}
     out["backbone.embeddings.weight"] = (cfg.vocab_size, h)
     out["backbone.norm_f.weight"] = (h,)
     out["lm_head.weight"] = (cfg.vocab_size, h)
@@ -112,7 +114,8 @@ def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
         out[p + "norm.weight"] = (h,)
         m = p + "mixer."
         if kind == MAMBA:
-            d, heads, bc = cfg.mamba_d_inner, cfg.mamba_num_heads, 2 * cfg.n_groups * cfg.ssm_state_size
+            heads, bc = sub.mamba_num_heads[i], 2 * cfg.n_groups * cfg.ssm_state_size
+            d = heads * cfg.mamba_head_dim
             out[m + "in_proj.weight"] = (2 * d + bc + heads, h)
             out[m + "conv1d.weight"] = (d + bc, 1, cfg.conv_kernel)
             out[m + "A_log"] = (heads,)
@@ -130,15 +133,15 @@ def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
             out.update({m + "q_proj.weight": (q, h), m + "k_proj.weight": (kv, h),
                         m + "v_proj.weight": (kv, h), m + "o_proj.weight": (h, q)})
         elif kind == MLP:
-            out.update(_mlp_shapes(m, cfg.intermediate_size, h, cfg.mlp_bias))
+            out.update(_mlp_shapes(m, sub.intermediate_size[i], h, cfg.mlp_bias))
         else:
-            e, f = cfg.n_routed_experts, cfg.moe_intermediate_size
+            e, f = sub.n_routed_experts[i], sub.moe_intermediate_size[i]
             out[m + "gate.weight"] = (e, h)
             out[m + "gate.e_score_correction_bias"] = (e,)
             for k in range(e):
                 out[m + f"experts.{k}.up_proj.weight"] = (f, h)
                 out[m + f"experts.{k}.down_proj.weight"] = (h, f)
-            out.update(_mlp_shapes(m + "shared_experts.", cfg.moe_shared_expert_intermediate_size, h, cfg.mlp_bias))
+            out.update(_mlp_shapes(m + "shared_experts.", sub.moe_shared_expert_intermediate_size[i], h, cfg.mlp_bias))
     return out
 
 

@@ -1,0 +1,98 @@
+"""The models the app knows how to get: `assets/catalog.json` (data, not code).
+
+Each variant is one downloadable checkpoint (NVFP4, FP8, BF16 of the same family) or the
+bundled demo. A family carries the parent's config and an elastic table, so the fit planner
+can size every submodel before anything is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import ATTENTION, MAMBA, ModelConfig
+from .elastic import Submodel, parse_elastic
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG = ROOT / "assets" / "catalog.json"
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    title: str
+    format: str  # NVFP4, FP8, BF16
+    repo: str | None  # hub repo id (None for the bundled demo)
+    path: Path | None  # bundled checkpoint folder
+    approx_size_bytes: int | None
+    licence: dict
+    fast_path: str
+    fast_min_cc: tuple[int, int]
+    fallback_path: str
+    family: str | None
+    default: bool = False
+
+    @property
+    def bundled(self) -> bool:
+        return self.path is not None
+
+
+@dataclass(frozen=True)
+class Family:
+    id: str
+    title: str
+    about: str
+    config: ModelConfig
+    raw_config: dict
+    elastic: dict
+    submodels: tuple[Submodel, ...]
+    note: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    variants: tuple[Variant, ...]
+    families: dict[str, Family]
+
+    def variant(self, key: str) -> Variant:
+        for v in self.variants:
+            if key in (v.id, v.repo):
+                return v
+        raise KeyError(key)
+
+    def for_repo(self, repo: str) -> Variant | None:
+        return next((v for v in self.variants if v.repo == repo), None)
+
+
+def load_catalog(path: Path = CATALOG) -> Catalog:
+    data = json.loads(Path(path).read_text())
+    families = {}
+    for fid, f in data["families"].items():
+        cfg = ModelConfig.from_dict(f["config"], f"{path} ({fid})")
+        subs = parse_elastic(f["elastic"], cfg, f"{path} ({fid})")
+        families[fid] = Family(fid, f["title"], f.get("about", ""), cfg, f["config"], f["elastic"], tuple(subs),
+                               f.get("elastic_note", ""))
+    variants = []
+    for v in data["variants"]:
+        fam = families.get(v.get("family"))
+        variants.append(Variant(
+            id=v["id"], title=v.get("title") or f"{fam.title} ({v['format']})", format=v["format"], repo=v.get("repo"),
+            path=(ROOT / "assets" / v["path"]) if v.get("path") else None, approx_size_bytes=v.get("approx_size_bytes"),
+            licence=v.get("licence", {}), fast_path=v["fast_path"]["label"],
+            fast_min_cc=tuple(v["fast_path"]["min_compute_capability"]), fallback_path=v["fallback_path"],
+            family=v.get("family"), default=bool(v.get("default"))))
+    return Catalog(tuple(variants), families)
+
+
+def bf16_modules(cfg: ModelConfig) -> list[str]:
+    """Module patterns NVIDIA's NemotronH exports keep in BF16: lm_head, the attention
+    projections and the Mamba projections next to attention layers."""
+    out = ["*lm_head*"]
+    for i, kind in enumerate(cfg.layer_types):
+        if kind == ATTENTION:
+            out.append(f"*layers.{i}.mixer.*_proj*")
+            for j in (i - 1, i + 1):
+                if 0 <= j < cfg.num_layers and cfg.layer_types[j] == MAMBA:
+                    out += [f"*layers.{j}.mixer.in_proj*", f"*layers.{j}.mixer.out_proj*"]
+    return out

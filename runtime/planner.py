@@ -1,0 +1,217 @@
+"""Will it fit? For each checkpoint variant and each submodel: the memory it needs on this GPU,
+a verdict (fits / tight / does not fit) with a one-line reason, and the compute path that
+would run. Then the default variant to offer.
+
+Memory needed to make a submodel the resident copy = its weights (smaller submodels are views
+of it, free) + its caches at the chosen context + a fixed workspace. Weights are sized from
+tensor shapes: packed NVFP4 linears at 0.5625 bytes per parameter, FP8 at 1, routers fp32,
+everything else BF16 on a GPU. Free memory is read at decision time and already excludes what
+other programs hold.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from .cache import cache_bytes
+from .catalog import Catalog, Variant, bf16_modules
+from .config import ModelConfig
+from .elastic import Submodel, count_params
+from .hardware import GiB, HardwareProbe
+from .weights import expected_tensors, is_linear
+
+WORKSPACE_BYTES = GiB  # CUDA context, prefill activations, allocator slack
+FITS_SHARE = 0.9  # "fits" leaves 10% of free memory; up to 100% is "tight"
+DISK_MARGIN_BYTES = 2 * GiB
+FITS, TIGHT, NO = "fits", "tight", "does not fit"
+PACKED_BYTES = {"NVFP4": 0.5 + 1 / 16, "FP8": 1.0}
+
+
+@dataclass(frozen=True)
+class SubmodelFit:
+    name: str
+    params: int
+    active_params: int
+    weight_bytes: int
+    cache_bytes: int
+    workspace_bytes: int
+    verdict: str
+    reason: str
+
+    @property
+    def need_bytes(self) -> int:
+        return self.weight_bytes + self.cache_bytes + self.workspace_bytes
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    variant: str  # catalog id
+    title: str
+    format: str
+    compute_path: str
+    download_bytes: int | None
+    disk_ok: bool
+    disk_reason: str
+    submodels: tuple[SubmodelFit, ...]  # parent first
+    resident: str | None  # the largest submodel that fits: the one copy to load
+
+    @property
+    def verdict(self) -> str:
+        return self.submodels[0].verdict if self.submodels else NO
+
+
+@dataclass(frozen=True)
+class Plan:
+    hardware: str
+    context: int
+    variants: tuple[VariantPlan, ...]
+    default: str  # variant id
+    default_reason: str
+
+    def variant(self, vid: str) -> VariantPlan:
+        return next(v for v in self.variants if v.variant == vid)
+
+
+def weight_bytes(cfg: ModelConfig, sub: Submodel, packed_format) -> int:
+    """Bytes of a submodel's weights on the GPU. `packed_format(tensor name)` says whether a
+    linear weight is stored "NVFP4", "FP8" or dense (None)."""
+    total = 0.0
+    for name, shape in expected_tensors(cfg, sub).items():
+        n = 1
+        for d in shape:
+            n *= d
+        fmt = packed_format(name) if is_linear(name) else None
+        if fmt:
+            total += n * PACKED_BYTES[fmt] + 8  # plus the per-matrix scales
+        elif ".gate." in name:  # routers stay fp32
+            total += 4 * n
+        else:
+            total += 2 * n
+    return int(total)
+
+
+def catalog_packing(variant: Variant, cfg: ModelConfig):
+    """Which linears a catalog variant stores packed (NVIDIA's exclusions stay BF16)."""
+    if variant.format not in PACKED_BYTES:
+        return lambda name: None
+    excluded = bf16_modules(cfg)
+
+    def fmt(name: str):
+        module = name.removesuffix(".weight")
+        return None if any(fnmatch.fnmatchcase(module, p) for p in excluded) else variant.format
+    return fmt
+
+
+def checkpoint_sizing(folder):
+    """Config, submodels and packing of a checkpoint on disk (headers only, no weights read)."""
+    from .config import read_json
+    from .elastic import load_elastic
+    from .safetensors_io import tensor_table
+
+    raw = read_json(folder / "config.json")
+    cfg = ModelConfig.from_dict(raw, folder / "config.json")
+    table = tensor_table(folder)
+
+    def packing(name: str):
+        if name + "_scale" not in table:
+            return None
+        return "NVFP4" if table[name].dtype == "U8" else "FP8"
+    return cfg, load_elastic(folder, cfg), packing
+
+
+def compute_path(variant: Variant, probe: HardwareProbe) -> str:
+    if variant.bundled:
+        return "CPU demo"
+    gpu = probe.gpu
+    if gpu is None:
+        return "none: needs an NVIDIA GPU"
+    return variant.fast_path if gpu.compute_capability >= variant.fast_min_cc else variant.fallback_path
+
+
+def _gb(n: float) -> str:
+    return f"{n / GiB:.1f} GB"
+
+
+def fit_submodel(cfg: ModelConfig, sub: Submodel, packing, probe: HardwareProbe, context: int,
+                 on_cpu: bool = False) -> SubmodelFit:
+    n = count_params(cfg, sub)
+    w = weight_bytes(cfg, sub, packing)
+    c = cache_bytes(cfg, sub, context, 2)
+    ctx = f"{context // 1024}k" if context >= 1024 else str(context)
+    if on_cpu:  # the bundled demo: runs on the CPU, needs RAM
+        need, free = w * 2 + c, probe.ram_available_bytes  # fp32 on the CPU: twice the BF16 estimate
+        verdict = FITS if need <= FITS_SHARE * free else TIGHT if need <= free else NO
+        reason = f"{sub.name} {verdict} in RAM: needs {need / 1e6:.0f} MB, {_gb(free)} free"
+        return SubmodelFit(sub.name, n.total, n.active, w, c, 0, verdict, reason)
+    gpu = probe.gpu
+    if gpu is None:
+        return SubmodelFit(sub.name, n.total, n.active, w, c, WORKSPACE_BYTES, NO,
+                           f"{sub.name} does not fit: no NVIDIA GPU ({probe.no_gpu_reason}); the demo model runs on the CPU")
+    need, free = w + c + WORKSPACE_BYTES, gpu.free_bytes
+    parts = f"{_gb(w)} weights + {_gb(c)} cache at {ctx} context + {_gb(WORKSPACE_BYTES)} workspace"
+    others = f"; other programs hold {_gb(gpu.used_by_others_bytes)}" if gpu.used_by_others_bytes >= GiB else ""
+    if need <= FITS_SHARE * free:
+        verdict, reason = FITS, f"{sub.name} fits: {_gb(free)} free, needs {parts}"
+    elif need <= free:
+        verdict, reason = TIGHT, (f"{sub.name} is tight: needs {_gb(need)} of {_gb(free)} free ({parts}); "
+                                  f"close other GPU programs or lower the context{others}")
+    else:
+        verdict, reason = NO, f"{sub.name} does not fit: needs {_gb(need)} ({parts}), {_gb(free)} free{others}"
+    return SubmodelFit(sub.name, n.total, n.active, w, c, WORKSPACE_BYTES, verdict, reason)
+
+
+def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe: HardwareProbe, context: int,
+                 packing=None, download_bytes: int | None = None) -> VariantPlan:
+    packing = packing or catalog_packing(variant, cfg)
+    fits = tuple(fit_submodel(cfg, s, packing, probe, context, on_cpu=variant.bundled) for s in subs)
+    resident = next((f.name for f in fits if f.verdict in (FITS, TIGHT)), None)
+    size = download_bytes if download_bytes is not None else (0 if variant.bundled else variant.approx_size_bytes)
+    disk_ok, disk_reason = True, ""
+    if size:
+        disk_ok = probe.disk_free_bytes >= size + DISK_MARGIN_BYTES
+        disk_reason = (f"download {size / 1e9:.1f} GB, {probe.disk_free_bytes / 1e9:.0f} GB free on disk"
+                       + ("" if disk_ok else ": not enough space"))
+    return VariantPlan(variant.id, variant.title, variant.format, compute_path(variant, probe), size, disk_ok,
+                       disk_reason, fits, resident)
+
+
+def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = 8192, local: dict | None = None) -> Plan:
+    """Plans every catalog variant. `local` maps variant ids to (config, submodels, packing) of
+    checkpoints already on disk, which replace the catalog's estimates."""
+    local = local or {}
+    plans = []
+    for v in catalog.variants:
+        if v.id in local:
+            cfg, subs, packing = local[v.id]
+        elif v.family:
+            fam = catalog.families[v.family]
+            cfg, subs, packing = fam.config, list(fam.submodels), None
+        elif v.bundled and v.path.exists():
+            cfg, subs, packing = checkpoint_sizing(v.path)
+        else:
+            continue
+        plans.append(plan_variant(v, cfg, subs, probe, context, packing))
+    default, why = choose_default(probe, plans, catalog)
+    return Plan(probe.summary(), context, tuple(plans), default, why)
+
+
+def choose_default(probe: HardwareProbe, plans: list[VariantPlan], catalog: Catalog) -> tuple[str, str]:
+    by_format = {p.format: p for p in plans if not catalog.variant(p.variant).bundled}
+    demo = next((p for p in plans if catalog.variant(p.variant).bundled), None)
+    demo_id = demo.variant if demo else "demo"
+    gpu = probe.gpu
+    if gpu is None:
+        return demo_id, f"No NVIDIA GPU ({probe.no_gpu_reason}): the bundled demo model runs on the CPU."
+    cc = gpu.compute_capability
+    nvfp4, fp8 = by_format.get("NVFP4"), by_format.get("FP8")
+    if fp8 and (8, 9) <= cc < (10, 0) and fp8.verdict == FITS:
+        return fp8.variant, (f"{gpu.architecture} GPU runs FP8 natively and the FP8 30B fits "
+                             f"({_gb(fp8.submodels[0].need_bytes)} of {_gb(gpu.free_bytes)} free).")
+    if nvfp4 and nvfp4.resident:
+        how = "natively" if cc >= (10, 0) else "through a weight-only dequantizing path"
+        which = ("all submodels fit" if nvfp4.resident == nvfp4.submodels[0].name
+                 else f"the largest that fits is {nvfp4.resident}")
+        return nvfp4.variant, f"NVFP4 is the smallest download and runs {how} on this {gpu.architecture} GPU; {which}."
+    return demo_id, (f"None of the 30B family fits in {_gb(gpu.free_bytes)} of free GPU memory: the bundled demo "
+                     "model runs on the CPU.")
