@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +33,8 @@ class ChatFormat:
         folder = Path(folder)
         if not (folder / "tokenizer.json").exists() and not (folder / "tokenizer_config.json").exists():
             raise CheckpointError(folder, "has no tokenizer (tokenizer.json): it cannot be used for chat")
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        # A local folder with local_files_only never touches the network; no global offline switch
+        # (that would also switch off the model downloads in the same process).
         from transformers import AutoTokenizer  # noqa: PLC0415 (slow import, only when chatting)
         from transformers.utils import logging as hf_logging  # noqa: PLC0415
 

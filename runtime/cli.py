@@ -3,6 +3,7 @@
     score     log-probabilities of a token sequence under one submodel (full or stepwise)
     extract   write one submodel as a standalone checkpoint
     generate  stream a chat reply with elastic budget control
+    models    probe | list | download | verify | import | delete (models_cli.py)
 
 Flags and output formats of these commands are a contract other checks rely on. Bad input
 ends with a one-line `error: ...` on stderr and exit status 2.
@@ -14,6 +15,7 @@ import argparse
 import json
 import sys
 
+from . import models_cli
 from .errors import ElasticError, UsageError
 
 
@@ -52,9 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="JSON lines: token, switch and done events")
     _device_flags(p)
 
+    models_cli.add_parser(sub)
+
     args = parser.parse_args(argv)
     try:
-        return {"score": _score, "extract": _extract, "generate": _generate}[args.command](args)
+        return {"score": _score, "extract": _extract, "generate": _generate, "models": models_cli.run}[args.command](args)
     except ElasticError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

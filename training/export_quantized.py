@@ -20,30 +20,19 @@ from pathlib import Path
 
 import torch
 
-from runtime.config import ATTENTION, MAMBA, load_config
+from runtime.catalog import bf16_modules
+from runtime.config import load_config
 
 COMPANIONS = ("elastic.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json")
 CALIBRATION_PROMPTS = ["Hello! What is 12 + 7 - 5?", "What is Elastic Chat?", "How do I get the real model?",
                        "What is 45 + 23 - 17 + 9?", "Thanks!", "Write a short poem about GPUs."]
 
 
-def exclusions(cfg) -> list[str]:
-    """Module patterns kept in BF16, like NVIDIA's NemotronH exports."""
-    out = ["*lm_head*"]
-    for i, kind in enumerate(cfg.layer_types):
-        if kind == ATTENTION:
-            out.append(f"*layers.{i}.mixer.*_proj*")
-            for j in (i - 1, i + 1):
-                if 0 <= j < cfg.num_layers and cfg.layer_types[j] == MAMBA:
-                    out += [f"*layers.{j}.mixer.in_proj*", f"*layers.{j}.mixer.out_proj*"]
-    return out
-
-
 def quant_config(fmt: str, cfg) -> dict:
     import modelopt.torch.quantization as mtq
 
     base = copy.deepcopy(mtq.NVFP4_DEFAULT_CFG if fmt == "NVFP4" else mtq.FP8_DEFAULT_CFG)
-    base["quant_cfg"] = list(base["quant_cfg"]) + [{"quantizer_name": p, "enable": False} for p in exclusions(cfg)]
+    base["quant_cfg"] = list(base["quant_cfg"]) + [{"quantizer_name": p, "enable": False} for p in bf16_modules(cfg)]
     return base
 
 

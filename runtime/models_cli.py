@@ -1,0 +1,149 @@
+"""`python -m runtime models ...`: probe, list, download, verify, import, delete (a contract).
+
+`download` prints progress lines and exits 0 only when every file is complete and verified.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .errors import UsageError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("models", help="hardware probe and model manager")
+    m = p.add_subparsers(dest="models_command", required=True)
+    q = m.add_parser("probe", help="GPU, RAM and disk, and which checkpoints fit")
+    q.add_argument("--json", action="store_true", help="the raw probe as JSON")
+    q.add_argument("--context", type=int, default=8192, help="context length to plan for")
+    m.add_parser("list", help="checkpoints on this PC and in the catalog")
+    d = m.add_parser("download", help="download a checkpoint from the hub (resumable)")
+    d.add_argument("repo")
+    d.add_argument("--revision")
+    d.add_argument("--dest", type=Path, help="folder (default: the models folder)")
+    d.add_argument("--stall-seconds", type=float, default=30.0)
+    v = m.add_parser("verify", help="check a checkpoint folder's files and tensors")
+    v.add_argument("folder", type=Path)
+    i = m.add_parser("import", help="register a checkpoint folder already on disk")
+    i.add_argument("folder", type=Path)
+    i.add_argument("--name")
+    r = m.add_parser("delete", help="delete a downloaded checkpoint (imported ones are only forgotten)")
+    r.add_argument("name")
+
+
+def run(args) -> int:
+    return {"probe": _probe, "list": _list, "download": _download, "verify": _verify, "import": _import,
+            "delete": _delete}[args.models_command](args)
+
+
+def _probe(args) -> int:
+    from .catalog import load_catalog
+    from .hardware import probe
+    from .model_store import models_dir
+    from .planner import make_plan
+
+    hw = probe(models_dir())
+    if args.json:
+        print(hw.to_json())
+        return 0
+    plan = make_plan(hw, load_catalog(), args.context)
+    print(hw.summary())
+    print(f"Default: {plan.default}. {plan.default_reason}")
+    for v in plan.variants:
+        print(f"\n{v.title} [{v.variant}]: {v.compute_path}" + (f"; {v.disk_reason}" if v.disk_reason else ""))
+        for f in v.submodels:
+            print(f"  {f.verdict:>12}  {f.reason}")
+    return 0
+
+
+def _list(args) -> int:
+    from .catalog import load_catalog
+    from .model_store import list_models, models_dir
+
+    local = list_models()
+    print(f"Models folder: {models_dir()}")
+    for m in local:
+        state = "ready" if not m.problem else m.problem
+        print(f"  {m.name:40} {m.source:10} {m.format:9} {_size(m.size_bytes):>9}  "
+              f"{'/'.join(m.submodels) or '-':16} {state}")
+    print("Catalog:")
+    for v in load_catalog().variants:
+        if not v.bundled:
+            print(f"  {v.id:40} {v.repo}  ~{(v.approx_size_bytes or 0) / 1e9:.1f} GB  {v.licence.get('name', '')}")
+    return 0
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+def _download(args) -> int:
+    from .downloads import DONE, Download, hub_token, resolve
+    from .model_store import download_dir
+
+    dest = args.dest or download_dir(args.repo)
+    remote = resolve(args.repo, args.revision)
+    print(f"{args.repo} at {remote.revision[:12]}: {len(remote.files)} files, {remote.total_bytes / 1e9:.2f} GB "
+          f"-> {dest}", flush=True)
+    printer = _ProgressPrinter()
+    job = Download(remote, dest, printer, stall_seconds=args.stall_seconds, token=hub_token())
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, lambda *_: job.pause())  # Ctrl+C keeps the partial file for a resume
+    try:
+        final = job.run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    printer(final, force=True)
+    if final.state != DONE:
+        print(f"error: download {final.state}: run the same command again to resume", file=sys.stderr)
+        return 1
+    return 0
+
+
+class _ProgressPrinter:
+    """One line per state change and at most two per second while bytes flow."""
+
+    def __init__(self):
+        self.last_state, self.last_time = None, 0.0
+
+    def __call__(self, p, force: bool = False):
+        now = time.monotonic()
+        if not force and p.state == self.last_state and now - self.last_time < 0.5:
+            return
+        self.last_state, self.last_time = p.state, now
+        speed = f"{p.speed_bps / 1e6:.1f} MB/s" if p.speed_bps else "-"
+        eta = f"ETA {int(p.eta_s) // 60}m{int(p.eta_s) % 60:02d}s" if p.eta_s is not None else ""
+        line = (f"{p.state:11} {100 * p.fraction:5.1f}%  {p.done_bytes / 1e9:.2f}/{p.total_bytes / 1e9:.2f} GB  "
+                f"{speed:>10} {eta:>11}  {p.file}")
+        print(line + (f"  ({p.message})" if p.message else ""), flush=True)
+
+
+def _verify(args) -> int:
+    from .model_store import verify
+
+    report = verify(args.folder)
+    for problem in report.problems:
+        print(f"problem: {problem}")
+    print(f"{'ok' if report.ok else 'FAILED'}: {report.folder} ({report.checked} file hashes checked)")
+    return 0 if report.ok else 1
+
+
+def _import(args) -> int:
+    from .model_store import import_folder
+
+    m = import_folder(args.folder, args.name)
+    print(json.dumps({"name": m.name, "path": str(m.path), "format": m.format, "submodels": list(m.submodels)}))
+    return 0
+
+
+def _delete(args) -> int:
+    from .model_store import delete
+
+    if not args.name.strip():
+        raise UsageError("name a model to delete")
+    print(delete(args.name))
+    return 0

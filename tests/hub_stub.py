@@ -1,0 +1,178 @@
+"""A stand-in for the Hugging Face hub on 127.0.0.1, with fault injection.
+
+It serves one folder per repo with the endpoints huggingface_hub and the download manager use:
+model info (with file sizes, git blob ids and LFS SHA-256), the file tree, and
+`/{repo}/resolve/{rev}/{path}` with HEAD, Range (206) and the hub's headers. Faults are set
+per file path on `HubStub.faults`:
+
+    drop_after=N     close the connection after N body bytes (once)
+    corrupt=True     flip one byte in the first full serve of the file (once)
+    stall=S          send half the requested bytes, then go silent for S seconds (once)
+    status=CODE      answer CODE instead of the file (every time, or `times` times)
+    throttle=S       sleep S seconds after every 64 KiB (slow link)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+LFS_SUFFIXES = (".safetensors",)
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class HubStub:
+    def __init__(self, repos: dict[str, Path], gated: set[str] = frozenset()):
+        self.repos = {name: Path(folder) for name, folder in repos.items()}
+        self.gated = set(gated)
+        self.faults: dict[str, dict] = {}
+        self.requests: list[dict] = []  # every file request: path, range start, bytes sent, status
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def files(self, repo: str) -> list[dict]:
+        folder, out = self.repos[repo], []
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            data = f.read_bytes()
+            entry = {"rfilename": f.relative_to(folder).as_posix(), "size": len(data),
+                     "blobId": hashlib.sha1(f"blob {len(data)}\0".encode() + data).hexdigest()}
+            if f.suffix in LFS_SUFFIXES:
+                entry["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+            out.append(entry)
+        return out
+
+    def _handler(self):
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_HEAD(self):
+                self._serve(head=True)
+
+            def do_GET(self):
+                self._serve(head=False)
+
+            def _error(self, code: int, error_code: str = "", message: str = "error"):
+                body = json.dumps({"error": message}).encode()
+                self.send_response(code)
+                if error_code:
+                    self.send_header("X-Error-Code", error_code)
+                    self.send_header("X-Error-Message", message)
+                if code == 429:
+                    self.send_header("Retry-After", "1")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _serve(self, head: bool):
+                url = urlparse(self.path)
+                parts = [unquote(p) for p in url.path.strip("/").split("/")]
+                if parts[:2] == ["api", "models"]:
+                    return self._api(parts[2:])
+                if "resolve" in parts:
+                    k = parts.index("resolve")
+                    return self._file("/".join(parts[:k]), "/".join(parts[k + 2:]), head)
+                self._error(404, "RepoNotFound", "not found")
+
+            def _api(self, rest):
+                repo = "/".join(rest[:2])
+                if repo not in stub.repos:
+                    return self._error(404, "RepoNotFound", "Repository not found")
+                if repo in stub.gated:
+                    return self._error(403, "GatedRepo", "Access to model is restricted")
+                if len(rest) > 2 and rest[2] == "tree":
+                    body = [{"type": "file", "path": f["rfilename"], "size": f["size"], "oid": f["blobId"],
+                             **({"lfs": {"oid": f["lfs"]["sha256"], "size": f["size"]}} if "lfs" in f else {})}
+                            for f in stub.files(repo)]
+                else:
+                    body = {"id": repo, "modelId": repo, "sha": COMMIT, "siblings": stub.files(repo),
+                            "private": False, "gated": False, "disabled": False, "tags": [], "downloads": 0}
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _file(self, repo: str, path: str, head: bool):
+                if repo not in stub.repos:
+                    return self._error(404, "RepoNotFound", "Repository not found")
+                if repo in stub.gated:
+                    return self._error(403, "GatedRepo", "Access to model is restricted")
+                fault = stub.faults.get(path, {})
+                if fault.get("status") and fault.get("times", 1) > 0:
+                    if "times" in fault:
+                        fault["times"] -= 1
+                    return self._error(fault["status"], "", f"injected {fault['status']}")
+                f = stub.repos[repo] / path
+                if not f.is_file():
+                    return self._error(404, "EntryNotFound", "Entry not found")
+                data = f.read_bytes()
+                start = 0
+                rng = self.headers.get("Range")
+                if rng and rng.startswith("bytes="):
+                    start = int(rng[6:].split("-")[0])
+                body = data[start:]
+                if fault.pop("corrupt", False) and start == 0 and body:
+                    body = body[:len(body) // 2] + bytes([body[len(body) // 2] ^ 0xFF]) + body[len(body) // 2 + 1:]
+                self.send_response(206 if start else 200)
+                self.send_header("Content-Length", str(len(body)))
+                if start:
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                self.send_header("Accept-Ranges", "bytes")
+                self.send_header("X-Repo-Commit", COMMIT)
+                self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+                self.end_headers()
+                record = {"path": path, "start": start, "sent": 0, "status": 206 if start else 200}
+                with stub.lock:
+                    stub.requests.append(record)
+                if head:
+                    return
+                drop_after = fault.pop("drop_after", None)
+                stall = fault.pop("stall", None)
+                throttle = fault.get("throttle", 0)
+                limit = len(body) if drop_after is None else min(drop_after, len(body))
+                if stall is not None:
+                    limit = len(body) // 2
+                sent = 0
+                try:
+                    while sent < limit:
+                        piece = body[sent:min(limit, sent + 65536)]
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                        sent += len(piece)
+                        record["sent"] = sent
+                        if throttle:
+                            time.sleep(throttle)
+                    if stall is not None:
+                        time.sleep(stall)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                if sent < len(body):
+                    self.close_connection = True
+
+        return Handler
