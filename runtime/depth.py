@@ -25,6 +25,11 @@ class DepthStop:
     answer: str
     budget: int  # thinking budget in tokens (0 when thinking is off)
     about: str
+    missing: str | None = None  # the thinking submodel, when it is not in memory (the stop is unavailable)
+
+    @property
+    def available(self) -> bool:
+        return self.missing is None
 
 
 def load_table(path: Path = TABLE) -> list[dict]:
@@ -39,18 +44,31 @@ def resolve_roles(names_by_size: list[str]) -> dict[str, str]:
             "parent": names_by_size[-1]}
 
 
-def depth_stops(names_by_size: list[str], thinking_ceiling: int, table: list[dict] | None = None) -> list[DepthStop]:
+def depth_stops(names_by_size: list[str], thinking_ceiling: int, table: list[dict] | None = None,
+                loaded: set[str] | None = None) -> list[DepthStop]:
+    """The table's stops for a checkpoint whose submodels are `names_by_size` (smallest first).
+
+    When only some submodels are in memory (`loaded`: the largest that fits and those nested in
+    it), the largest loaded one answers in place of the parent, and a stop whose thinking
+    submodel is not loaded is unavailable (`missing` names it)."""
     roles = resolve_roles(names_by_size)
+    loaded = set(names_by_size) if loaded is None else loaded
+    largest_loaded = next((n for n in reversed(names_by_size) if n in loaded), None)
     stops = []
     for row in table if table is not None else load_table():
         think = roles[row["think"]] if row["think"] else None
         budget = max(1, round(row["budget"] * thinking_ceiling)) if think else 0
-        stops.append(DepthStop(row["name"], think, roles[row["answer"]], budget, row.get("about", "")))
+        answer = roles[row["answer"]] if roles[row["answer"]] in loaded else largest_loaded
+        missing = think if think is not None and think not in loaded else None
+        stops.append(DepthStop(row["name"], think, answer, budget, row.get("about", ""), missing))
     return stops
 
 
 def find_stop(stops: list[DepthStop], name: str) -> DepthStop:
     for stop in stops:
         if stop.name.lower() == name.lower():
+            if not stop.available:
+                raise UsageError(f"depth {stop.name} needs submodel {stop.missing}, which is not in memory "
+                                 "(it does not fit this device); choose a lower depth")
             return stop
     raise UsageError(f"unknown depth {name!r}; choose one of {', '.join(s.name for s in stops)}")

@@ -98,8 +98,14 @@ class Engine:
         ceiling = self.max_thinking_tokens or min(32768, self.max_context // 4)
         return max(1, min(ceiling, self.max_context // 2))
 
+    def all_submodels_by_size(self) -> list[str]:
+        """Every submodel of the checkpoint, in memory or not, fewest active parameters first."""
+        cfg = self.model.config
+        return sorted(self.model.submodels, key=lambda n: count_params(cfg, self.model.submodels[n]).active)
+
     def depth_stops(self) -> list[DepthStop]:
-        return depth_stops(self.submodels_by_size(), self.thinking_ceiling)
+        """The slider's stops; those whose thinking submodel is not in memory are unavailable."""
+        return depth_stops(self.all_submodels_by_size(), self.thinking_ceiling, loaded=set(self.model.views))
 
     def status(self) -> EngineStatus:
         return EngineStatus(str(self.model.folder), self.model.resident.name, tuple(self.submodels_by_size()),

@@ -51,7 +51,7 @@ class Done:
     ttft_ms: float  # request start to first token
     tokens_per_s: float  # decode speed after the first token
     thinking_text: str
-    answer_text: str
+    answer_text: str  # without the line break the model puts after </think>
     think_submodel: str | None
     answer_submodel: str
     thinking_budget: int | None

@@ -242,7 +242,7 @@ class _Reply:
             budget_hit=self.budget_hit,
             ttft_ms=round((first_token_at - started) * 1000, 3) if first_token_at else 0.0,
             tokens_per_s=round((generated - 1) / decode_s, 3) if decode_s > 0 else 0.0,
-            thinking_text="".join(self.texts[THINKING]), answer_text="".join(self.texts[ANSWER]),
+            thinking_text="".join(self.texts[THINKING]), answer_text="".join(self.texts[ANSWER]).lstrip("\n"),
             think_submodel=self.think_sub, answer_submodel=self.req.answer_submodel,
             thinking_budget=self.budget if self.think_sub else 0,
             switch_from=sw.from_submodel if sw else None, switch_to=sw.to_submodel if sw else None,

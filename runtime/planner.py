@@ -120,6 +120,19 @@ def checkpoint_sizing(folder):
     return cfg, load_elastic(folder, cfg), packing
 
 
+FORMAT_PATHS = {"NVFP4": ("NVFP4 native matmul", (10, 0), "NVFP4 weight-only dequantize"),
+                "FP8": ("FP8 scaled matmul", (8, 9), "FP8 weight-only dequantize")}
+
+
+def local_variant(folder, cfg: ModelConfig, packing) -> Variant:
+    """A Variant for a checkpoint that is not in the catalog (an imported folder)."""
+    formats = {packing(name) for name in expected_tensors(cfg) if is_linear(name)} - {None}
+    fmt = formats.pop() if formats else "BF16"
+    fast, cc, fallback = FORMAT_PATHS.get(fmt, ("BF16 matmul", (8, 0), "BF16 matmul"))
+    return Variant(id=str(folder), title=str(folder), format=fmt, repo=None, path=None, approx_size_bytes=None,
+                   licence={}, fast_path=fast, fast_min_cc=cc, fallback_path=fallback, family=None)
+
+
 def compute_path(variant: Variant, probe: HardwareProbe) -> str:
     if variant.bundled:
         return "CPU demo"

@@ -68,3 +68,13 @@ def test_stops_follow_the_table_and_scale_with_the_ceiling():
     assert find_stop(big, "deep").name == "Deep"
     with pytest.raises(UsageError, match="unknown depth"):
         find_stop(big, "ultra")
+
+
+def test_stops_when_only_a_smaller_submodel_fits():
+    """Only 23B fits: it answers in place of the parent; stops that think on 30B are unavailable."""
+    stops = depth_stops(["12B", "23B", "30B"], 32768, loaded={"12B", "23B"})
+    assert [(s.name, s.think, s.answer, s.available) for s in stops] == [
+        ("Off", None, "23B", True), ("Quick", "12B", "23B", True), ("Balanced", "23B", "23B", True),
+        ("Deep", "23B", "23B", True), ("Max", "30B", "23B", False)]
+    with pytest.raises(UsageError, match="depth Max needs submodel 30B"):
+        find_stop(stops, "max")

@@ -1,0 +1,422 @@
+"""The main window: conversations, the reasoning-depth slider, the live strip, the chat and
+the input. Layout and wiring only; state is in ChatController."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+from PySide6.QtCore import Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
+                               QMainWindow, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter, QTabWidget,
+                               QVBoxLayout, QWidget)
+
+from .controller import ChatController
+from .settings import Settings
+from .theme import apply_theme
+from .widgets.chat_view import ChatView, MessageWidget
+from .widgets.depth_slider import DepthSlider, slider_stops
+from .widgets.live_strip import LiveStrip
+from .widgets.model_manager import ModelManager
+from .widgets.sidebar import Sidebar
+
+DEMO_BANNER = ("You are chatting with the offline demo model (1.5 million parameters, bundled with the app): it "
+               "knows small sums and a few facts about Elastic Chat. Get the real 30B model in the model manager.")
+
+
+class InputBox(QPlainTextEdit):
+    """Ctrl+Enter sends; Enter makes a new line."""
+
+    def __init__(self, on_send):
+        super().__init__()
+        self.on_send = on_send
+        self.setPlaceholderText("Message (Ctrl+Enter to send, Esc to stop)")
+        self.setMaximumHeight(110)
+
+    def keyPressEvent(self, event) -> None:
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            self.on_send()
+            return
+        super().keyPressEvent(event)
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, data_dir: Path, settings: Settings, settings_path: Path, checkpoint: str | None = None,
+                 probe_file: str | None = None):
+        super().__init__()
+        self.setWindowTitle("Elastic Chat")
+        self.resize(1180, 780)
+        self.settings, self.probe_file = settings, probe_file
+        self.controller = ChatController(data_dir, settings, settings_path)
+        self.streaming: MessageWidget | None = None
+        self.editing: int | None = None
+        self.manager: ModelManager | None = None
+        self._build()
+        self._connect()
+        self.controller.ensure_conversation()
+        self._load_initial(checkpoint)
+        self.memory_timer = QTimer(self)
+        self.memory_timer.timeout.connect(self._show_memory)
+        self.memory_timer.start(2000)
+        if settings.problem:
+            self.show_error(settings.problem)
+
+    # ------------------------------------------------------------------ layout
+
+    def _build(self) -> None:
+        self.sidebar = Sidebar()
+        right = QWidget()
+        column = QVBoxLayout(right)
+        column.setContentsMargins(8, 8, 8, 8)
+        self.banner = QLabel("")
+        self.banner.setObjectName("banner")
+        self.banner.setWordWrap(True)
+        self.banner.setVisible(False)
+        self.error = QLabel("")
+        self.error.setObjectName("errorBanner")
+        self.error.setWordWrap(True)
+        self.error.setVisible(False)
+        self.undo = QPushButton("Undo")
+        self.undo.setVisible(False)
+        self.undo.clicked.connect(self.undo_delete)
+        self.deleted_id: int | None = None
+        self.undo_timer = QTimer(self)  # owned by the window: it dies with it
+        self.undo_timer.setSingleShot(True)
+        self.undo_timer.setInterval(15000)
+        self.undo_timer.timeout.connect(self.undo.hide)
+        top = QHBoxLayout()
+        self.depth = DepthSlider()
+        top.addWidget(self.depth, 1)
+        self.manager_button = QPushButton("Model manager")
+        self.settings_button = QPushButton("Settings")
+        side = QVBoxLayout()
+        side.addWidget(self.manager_button)
+        side.addWidget(self.settings_button)
+        top.addLayout(side)
+        self.strip = LiveStrip()
+        self.chat = ChatView()
+        inputs = QHBoxLayout()
+        self.input = InputBox(self.send)
+        self.send_button = QPushButton("Send")
+        self.send_button.setToolTip("Send (Ctrl+Enter)")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop (Esc)")
+        self.stop_button.setEnabled(False)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        inputs.addWidget(self.input, 1)
+        inputs.addLayout(buttons)
+        notes = QHBoxLayout()
+        notes.addWidget(self.error, 1)
+        notes.addWidget(self.undo)
+        column.addWidget(self.banner)
+        column.addLayout(notes)
+        column.addLayout(top)
+        column.addWidget(self.strip)
+        column.addWidget(self.chat, 1)
+        column.addLayout(inputs)
+        split = QSplitter()
+        split.addWidget(self.sidebar)
+        split.addWidget(right)
+        split.setStretchFactor(1, 1)
+        split.setSizes([240, 940])
+        self.setCentralWidget(split)
+        self.status = self.statusBar()
+        copy_all = QAction("Copy conversation", self)
+        copy_all.triggered.connect(self.copy_conversation)
+        chat_settings = QAction("Chat settings…", self)
+        chat_settings.triggered.connect(lambda: self.open_settings(tab=1))
+        menu = self.menuBar().addMenu("Chat")
+        menu.addAction(copy_all)
+        menu.addAction(chat_settings)
+        QShortcut(QKeySequence("Ctrl+N"), self, self.controller.new_conversation)
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
+
+    def _connect(self) -> None:
+        c = self.controller
+        self.sidebar.sig_new.connect(c.new_conversation)
+        self.sidebar.sig_select.connect(c.select)
+        self.sidebar.sig_rename.connect(c.rename)
+        self.sidebar.sig_delete.connect(self.confirm_delete)
+        self.sidebar.sig_search.connect(c.refresh_conversations)
+        self.send_button.clicked.connect(self.send)
+        self.stop_button.clicked.connect(self.stop)
+        self.manager_button.clicked.connect(self.open_manager)
+        self.settings_button.clicked.connect(lambda: self.open_settings(tab=0))
+        self.depth.sig_changed.connect(self._depth_changed)
+        self.chat.sig_edit.connect(self.start_edit)
+        self.chat.sig_regenerate.connect(lambda: c.regenerate(self.depth.selected))
+        c.sig_conversations.connect(self.sidebar.set_conversations)
+        c.sig_messages.connect(self.chat.set_messages)
+        c.sig_reply_started.connect(self._reply_started)
+        c.sig_stream.connect(self._stream)
+        c.sig_token.connect(self.strip.on_token)
+        c.sig_switch.connect(self.strip.on_switch)
+        c.sig_done.connect(self.strip.on_done)
+        c.sig_reply_done.connect(self._reply_done)
+        c.sig_busy.connect(self._busy)
+        c.sig_error.connect(self.show_error)
+        c.sig_model_loaded.connect(self._model_loaded)
+        c.sig_model_failed.connect(self._model_failed)
+        c.sig_deleted.connect(self._deleted)
+
+    # ------------------------------------------------------------------ model
+
+    def _load_initial(self, checkpoint: str | None) -> None:
+        from runtime.catalog import load_catalog
+
+        demo = next(v.path for v in load_catalog().variants if v.bundled)
+        folder = checkpoint or self.settings.active_model
+        if folder and not (Path(folder) / "config.json").exists():
+            self.show_error(f"The model folder {folder} is gone; the offline demo is loaded instead. "
+                            "Pick another model in the model manager.")
+            folder = ""
+        self.load_model(folder or str(demo), "", is_demo=not folder)
+
+    def load_model(self, folder: str, resident: str, is_demo: bool = False) -> None:
+        self.status.showMessage(f"Loading {folder}…")
+        self.send_button.setEnabled(False)
+        self.controller.load_model(folder, resident, is_demo)
+
+    @Slot(object)
+    def _model_loaded(self, loaded) -> None:
+        self.loaded = loaded
+        reasons = self._fit_reasons(loaded)
+        self.depth.set_stops(slider_stops(loaded.stops, reasons), self.settings.depth)
+        self.strip.set_submodels(loaded.submodels)
+        self.strip.set_path("CPU demo · " + loaded.status.compute_path if loaded.is_demo else loaded.status.compute_path)
+        self.strip.set_badge(loaded.loaded[-1])
+        self.banner.setText(DEMO_BANNER)
+        self.banner.setVisible(loaded.is_demo)
+        self.send_button.setEnabled(True)
+        in_memory = ", ".join(loaded.loaded)
+        self.status.showMessage(f"{loaded.name}: {in_memory} in memory; {loaded.status.compute_path}")
+        self._show_memory()
+
+    def _fit_reasons(self, loaded) -> dict[str, str]:
+        """Why submodels that are not in memory are not: the planner's one-liners."""
+        missing = set(loaded.submodels) - set(loaded.loaded)
+        if not missing:
+            return {}
+        try:
+            from runtime.hardware import load_probe, probe
+            from runtime.planner import checkpoint_sizing, local_variant, plan_variant
+
+            hw = load_probe(self.probe_file) if self.probe_file else probe()
+            cfg, subs, packing = checkpoint_sizing(Path(loaded.folder))
+            vp = plan_variant(local_variant(loaded.folder, cfg, packing), cfg, subs, hw, self.settings.context, packing)
+            return {f.name: f.reason for f in vp.submodels if f.name in missing}
+        except Exception as e:  # the explanation is a nicety; never fail the window for it
+            return {name: f"{name} is not loaded ({e})" for name in missing}
+
+    @Slot(str)
+    def _model_failed(self, message: str) -> None:
+        self.status.showMessage("No model loaded")
+        self.show_error(f"The model could not be loaded: {message}. Open the model manager to verify it, "
+                        "or choose another one.")
+
+    # ------------------------------------------------------------------ chat
+
+    def send(self) -> None:
+        text = self.input.toPlainText()
+        if not text.strip():
+            return
+        if self.editing is not None:
+            ok = self.controller.edit(self.editing, text, self.depth.selected)
+            self.editing = None
+        else:
+            ok = self.controller.send(text, self.depth.selected)
+        if ok:
+            self.input.clear()
+            self.error.setVisible(False)
+
+    def stop(self) -> None:
+        self.controller.stop()
+
+    def start_edit(self, message_id: int) -> None:
+        msg = next((m for m in self.controller.history.messages(self.controller.current) if m.id == message_id), None)
+        if msg is not None:
+            self.editing = message_id
+            self.input.setPlainText(msg.content)
+            self.input.setFocus()
+            self.status.showMessage("Editing a sent message: Ctrl+Enter resends it and answers again")
+
+    @Slot(int)
+    def _reply_started(self, message_id: int) -> None:
+        self.strip.reset()
+        self.streaming = self.chat.add(MessageWidget(message_id, "assistant", streaming=True))
+
+    @Slot(str, str, str, bool)
+    def _stream(self, answer: str, thinking: str, submodel: str, thinking_live: bool) -> None:
+        if self.streaming is not None:
+            self.streaming.update_stream(answer, thinking, submodel, thinking_live)
+
+    @Slot(int, object)
+    def _reply_done(self, message_id: int, message) -> None:
+        if self.streaming is not None and self.streaming.message_id == message_id:
+            self.streaming.finish(message.content, message.thinking, message.meta)
+        self.streaming = None
+
+    @Slot(bool)
+    def _busy(self, busy: bool) -> None:
+        self.stop_button.setEnabled(busy)
+        self.chat.set_busy(busy)
+
+    def _depth_changed(self, name: str) -> None:
+        self.settings.depth = name
+
+    def copy_conversation(self) -> None:
+        if self.controller.current is not None:
+            QGuiApplication.clipboard().setText(self.controller.history.export_text(self.controller.current))
+            self.status.showMessage("Conversation copied", 3000)
+
+    # ------------------------------------------------------------------ conversations
+
+    def confirm_delete(self, cid: int) -> None:
+        title = self.controller.history.conversation(cid).title
+        if QMessageBox.question(self, "Delete chat", f"Delete “{title}”? You can undo right after.") == \
+                QMessageBox.StandardButton.Yes:
+            self.controller.delete(cid)
+
+    @Slot(int, str)
+    def _deleted(self, cid: int, title: str) -> None:
+        self.show_error(f"Deleted “{title}”.", kind="banner")
+        self.deleted_id = cid
+        self.undo.setVisible(True)
+        self.undo_timer.start()
+
+    def undo_delete(self) -> None:
+        if self.deleted_id is not None:
+            self.controller.undelete(self.deleted_id)
+            self.deleted_id = None
+        self.undo.setVisible(False)
+        self.error.setVisible(False)
+
+    def show_error(self, message: str, kind: str = "error") -> None:
+        self.error.setObjectName("errorBanner" if kind == "error" else "banner")
+        self.error.setStyleSheet("")
+        self.error.setText(message)
+        self.error.setVisible(True)
+
+    # ------------------------------------------------------------------ panels
+
+    def open_manager(self) -> None:
+        if self.manager is None:
+            self.manager = ModelManager(self, self.probe_file, self.settings.context,
+                                        active=getattr(self, "loaded", None) and self.loaded.folder or "")
+            self.manager.sig_use.connect(self._use_model)
+        self.manager.show()
+        self.manager.raise_()
+
+    def _use_model(self, folder: str, resident: str) -> None:
+        from runtime.catalog import load_catalog
+
+        demo = next(v.path for v in load_catalog().variants if v.bundled)
+        is_demo = Path(folder).resolve() == Path(demo).resolve()
+        self.settings.active_model = "" if is_demo else folder
+        self.load_model(folder, resident, is_demo)
+
+    def open_settings(self, tab: int = 0) -> None:
+        dialog = SettingsDialog(self, self.settings, *self.controller.conversation_settings())
+        dialog.tabs.setCurrentIndex(tab)
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            dialog.apply(self.settings)
+            self.controller.set_conversation_settings(*dialog.conversation_values())
+            apply_theme(QGuiApplication.instance(), self.settings.theme, self.settings.font_size)
+
+    def _show_memory(self) -> None:
+        rss = psutil.Process().memory_info().rss
+        text = f"RAM {rss / 2**20:.0f} MB"
+        loaded = getattr(self, "loaded", None)
+        if loaded is not None and not loaded.is_demo:
+            try:
+                import torch
+
+                if torch.cuda.is_available():
+                    text = f"VRAM {torch.cuda.memory_allocated() / 2**30:.1f} GB · " + text
+            except Exception:
+                pass
+        self.strip.set_memory(text)
+
+    def closeEvent(self, event) -> None:
+        if self.manager is not None:
+            self.manager.shutdown()
+        self.memory_timer.stop()
+        self.controller.shutdown()
+        super().closeEvent(event)
+
+
+class SettingsDialog(QDialog):
+    """Defaults for every chat, and this chat's system prompt and sampling."""
+
+    def __init__(self, parent, settings: Settings, system_prompt: str, chat_settings: dict):
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        layout = QVBoxLayout(self)
+        self.tabs = QTabWidget()
+        layout.addWidget(self.tabs)
+        general = QWidget()
+        form = QFormLayout(general)
+        self.theme = QComboBox()
+        self.theme.addItems(["system", "light", "dark"])
+        self.theme.setCurrentText(settings.theme)
+        self.font_size = QSpinBox()
+        self.font_size.setRange(7, 28)
+        self.font_size.setValue(settings.font_size)
+        self.default_prompt = QPlainTextEdit(settings.system_prompt)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(16, 262144)
+        self.max_tokens.setValue(settings.max_new_tokens)
+        form.addRow("Theme", self.theme)
+        form.addRow("Font size", self.font_size)
+        form.addRow("Default system prompt", self.default_prompt)
+        form.addRow("Max reply tokens", self.max_tokens)
+        self.default_sampling = _SamplingForm(vars(settings.sampling))
+        form.addRow(self.default_sampling)
+        self.tabs.addTab(general, "Defaults")
+        chat = QWidget()
+        chat_form = QFormLayout(chat)
+        self.chat_prompt = QPlainTextEdit(system_prompt)
+        chat_form.addRow("System prompt", self.chat_prompt)
+        self.chat_sampling = _SamplingForm({**vars(settings.sampling), **chat_settings.get("sampling", {})})
+        chat_form.addRow(self.chat_sampling)
+        self.tabs.addTab(chat, "This chat")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+
+    def apply(self, s: Settings) -> None:
+        s.theme, s.font_size = self.theme.currentText(), self.font_size.value()
+        s.system_prompt, s.max_new_tokens = self.default_prompt.toPlainText(), self.max_tokens.value()
+        for k, v in self.default_sampling.values().items():
+            setattr(s.sampling, k, v)
+
+    def conversation_values(self) -> tuple[str, dict]:
+        return self.chat_prompt.toPlainText(), {"sampling": self.chat_sampling.values()}
+
+
+class _SamplingForm(QWidget):
+    def __init__(self, values: dict):
+        super().__init__()
+        form = QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
+        self.fields = {}
+        for key, lo, hi, step in (("temperature", 0, 2, 0.05), ("top_p", 0.05, 1, 0.05), ("min_p", 0, 0.99, 0.01)):
+            box = QDoubleSpinBox()
+            box.setRange(lo, hi)
+            box.setSingleStep(step)
+            box.setValue(float(values[key]))
+            form.addRow(key.replace("_", "-"), box)
+            self.fields[key] = box
+        top_k = QSpinBox()
+        top_k.setRange(0, 1000)
+        top_k.setValue(int(values["top_k"]))
+        top_k.setSpecialValueText("off")
+        form.addRow("top-k", top_k)
+        self.fields["top_k"] = top_k
+
+    def values(self) -> dict:
+        return {k: (w.value()) for k, w in self.fields.items()}

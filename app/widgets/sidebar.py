@@ -1,0 +1,83 @@
+"""Conversations: new, search, rename, delete (the window confirms and offers undo)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout,
+                               QWidget)
+
+
+class Sidebar(QWidget):
+    sig_new = Signal()
+    sig_select = Signal(int)
+    sig_rename = Signal(int, str)
+    sig_delete = Signal(int)
+    sig_search = Signal(str)
+
+    def __init__(self):
+        super().__init__()
+        self.setObjectName("sidebar")
+        self.setMinimumWidth(210)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        self.new_button = QPushButton("New chat")
+        self.new_button.setToolTip("New chat (Ctrl+N)")
+        self.new_button.clicked.connect(self.sig_new.emit)
+        layout.addWidget(self.new_button)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search chats")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.sig_search.emit)
+        layout.addWidget(self.search)
+        self.list = QListWidget()
+        self.list.setObjectName("conversationList")
+        self.list.currentItemChanged.connect(self._selected)
+        self.list.itemChanged.connect(self._renamed)
+        layout.addWidget(self.list, 1)
+        buttons = QHBoxLayout()
+        self.rename_button = QPushButton("Rename")
+        self.rename_button.setToolTip("Rename (F2)")
+        self.rename_button.clicked.connect(self.start_rename)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Delete (Del); you can undo")
+        self.delete_button.clicked.connect(self._delete)
+        buttons.addWidget(self.rename_button)
+        buttons.addWidget(self.delete_button)
+        layout.addLayout(buttons)
+        QShortcut(QKeySequence(Qt.Key.Key_F2), self.list, self.start_rename)
+        QShortcut(QKeySequence(Qt.Key.Key_Delete), self.list, self._delete)
+        self._filling = False
+
+    def set_conversations(self, conversations, current: int | None) -> None:
+        self._filling = True
+        self.list.clear()
+        for c in conversations:
+            item = QListWidgetItem(c.title)
+            item.setData(Qt.ItemDataRole.UserRole, c.id)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+            self.list.addItem(item)
+            if c.id == current:
+                self.list.setCurrentItem(item)
+        self._filling = False
+
+    def current_id(self) -> int | None:
+        item = self.list.currentItem()
+        return item.data(Qt.ItemDataRole.UserRole) if item else None
+
+    def _selected(self, item, _previous) -> None:
+        if item is not None and not self._filling:
+            self.sig_select.emit(item.data(Qt.ItemDataRole.UserRole))
+
+    def start_rename(self) -> None:
+        if self.list.currentItem():
+            self.list.editItem(self.list.currentItem())
+
+    def _renamed(self, item) -> None:
+        if not self._filling:
+            self.sig_rename.emit(item.data(Qt.ItemDataRole.UserRole), item.text())
+
+    def _delete(self) -> None:
+        cid = self.current_id()
+        if cid is not None:
+            self.sig_delete.emit(cid)

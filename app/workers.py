@@ -1,0 +1,234 @@
+"""Workers that keep the GUI thread free: each lives in its own QThread.
+
+- `EngineWorker` owns the engine: loads a checkpoint, streams replies. Events cross threads as
+  the runtime's frozen dataclasses, tagged with a request id so the GUI can drop late events
+  of a reply it stopped. Stop does not queue behind the decode loop: the GUI sets the
+  thread-safe `Controls` flag directly.
+- `DownloadWorker` runs one download; pause and cancel go straight to the thread-safe
+  `Download` object.
+- `TaskWorker` runs one blocking function (verify, import, probe) and reports its result.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """What the GUI needs to know about the engine it cannot touch."""
+    folder: str
+    name: str
+    status: object  # runtime.engine.EngineStatus
+    stops: tuple  # runtime.depth.DepthStop, for the slider
+    submodels: tuple[str, ...]  # every submodel, smallest first
+    loaded: tuple[str, ...]  # those in memory
+    is_demo: bool
+
+
+def start_in_thread(worker: QObject, name: str) -> QThread:
+    thread = QThread()
+    thread.setObjectName(name)
+    worker.moveToThread(thread)
+    thread.start()
+    return thread
+
+
+def stop_thread(thread: QThread) -> None:
+    thread.quit()
+    thread.wait()
+
+
+class EngineWorker(QObject):
+    sig_loaded = Signal(object)  # LoadedModel
+    sig_load_failed = Signal(str)
+    sig_event = Signal(int, object)  # request id, runtime event
+    sig_reply_failed = Signal(int, str)
+
+    def __init__(self, max_context: int = 8192):
+        super().__init__()
+        self.engine = None
+        self.max_context = max_context
+
+    @Slot(str, str, bool)
+    def load(self, folder: str, resident: str, is_demo: bool) -> None:
+        from runtime.engine import Engine
+        from runtime.errors import ElasticError
+
+        self.unload()
+        try:
+            if not is_demo and not resident:
+                resident = self._largest_that_fits(folder)
+            self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
+                                      device="cpu" if is_demo else None)
+        except ElasticError as e:
+            self.sig_load_failed.emit(str(e))
+            return
+        except Exception as e:  # out of memory, a driver problem: report it, keep the window alive
+            log.exception("loading %s failed", folder)
+            self.sig_load_failed.emit(_describe(e))
+            return
+        e = self.engine
+        self.sig_loaded.emit(LoadedModel(folder, Path(folder).name, e.status(), tuple(e.depth_stops()),
+                                         tuple(e.all_submodels_by_size()), tuple(e.submodels_by_size()), is_demo))
+
+    def _largest_that_fits(self, folder: str) -> str:
+        """On a GPU where the parent does not fit, load the largest submodel that does."""
+        from runtime.errors import UsageError
+        from runtime.hardware import probe
+        from runtime.planner import checkpoint_sizing, local_variant, plan_variant
+
+        hw = probe()
+        if hw.gpu is None:
+            return ""  # the CPU: the user asked for this checkpoint, run its parent
+        cfg, subs, packing = checkpoint_sizing(Path(folder))
+        plan = plan_variant(local_variant(Path(folder), cfg, packing), cfg, subs, hw, self.max_context, packing)
+        if plan.resident is None:
+            raise UsageError("no submodel of this checkpoint fits the GPU: " + plan.submodels[-1].reason)
+        return plan.resident
+
+    @Slot()
+    def unload(self) -> None:
+        """Drops the engine and frees its memory (the GPU's too)."""
+        if self.engine is None:
+            return
+        self.engine.release()
+        self.engine = None
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:
+            pass
+
+    @Slot(int, object, object)
+    def generate(self, request_id: int, request, controls) -> None:
+        from runtime.generate import stream_chat
+
+        if self.engine is None:
+            self.sig_reply_failed.emit(request_id, "no model is loaded yet")
+            return
+        try:
+            for event in stream_chat(self.engine, request, controls):
+                self.sig_event.emit(request_id, event)
+        except Exception as e:  # bad request values: the reply fails, the app does not
+            log.exception("reply %s failed", request_id)
+            self.sig_reply_failed.emit(request_id, _describe(e))
+
+
+def _describe(e: Exception) -> str:
+    text = f"{type(e).__name__}: {e}"
+    if "out of memory" in text.lower():
+        return "out of memory: choose a lower reasoning depth or a smaller model in the model manager"
+    return text
+
+
+class DownloadWorker(QObject):
+    sig_progress = Signal(object)  # runtime.downloads.Progress
+    sig_finished = Signal(object, str)  # final Progress (or None), error message ("" when none)
+
+    def __init__(self, repo: str, dest: Path, revision: str | None = None, stall_seconds: float = 30.0):
+        super().__init__()
+        self.repo, self.dest, self.revision, self.stall_seconds = repo, Path(dest), revision, stall_seconds
+        self.job = None
+
+    @Slot()
+    def run(self) -> None:
+        from runtime.downloads import Download, hub_token, resolve
+        from runtime.errors import ElasticError
+
+        try:
+            if self.job is None:
+                remote = resolve(self.repo, self.revision)
+                self.job = Download(remote, self.dest, self.sig_progress.emit, stall_seconds=self.stall_seconds,
+                                    token=hub_token())
+            final = self.job.run()
+            self.sig_finished.emit(final, "")
+        except ElasticError as e:
+            self.sig_finished.emit(self.job.progress if self.job else None, str(e))
+        except Exception as e:
+            log.exception("download of %s failed", self.repo)
+            self.sig_finished.emit(self.job.progress if self.job else None, f"{type(e).__name__}: {e}")
+
+    # thread-safe controls, called from the GUI thread
+    def pause(self) -> None:
+        if self.job is not None:
+            self.job.pause()
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+
+
+class TaskWorker(QObject):
+    sig_done = Signal(object)
+    sig_failed = Signal(str)
+
+    def __init__(self, fn, *args):
+        super().__init__()
+        self.fn, self.args = fn, args
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            self.sig_done.emit(self.fn(*self.args))
+        except Exception as e:
+            log.debug("task failed: %s", traceback.format_exc())
+            self.sig_failed.emit(str(e))
+
+
+class _TaskHandle(QObject):
+    """Lives in the GUI thread, so the worker's result arrives there (queued), then calls back."""
+
+    def __init__(self, runner: "TaskRunner", worker: TaskWorker, thread: QThread, on_done, on_failed):
+        super().__init__(runner)
+        self.runner, self.worker, self.thread, self.on_done, self.on_failed = runner, worker, thread, on_done, on_failed
+
+    @Slot(object)
+    def done(self, value) -> None:
+        self._finish()
+        self.on_done(value)
+
+    @Slot(str)
+    def failed(self, message: str) -> None:
+        self._finish()
+        self.on_failed(message)
+
+    def _finish(self) -> None:
+        stop_thread(self.thread)
+        self.runner.handles.discard(self)
+        self.deleteLater()
+
+
+class TaskRunner(QObject):
+    """Runs blocking functions one thread each and calls back on the GUI thread."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.handles: set[_TaskHandle] = set()
+
+    def run(self, fn, args: tuple, on_done, on_failed) -> None:
+        from PySide6.QtCore import QMetaObject, Qt
+
+        worker = TaskWorker(fn, *args)
+        thread = start_in_thread(worker, getattr(fn, "__name__", "task"))
+        handle = _TaskHandle(self, worker, thread, on_done, on_failed)
+        self.handles.add(handle)
+        worker.sig_done.connect(handle.done)
+        worker.sig_failed.connect(handle.failed)
+        QMetaObject.invokeMethod(worker, "run", Qt.ConnectionType.QueuedConnection)
+
+    def shutdown(self) -> None:
+        for handle in list(self.handles):
+            stop_thread(handle.thread)
+        self.handles.clear()

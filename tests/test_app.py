@@ -1,0 +1,257 @@
+"""The desktop app, offscreen with pytest-qt: streaming, stop, the switch badge, the depth slider
+on a small GPU, history across restarts and crashes, and the model manager's download."""
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from app.history import History
+from app.main_window import MainWindow
+from app.settings import Settings
+from app.widgets.depth_slider import DepthSlider, slider_stops
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBES = Path(__file__).parent / "probes"
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    w = make_window(qtbot, tmp_path / "data")
+    yield w
+    w.close()
+
+
+def make_window(qtbot, data: Path, settings: Settings | None = None) -> MainWindow:
+    data.mkdir(parents=True, exist_ok=True)
+    w = MainWindow(data, settings or Settings(max_new_tokens=160), data / "settings.json")
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitUntil(lambda: getattr(w, "loaded", None) is not None, timeout=60000)
+    return w
+
+
+def ask(qtbot, w: MainWindow, text: str, depth: str, timeout=60000):
+    w.depth.set_stops(w.depth.stops, depth)
+    w.input.setPlainText(text)
+    with qtbot.waitSignal(w.controller.sig_reply_done, timeout=timeout) as done:
+        qtbot.keyClick(w.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    return done.args[1]
+
+
+def test_send_and_stream_a_reply_on_the_demo_model(qtbot, window):
+    assert window.loaded.is_demo and window.banner.isVisible() and "offline demo" in window.banner.text()
+    streamed = []
+    window.controller.sig_stream.connect(lambda answer, *_: streamed.append(answer))
+    message = ask(qtbot, window, "hello", "Off")
+    assert "demo model" in message.content and message.meta["finish_reason"] == "end_of_turn"
+    assert len(streamed) >= 1  # text arrived in flushes before the reply finished
+    widget = window.chat.widgets[-1]
+    assert widget.role == "assistant" and "demo model" in widget.text
+    saved = window.controller.history.messages(window.controller.current)
+    assert [m.role for m in saved] == ["user", "assistant"] and saved[1].complete
+
+
+def test_thinking_block_collapses_to_a_summary(qtbot, window):
+    message = ask(qtbot, window, "What is 12 + 7 - 5?", "Balanced")
+    assert message.thinking and message.meta["think_submodel"] == window.loaded.submodels[1]
+    block = window.chat.widgets[-1].thinking
+    assert block.toggle.text().startswith(f"Thought for ") and f"on {window.loaded.submodels[1]}" in block.toggle.text()
+    assert not block.toggle.isChecked() and block.body.isHidden()
+
+
+def test_esc_stops_the_reply(qtbot, window):
+    window.settings.max_new_tokens = 2000
+    window.depth.set_stops(window.depth.stops, "Max")
+    window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12 - 30 + 8?")
+    tokens = []
+    window.controller.sig_token.connect(lambda *a: tokens.append(a))
+    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000) as done:
+        qtbot.keyClick(window.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.waitUntil(lambda: len(tokens) >= 3, timeout=30000)
+        at_stop = len(tokens)
+        qtbot.keyClick(window, Qt.Key.Key_Escape)
+    assert done.args[1].meta["finish_reason"] == "stopped"
+    assert len(tokens) <= at_stop + 2  # within a token (plus one already queued)
+    assert not window.stop_button.isEnabled()
+
+
+def test_the_badge_changes_at_the_switch(qtbot, window):
+    smallest, parent = window.loaded.submodels[0], window.loaded.submodels[-1]
+    badges = []
+    window.controller.sig_token.connect(lambda *a: badges.append(window.strip.badge.text()))
+    switches = []
+    window.controller.sig_switch.connect(lambda *a: switches.append(a))
+    ask(qtbot, window, "What is 23 + 8 - 14?", "Quick")
+    assert badges[0].startswith(smallest) and badges[-1].startswith(parent)
+    first_parent = next(i for i, b in enumerate(badges) if b.startswith(parent))
+    assert all(b.startswith(smallest) for b in badges[:first_parent])
+    assert switches and switches[0][:2] == (smallest, parent)
+    assert "re-prefilled" in window.strip.switch_note.text()
+    assert len(window.strip.sparkline.points) == len(badges)
+
+
+def test_the_slider_disables_stops_from_a_recorded_small_gpu_probe(qtbot):
+    from runtime.catalog import load_catalog
+    from runtime.depth import depth_stops
+    from runtime.hardware import load_probe
+    from runtime.planner import make_plan
+
+    catalog = load_catalog()
+    plan = make_plan(load_probe(PROBES / "rtx4070.json"), catalog)
+    nvfp4 = plan.variant("star-elastic-30b-nvfp4")
+    names = [f.name for f in reversed(nvfp4.submodels)]  # smallest first
+    loaded = {f.name for f in nvfp4.submodels if f.verdict != "does not fit"}
+    assert loaded == {"12B"}
+    stops = depth_stops(names, 32768, loaded=loaded)
+    reasons = {f.name: f.reason for f in nvfp4.submodels}
+    slider = DepthSlider()
+    qtbot.addWidget(slider)
+    slider.set_stops(slider_stops(stops, reasons), "Max")
+    enabled = {s.name: s.enabled for s in slider.stops}
+    assert enabled == {"Off": True, "Quick": True, "Balanced": False, "Deep": False, "Max": False}
+    assert slider.selected == "Quick"  # Max is unavailable: the nearest available stop
+    labels = [slider.labels.itemAt(i).widget() for i in range(slider.labels.count())]
+    assert labels[4].toolTip().startswith("Unavailable: 30B does not fit: needs")
+    assert not labels[2].isEnabled() and "23B does not fit" in labels[2].toolTip()
+    slider.slider.setValue(3)  # the user drags onto Deep: it snaps back and says why
+    assert slider.selected == "Quick" and "23B does not fit" in slider.detail.text()
+
+
+def test_history_survives_closing_and_reopening(qtbot, tmp_path):
+    data = tmp_path / "data"
+    w = make_window(qtbot, data)
+    ask(qtbot, w, "hello", "Off")
+    title = w.controller.history.conversation(w.controller.current).title
+    w.close()
+    w2 = make_window(qtbot, data)
+    try:
+        assert w2.sidebar.list.count() == 1 and w2.sidebar.list.item(0).text() == title
+        assert [m.role for m in w2.controller.history.messages(w2.controller.current)] == ["user", "assistant"]
+        assert [x.role for x in w2.chat.widgets] == ["user", "assistant"]
+    finally:
+        w2.close()
+
+
+def test_history_survives_killing_the_process_mid_reply(tmp_path):
+    data = tmp_path / "data"
+    script = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "from pathlib import Path\n"
+        "from app.main_window import MainWindow\n"
+        "from app.settings import Settings\n"
+        "import time, runtime.model as rm\n"
+        "slow = rm.ElasticModel.forward\n"
+        "rm.ElasticModel.forward = lambda *a, **k: (time.sleep(0.04), slow(*a, **k))[1]  # a slower PC\n"
+        "app = QApplication([])\n"
+        "d = Path(%r)\n"
+        "w = MainWindow(d, Settings(max_new_tokens=4000, depth='Max'), d / 'settings.json')\n"
+        "def go(loaded):\n"
+        "    w.input.setPlainText('What is 45 + 23 - 17 + 9 + 12 - 30 + 8 + 14 - 6?')\n"
+        "    w.send()\n"
+        "w.controller.sig_model_loaded.connect(go)\n"
+        "app.exec()\n" % (str(ROOT), str(data)))
+    data.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "QT_QPA_PLATFORM": "offscreen"},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    db = data / "history.sqlite3"
+    deadline, partial = time.time() + 90, ""
+    try:
+        while time.time() < deadline:
+            if db.exists():
+                try:
+                    row = sqlite3.connect(str(db)).execute(
+                        "SELECT thinking || content FROM messages WHERE role='assistant'").fetchone()
+                except sqlite3.OperationalError:
+                    row = None
+                if row and row[0]:
+                    partial = row[0]
+                    break
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)  # a crash, mid-reply
+        proc.wait()
+    assert partial, "no streamed text was committed while the reply ran"
+    h = History(db)
+    conv = h.conversations()[0]
+    messages = h.messages(conv.id)
+    assert messages[0].role == "user" and "45 + 23" in messages[0].content
+    assert messages[1].role == "assistant" and not messages[1].complete
+    assert (messages[1].thinking + messages[1].content).startswith(partial[:5])
+    h.close()
+
+
+def test_delete_asks_and_can_be_undone(qtbot, window, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    ask(qtbot, window, "hello", "Off")
+    cid = window.controller.current
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    window.confirm_delete(cid)
+    assert cid not in [c.id for c in window.controller.history.conversations()]
+    assert window.undo.isVisible() and "Deleted" in window.error.text()
+    window.undo.click()
+    assert cid in [c.id for c in window.controller.history.conversations()]
+
+
+def test_edit_and_regenerate(qtbot, window):
+    ask(qtbot, window, "hello", "Off")
+    user = window.controller.history.messages(window.controller.current)[0]
+    window.start_edit(user.id)
+    assert window.input.toPlainText() == "hello"
+    window.input.setPlainText("how do I get the real model?")
+    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000) as done:
+        window.send()
+    msgs = window.controller.history.messages(window.controller.current)
+    assert [m.content for m in msgs][0] == "how do I get the real model?" and len(msgs) == 2
+    assert "model manager" in done.args[1].content
+    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000):
+        window.chat.widgets[-1].buttons["Regenerate"].click()
+    assert len(window.controller.history.messages(window.controller.current)) == 2
+
+
+def test_the_model_manager_drives_a_download(qtbot, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    from app.widgets.model_manager import ModelManager
+    from tests.hub_stub import HubStub
+
+    repo = "nvidia/NVIDIA-Nemotron-Labs-3-Elastic-30B-A3B-NVFP4"
+    source = shutil.copytree(ROOT / "assets" / "demo-nvfp4", tmp_path / "repo")
+    monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    with HubStub({repo: source}) as hub:
+        hub.faults["model.safetensors"] = {"throttle": 0.03}
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        manager = ModelManager(probe_file=str(PROBES / "rtx5090.json"))
+        qtbot.addWidget(manager)
+        qtbot.waitUntil(lambda: bool(manager.rows), timeout=30000)
+        assert "RTX 5090" in manager.hardware.text()
+        manager.select("star-elastic-30b-nvfp4")
+        row = manager.row()
+        assert row.status == "not downloaded" and [f.verdict for f in row.fits] == ["fits"] * 3
+        assert manager.buttons["Download"].isEnabled()
+        states = []
+        with qtbot.waitSignal(manager.sig_changed, timeout=60000):
+            manager.buttons["Download"].click()
+            qtbot.waitUntil(lambda: "DOWNLOADING" in manager.progress_text.text(), timeout=30000)
+            states.append(manager.progress_text.text())
+        assert "complete and verified" in manager.progress_text.text()
+        qtbot.waitUntil(lambda: manager.row("star-elastic-30b-nvfp4").status == "ready", timeout=30000)
+        dest = tmp_path / "home" / "models" / repo.replace("/", "--")
+        assert (dest / "model.safetensors").read_bytes() == (source / "model.safetensors").read_bytes()
+        assert "MB/s" in states[0]
+        manager.select("star-elastic-30b-nvfp4")
+        with qtbot.waitSignal(manager.sig_use, timeout=5000) as used:
+            manager.buttons["Use"].click()
+        assert used.args[0] == str(dest)
+        manager.shutdown()
