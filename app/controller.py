@@ -167,6 +167,7 @@ class ChatController(QObject):
         if not self.history.messages(self.current):
             self.history.rename(self.current, text.splitlines()[0][:48])
         self.history.add_message(self.current, "user", text)
+        self.refresh_conversations()
         self._start_reply(depth)
         return True
 

@@ -25,6 +25,18 @@ DEMO_BANNER = ("You are chatting with the offline demo model (1.5 million parame
                "knows small sums and a few facts about Elastic Chat. Get the real 30B model in the model manager.")
 
 
+def _warm_imports() -> None:
+    """Does, before the window is interactive, the one-time work worker threads would otherwise do
+    while it is: importing (on a cold start, compiling) big modules and building the hub client.
+    Either holds the interpreter long enough to stall the GUI for a fraction of a second."""
+    import huggingface_hub.hf_api
+    import runtime.downloads  # noqa: F401
+    import runtime.model_store  # noqa: F401
+    import runtime.planner  # noqa: F401
+
+    huggingface_hub.hf_api.get_session()  # its TLS context loads the CA bundle, which blocks the interpreter
+
+
 class InputBox(QPlainTextEdit):
     """Ctrl+Enter sends; Enter makes a new line."""
 
@@ -48,6 +60,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Elastic Chat")
         self.resize(1180, 780)
         self.settings, self.probe_file = settings, probe_file
+        _warm_imports()
         self.controller = ChatController(data_dir, settings, settings_path)
         self.streaming: MessageWidget | None = None
         self.editing: int | None = None

@@ -32,6 +32,7 @@ class HubStub:
         self.gated = set(gated)
         self.faults: dict[str, dict] = {}
         self.requests: list[dict] = []  # every file request: path, range start, bytes sent, status
+        self._hashes: dict[tuple, tuple[str, str]] = {}
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -52,11 +53,18 @@ class HubStub:
     def files(self, repo: str) -> list[dict]:
         folder, out = self.repos[repo], []
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-            data = f.read_bytes()
-            entry = {"rfilename": f.relative_to(folder).as_posix(), "size": len(data),
-                     "blobId": hashlib.sha1(f"blob {len(data)}\0".encode() + data).hexdigest()}
+            key = (str(f), f.stat().st_mtime_ns, f.stat().st_size)
+            if key not in self._hashes:  # hashed in chunks: the stub shares the interpreter with the app
+                sha1, sha256 = hashlib.sha1(f"blob {key[2]}\0".encode()), hashlib.sha256()
+                with open(f, "rb") as src:
+                    for block in iter(lambda: src.read(1 << 20), b""):
+                        sha1.update(block)
+                        sha256.update(block)
+                self._hashes[key] = (sha1.hexdigest(), sha256.hexdigest())
+            blob, sha = self._hashes[key]
+            entry = {"rfilename": f.relative_to(folder).as_posix(), "size": key[2], "blobId": blob}
             if f.suffix in LFS_SUFFIXES:
-                entry["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+                entry["lfs"] = {"sha256": sha, "size": key[2], "pointerSize": 134}
             out.append(entry)
         return out
 
@@ -131,21 +139,20 @@ class HubStub:
                 f = stub.repos[repo] / path
                 if not f.is_file():
                     return self._error(404, "EntryNotFound", "Entry not found")
-                data = f.read_bytes()
+                size = f.stat().st_size
                 start = 0
                 rng = self.headers.get("Range")
                 if rng and rng.startswith("bytes="):
                     start = int(rng[6:].split("-")[0])
-                body = data[start:]
-                if fault.pop("corrupt", False) and start == 0 and body:
-                    body = body[:len(body) // 2] + bytes([body[len(body) // 2] ^ 0xFF]) + body[len(body) // 2 + 1:]
+                length = size - start
+                corrupt_at = length // 2 if fault.pop("corrupt", False) and start == 0 and length else None
                 self.send_response(206 if start else 200)
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Content-Length", str(length))
                 if start:
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                    self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
                 self.send_header("Accept-Ranges", "bytes")
                 self.send_header("X-Repo-Commit", COMMIT)
-                self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+                self.send_header("ETag", f'"{COMMIT}-{size}"')
                 self.end_headers()
                 record = {"path": path, "start": start, "sent": 0, "status": 206 if start else 200}
                 with stub.lock:
@@ -155,24 +162,29 @@ class HubStub:
                 drop_after = fault.pop("drop_after", None)
                 stall = fault.pop("stall", None)
                 throttle = fault.get("throttle", 0)
-                limit = len(body) if drop_after is None else min(drop_after, len(body))
+                limit = length if drop_after is None else min(drop_after, length)
                 if stall is not None:
-                    limit = len(body) // 2
+                    limit = length // 2
                 sent = 0
                 try:
-                    while sent < limit:
-                        piece = body[sent:min(limit, sent + 65536)]
-                        self.wfile.write(piece)
-                        self.wfile.flush()
-                        sent += len(piece)
-                        record["sent"] = sent
-                        if throttle:
-                            time.sleep(throttle)
+                    with open(f, "rb") as src:
+                        src.seek(start)
+                        while sent < limit:
+                            piece = src.read(min(65536, limit - sent))
+                            if corrupt_at is not None and sent <= corrupt_at < sent + len(piece):
+                                i = corrupt_at - sent
+                                piece = piece[:i] + bytes([piece[i] ^ 0xFF]) + piece[i + 1:]
+                            self.wfile.write(piece)
+                            self.wfile.flush()
+                            sent += len(piece)
+                            record["sent"] = sent
+                            if throttle:
+                                time.sleep(throttle)
                     if stall is not None:
                         time.sleep(stall)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
-                if sent < len(body):
+                if sent < length:
                     self.close_connection = True
 
         return Handler

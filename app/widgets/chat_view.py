@@ -150,6 +150,7 @@ class MessageWidget(QFrame):
         blocks, tail = split_blocks(answer)
         self._render(blocks)
         self.tail.setText(tail if (tail or answer) else ("" if thinking_live else "…"))
+        self.tail.setVisible(bool(self.tail.text()))
         self.text = answer
 
     def finish(self, answer: str, thinking: str, meta: dict) -> None:

@@ -102,7 +102,9 @@ class LiveStrip(QWidget):
 
     def set_badge(self, submodel: str, phase: str = "") -> None:
         color = self.colors.get(submodel, "#888888")
-        self.badge.setText(f"{submodel} {phase}".strip())
+        text = f"{submodel} {phase}".strip()
+        self.badge.setText(text)
+        self.badge.setMinimumWidth(max(120, self.badge.fontMetrics().horizontalAdvance(text) + 32))
         self.badge.setStyleSheet(f"background:{color}; color:white; border-radius:9px; padding:2px 8px;"
                                  "font-weight:bold;")
 

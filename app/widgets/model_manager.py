@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QFileDialog, QHBoxLay
 from ..workers import DownloadWorker, TaskRunner, start_in_thread, stop_thread
 
 VERDICT_COLORS = {"fits": "#16a34a", "tight": "#d97706", "does not fit": "#dc2626"}
+VERDICT_MARKS = {"fits": "✓ fits", "tight": "! tight", "does not fit": "✗ no"}
 
 
 @dataclass
@@ -46,7 +47,7 @@ class ModelManager(QDialog):
     def __init__(self, parent=None, probe_file: str | None = None, context: int = 8192, active: str = ""):
         super().__init__(parent)
         self.setWindowTitle("Model manager")
-        self.resize(980, 520)
+        self.resize(1180, 540)
         self.probe_file, self.context, self.active = probe_file, context, active
         self.plan = None
         self.rows: list[Row] = []
@@ -66,9 +67,20 @@ class ModelManager(QDialog):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        header = self.table.horizontalHeader()
+        for column in range(8):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch if column in (0, 3)
+                                        else QHeaderView.ResizeMode.ResizeToContents)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setWordWrap(True)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         layout.addWidget(self.table, 1)
+        legend = QLabel("Per submodel: ✓ fits, ! tight (close other GPU programs or lower the context), ✗ does not "
+                        "fit. Hover a verdict for the numbers. The largest submodel that fits is loaded; smaller "
+                        "ones share its memory.")
+        legend.setWordWrap(True)
+        legend.setObjectName("depthDetail")
+        layout.addWidget(legend)
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.progress_text = QLabel("")
@@ -156,7 +168,7 @@ class ModelManager(QDialog):
                 self.table.setItem(i, j, QTableWidgetItem(text))
             for j in range(3):
                 fit = r.fits[j] if j < len(r.fits) else None
-                item = QTableWidgetItem(f"{fit.name}: {fit.verdict}" if fit else "")
+                item = QTableWidgetItem(f"{fit.name} {VERDICT_MARKS[fit.verdict]}" if fit else "")
                 if fit:
                     item.setToolTip(fit.reason)
                     item.setForeground(QColor(VERDICT_COLORS[fit.verdict]))
@@ -225,7 +237,7 @@ class ModelManager(QDialog):
         self.progress.setValue(int(1000 * p.fraction))
         speed = f"{p.speed_bps / 1e6:.1f} MB/s" if p.speed_bps else "0 MB/s"
         eta = f", {int(p.eta_s) // 60} min {int(p.eta_s) % 60} s left" if p.eta_s is not None else ""
-        text = (f"{p.state.upper()}: {p.done_bytes / 1e9:.2f} of {p.total_bytes / 1e9:.2f} GB, {speed}{eta}"
+        text = (f"{p.state.upper()}: {_size(p.done_bytes)} of {_size(p.total_bytes)}, {speed}{eta}"
                 + (f" — {p.message}" if p.message else ""))
         self.progress_text.setText(text)
         r = self.row(key)

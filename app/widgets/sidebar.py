@@ -32,6 +32,8 @@ class Sidebar(QWidget):
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.currentItemChanged.connect(self._selected)
         self.list.itemChanged.connect(self._renamed)
         layout.addWidget(self.list, 1)
@@ -54,6 +56,7 @@ class Sidebar(QWidget):
         self.list.clear()
         for c in conversations:
             item = QListWidgetItem(c.title)
+            item.setToolTip(c.title)
             item.setData(Qt.ItemDataRole.UserRole, c.id)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
