@@ -4,7 +4,7 @@
 
 With no checkpoint the bundled demo model loads (its NVFP4 export, so the app takes the
 quantized path a real RTX PC takes). `--probe` plans with a recorded hardware probe instead
-of this PC's (for demos and tests).
+of this PC's (for demos and tests). A second launch raises the running window and exits.
 """
 
 from __future__ import annotations
@@ -28,26 +28,50 @@ def main(argv: list[str] | None = None) -> int:
 
     from runtime.model_store import data_dir
 
-    from .main_window import MainWindow
+    from . import crash
     from .settings import Settings
-    from .theme import apply_theme
+    from .single_instance import InstanceServer, ask_running_instance, server_name
 
     folder = args.data_dir or data_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(level=logging.INFO, filename=str(folder / "elastic-chat.log"),
+    log_path = folder / "elastic-chat.log"
+    logging.basicConfig(level=logging.INFO, filename=str(log_path),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    crash.install(log_path)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Elastic Chat")
+    app.setDesktopFileName("elastic-chat")
+    name = server_name(folder)
+    if ask_running_instance(name, "raise") is not None:
+        print("Elastic Chat is already running; its window was raised.")
+        return 0
+
+    from .main_window import MainWindow
+    from .theme import apply_theme
+
     settings_path = folder / "settings.json"
     settings = Settings.load(settings_path)
     if args.theme:
         settings.theme = args.theme
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    app.setApplicationName("Elastic Chat")
+    if settings.models_dir:
+        os.environ["ELASTIC_CHAT_MODELS"] = settings.models_dir
     apply_theme(app, settings.theme, settings.font_size)
     window = MainWindow(folder, settings, settings_path, args.checkpoint, args.probe)
+    raised = []
+
+    def bring_to_front():
+        raised.append(1)
+        window.showNormal()
+        window.raise_()
+        window.activateWindow()
+        logging.getLogger("elastic-chat").info("raised by a second launch")
+    server = InstanceServer(name, lambda: f"ok visible={window.isVisible()} raised={len(raised)} "
+                                          f"title={window.windowTitle()}")
+    server.sig_raise.connect(bring_to_front)
     window.show()
+    logging.getLogger("elastic-chat").info("window shown")
     return app.exec()
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     sys.exit(main())

@@ -8,9 +8,9 @@ from pathlib import Path
 import psutil
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel,
-                               QMainWindow, QMessageBox, QPlainTextEdit, QPushButton, QSpinBox, QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout,
+                               QHBoxLayout, QLabel, QLineEdit, QMainWindow, QMessageBox, QPlainTextEdit, QPushButton,
+                               QSpinBox, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from .controller import ChatController
 from .settings import Settings
@@ -335,9 +335,26 @@ class MainWindow(QMainWindow):
         dialog = SettingsDialog(self, self.settings, *self.controller.conversation_settings())
         dialog.tabs.setCurrentIndex(tab)
         if dialog.exec() == QDialog.DialogCode.Accepted:
+            before = self.settings.models_dir
             dialog.apply(self.settings)
+            if self.settings.models_dir != before:
+                self._set_models_dir(self.settings.models_dir)
             self.controller.set_conversation_settings(*dialog.conversation_values())
             apply_theme(QGuiApplication.instance(), self.settings.theme, self.settings.font_size)
+
+    def _set_models_dir(self, folder: str) -> None:
+        """New downloads go to `folder`; models already downloaded stay where they are."""
+        import os
+
+        if folder:
+            os.environ["ELASTIC_CHAT_MODELS"] = folder
+        else:
+            os.environ.pop("ELASTIC_CHAT_MODELS", None)
+        self.settings.save(self.controller.settings_path)
+        self.show_error(f"Models are now kept in {folder or 'the default folder'}. Models downloaded before stay "
+                        "where they were: import their folders in the model manager, or move them.", kind="banner")
+        if self.manager is not None:
+            self.manager.refresh()
 
     def _show_memory(self) -> None:
         rss = psutil.Process().memory_info().rss
@@ -386,6 +403,16 @@ class SettingsDialog(QDialog):
         form.addRow("Font size", self.font_size)
         form.addRow("Default system prompt", self.default_prompt)
         form.addRow("Max reply tokens", self.max_tokens)
+        from runtime.model_store import models_dir
+
+        self.models_dir = QLineEdit(settings.models_dir or str(models_dir()))
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(lambda: self.models_dir.setText(
+            QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text()) or self.models_dir.text()))
+        row = QHBoxLayout()
+        row.addWidget(self.models_dir, 1)
+        row.addWidget(browse)
+        form.addRow("Models folder", row)
         self.default_sampling = _SamplingForm(vars(settings.sampling))
         form.addRow(self.default_sampling)
         self.tabs.addTab(general, "Defaults")
@@ -404,6 +431,10 @@ class SettingsDialog(QDialog):
     def apply(self, s: Settings) -> None:
         s.theme, s.font_size = self.theme.currentText(), self.font_size.value()
         s.system_prompt, s.max_new_tokens = self.default_prompt.toPlainText(), self.max_tokens.value()
+        from runtime.model_store import data_dir
+
+        folder = self.models_dir.text().strip()
+        s.models_dir = "" if not folder or Path(folder) == data_dir() / "models" else folder
         for k, v in self.default_sampling.values().items():
             setattr(s.sampling, k, v)
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Elastic Chat set-up for Linux (and macOS, demo only).
 #
-#   installer/setup.sh            create .venv, install the app, start it
+#   installer/setup.sh            create .venv, install the app, add a desktop launcher, start the app
 #   installer/setup.sh --test     the same set-up with the test extras, then run the whole test suite
-#                                 (extra arguments go to pytest)
+#                                 (extra arguments go to pytest; no launcher is made)
+#   installer/setup.sh --uninstall [--purge]
+#                                 remove the launchers and .venv; chats, settings and downloaded models
+#                                 stay unless --purge is given
 #
 # Idempotent: a second run reuses .venv and skips pip when nothing changed.
 # torch: the CUDA build on a machine with an NVIDIA GPU (PyPI's default Linux wheel),
@@ -21,6 +24,24 @@ fi
 
 say() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
+
+if [[ "${1:-}" == "--uninstall" ]]; then
+    data="${ELASTIC_CHAT_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/elastic-chat}"
+    for entry in "${XDG_DATA_HOME:-$HOME/.local/share}/applications/elastic-chat.desktop" \
+                 "$HOME/Desktop/elastic-chat.desktop"; do
+        [[ -f "$entry" ]] && rm -f "$entry" && say "removed $entry"
+    done
+    if [[ -x "$VENV/bin/python" ]]; then
+        "$VENV/bin/python" -m app.launcher uninstall >/dev/null 2>&1 || true
+    fi
+    rm -rf "$VENV" && say "removed $VENV"
+    if [[ "${2:-}" == "--purge" ]]; then
+        rm -rf "$data" && say "removed your chats, settings and downloaded models in $data"
+    else
+        say "kept your chats, settings and downloaded models in $data (add --purge to remove them)"
+    fi
+    exit 0
+fi
 
 find_python() {
     for candidate in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
@@ -86,8 +107,17 @@ fi
 
 cd "$ROOT"
 if [[ "$MODE" == "test" ]]; then
+    # The launcher test validates the .desktop file with Debian's desktop-file-utils; on a CI
+    # machine (root, apt) fetch it, elsewhere that one test is skipped and says why.
+    if ! command -v desktop-file-validate >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 &&
+        [[ "$(id -u)" == "0" ]]; then
+        apt-get install -y -q desktop-file-utils >/dev/null 2>&1 || say "could not install desktop-file-utils"
+    fi
     export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
     export HF_HUB_OFFLINE=1
     exec "$VPY" -m pytest "$@"
+fi
+if [[ "$(uname -s)" == "Linux" ]]; then
+    "$VPY" -m app.launcher install >&2 || say "could not create the desktop launcher (the app still runs)"
 fi
 exec "$VENV/bin/elastic-chat" "$@"

@@ -1,0 +1,61 @@
+"""One app per user and data folder: a second launch asks the first to raise its window and
+exits. A local socket is the lock; one left behind by a crash is removed, never obeyed."""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtNetwork import QLocalServer, QLocalSocket
+
+
+def server_name(data_dir: Path) -> str:
+    key = hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:12]
+    return f"elastic-chat-{getpass.getuser()}-{key}"
+
+
+def ask_running_instance(name: str, message: str = "raise", timeout_ms: int = 1000) -> str | None:
+    """Sends `message` to a running instance; its reply, or None when none is running."""
+    sock = QLocalSocket()
+    sock.connectToServer(name)
+    if not sock.waitForConnected(timeout_ms):
+        return None
+    sock.write(message.encode() + b"\n")
+    sock.waitForBytesWritten(timeout_ms)
+    reply = sock.readLine().data() if sock.waitForReadyRead(timeout_ms) else b""
+    sock.disconnectFromServer()
+    return reply.decode().strip()
+
+
+class InstanceServer(QObject):
+    sig_raise = Signal()
+
+    def __init__(self, name: str, status=lambda: "ok"):
+        super().__init__()
+        self.name, self.status = name, status
+        self.server = QLocalServer(self)
+        self.server.setSocketOptions(QLocalServer.SocketOption.UserAccessOption)
+        if not self.server.listen(name):
+            # Nobody answered (the caller checked), so this is a stale lock from a crash: remove it.
+            QLocalServer.removeServer(name)
+            if not self.server.listen(name):
+                raise RuntimeError(f"cannot listen on {name}: {self.server.errorString()}")
+        self.server.newConnection.connect(self._accept)
+
+    @Slot()
+    def _accept(self) -> None:
+        while self.server.hasPendingConnections():
+            sock = self.server.nextPendingConnection()
+            sock.readyRead.connect(lambda s=sock: self._answer(s))
+
+    def _answer(self, sock) -> None:
+        command = sock.readLine().data().decode().strip()
+        if command == "raise":
+            self.sig_raise.emit()
+            sock.write(b"raised\n")
+        else:
+            sock.write((self.status() + "\n").encode())
+        sock.flush()
+        sock.disconnectFromServer()
