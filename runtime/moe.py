@@ -40,12 +40,17 @@ def route(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> tuple[torch.Tenso
 def moe(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
     """x: (T, hidden) -> (T, hidden): the weighted sum of each token's k experts, plus the shared expert."""
     ids, weights = route(x, w, cfg)
-    if x.shape[0] == 1:
-        # Decode: gather the k experts' weights and run them as one batch (no host sync).
+    if x.shape[0] == 1 and x.is_cuda:
+        # Decode on a GPU: gather the k experts' weights and run them as one batch (no host sync).
         e = ids[0]
         h = relu2(torch.einsum("kfh,h->kf", dense(w.up[e], x.dtype), x[0]))  # (k, F)
         out = torch.einsum("khf,kf->kh", dense(w.down[e], x.dtype), h)  # (k, hidden)
         routed = (weights[0, :, None] * out.float()).sum(0, keepdim=True)
+    elif x.shape[0] == 1:
+        # Decode on the CPU: read each chosen expert in place (a gather would copy its weights).
+        routed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+        for j, e in enumerate(ids[0].tolist()):
+            routed += weights[0, j] * linear(relu2(linear(x, w.up[e])), w.down[e]).float()
     else:
         routed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
         for e in ids.unique().tolist():
