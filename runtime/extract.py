@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 
 from .config import ATTENTION, MAMBA, MLP, ModelConfig, load_config, read_json
 from .elastic import FORMAT, PER_LAYER_FIELDS, Submodel, load_elastic
-from .errors import CheckpointError, UsageError
+from .errors import UsageError
 from .safetensors_io import tensor_table
 from .weights import EMBED_NAMES, check_tensor_table
 

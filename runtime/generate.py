@@ -24,8 +24,7 @@ import torch
 
 from .engine import Controls, Engine, StopRequested
 from .errors import ElasticError, UsageError
-from .events import (ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, Done, Event, Prefill,
-                     Switch, Token)
+from .events import (ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, Done, Event, Switch, Token)
 from .sampling import SamplingSettings, make_sampler
 
 log = logging.getLogger(__name__)

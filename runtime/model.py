@@ -36,13 +36,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return (weight.float() * xf).to(x.dtype)
 
 
-def forward(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, ids: torch.Tensor, all_logits: bool = False):
-    """Runs tokens `ids` (T,) after the cache's sequence and appends them to it.
+def forward(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, ids: list[int], all_logits: bool = False):
+    """Runs tokens `ids` after the cache's sequence and appends them to it.
 
     Returns fp32 logits: (T, vocab) if all_logits else (1, vocab) for the last token.
     """
     pos = cache.length
-    x = F.embedding(ids, w.embed)  # (T, hidden)
+    x = F.embedding(torch.tensor(ids, device=w.embed.device), w.embed)  # (T, hidden)
     for layer, state in zip(w.layers, cache.layers):
         y = rms_norm(x, layer.norm, cfg.layer_norm_epsilon)
         if layer.kind == MAMBA:
@@ -54,7 +54,7 @@ def forward(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, ids: torch.
         else:
             y = moe(y, layer.mixer, cfg)
         x = x + y
-    cache.tokens.extend(ids.tolist())
+    cache.tokens.extend(ids)
     if not all_logits:
         x = x[-1:]
     return linear(rms_norm(x, w.norm_f, cfg.layer_norm_epsilon), w.lm_head).float()
@@ -123,12 +123,13 @@ class ElasticModel:
         """Logits for `ids` continuing the cached sequence of submodel `name`."""
         if cache.submodel != name:
             raise UsageError(f"this cache belongs to submodel {cache.submodel!r}, not {name!r}")
-        ids = torch.as_tensor(ids, dtype=torch.long, device=self.device).reshape(-1)
-        if ids.numel() == 0:
+        # Checked on the host: a GPU tensor check would wait for the device on every token.
+        ids = ids.reshape(-1).tolist() if isinstance(ids, torch.Tensor) else [int(t) for t in ids]
+        if not ids:
             raise UsageError("no tokens to run")
-        if cache.length + ids.numel() > cache.max_len:
+        if cache.length + len(ids) > cache.max_len:
             raise UsageError(f"the context is full ({cache.max_len} tokens)")
-        if int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size:
+        if min(ids) < 0 or max(ids) >= self.config.vocab_size:
             raise UsageError(f"token ids must lie in 0..{self.config.vocab_size - 1}")
         return forward(self.config, self.views[name], cache, ids, all_logits)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from .config import ATTENTION, MAMBA, MLP, MOE, ModelConfig
+from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .elastic import Submodel, parent_submodel
 from .errors import CheckpointError
 from .quant import BLOCK, PackedFP8, PackedNVFP4, QuantSpec, block_slice, stack
@@ -202,7 +202,7 @@ def check_tensor_table(cfg: ModelConfig, table: dict[str, TensorInfo], folder: P
 
 
 def _check_packed(name: str, shape: tuple, table: dict[str, TensorInfo], quant: QuantSpec) -> None:
-    info, scale = table[name], table[name + "_scale"]
+    info = table[name]
     module = name[: -len(".weight")]
     out, cols = shape
 

@@ -63,7 +63,7 @@ def test_thinking_block_collapses_to_a_summary(qtbot, window):
     message = ask(qtbot, window, "What is 12 + 7 - 5?", "Balanced")
     assert message.thinking and message.meta["think_submodel"] == window.loaded.submodels[1]
     block = window.chat.widgets[-1].thinking
-    assert block.toggle.text().startswith(f"Thought for ") and f"on {window.loaded.submodels[1]}" in block.toggle.text()
+    assert block.toggle.text().startswith("Thought for ") and f"on {window.loaded.submodels[1]}" in block.toggle.text()
     assert not block.toggle.isChecked() and block.body.isHidden()
 
 

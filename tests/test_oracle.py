@@ -81,7 +81,7 @@ def test_extracted_checkpoint_keeps_nested_submodels(checkpoints, tmp_path):
     assert score(inner, "small", TOKENS) == pytest.approx(score(outer, "small", TOKENS), abs=TOL)
 
 
-def test_score_cli_contract(checkpoints):
+def test_score_cli_contract(checkpoints, tmp_path):
     """`score` prints {"logprobs": [...]} as its last stdout line, in both modes."""
     ids = ",".join(map(str, TOKENS[:10]))
     runs = []
@@ -92,14 +92,5 @@ def test_score_cli_contract(checkpoints):
         runs.append(json.loads(out.stdout.strip().splitlines()[-1])["logprobs"])
     assert len(runs[0]) == 9
     assert runs[0] == pytest.approx(runs[1], abs=TOL)
-    expected = transformers_logprobs_for_submodel(checkpoints["hybrid"], "small", TOKENS[:10])
-    assert runs[0] == pytest.approx(expected, abs=TOL)
-
-
-def transformers_logprobs_for_submodel(folder, name, ids, _cache={}):
-    import tempfile
-
-    key = (str(folder), name)
-    if key not in _cache:
-        _cache[key] = extract(folder, name, tempfile.mkdtemp() + "/x")
-    return transformers_logprobs(_cache[key], ids).tolist()
+    small = extract(checkpoints["hybrid"], "small", tmp_path / "small")
+    assert runs[0] == pytest.approx(transformers_logprobs(small, TOKENS[:10]).tolist(), abs=TOL)

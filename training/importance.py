@@ -72,7 +72,7 @@ def _order(scores: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def permute_by_importance(tm: TrainableModel, stats: dict) -> None:
     """Reorders the parent's weights in place, most important components first."""
-    cfg, w = tm.cfg, tm.weights
+    w = tm.weights
     h = _order(stats["hidden"])
     for t in (w.embed, w.lm_head):
         t.copy_(t[:, h])

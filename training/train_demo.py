@@ -29,7 +29,7 @@ from safetensors.torch import save_file
 
 from runtime.chat_format import ChatFormat
 from runtime.config import PATTERN_LETTERS
-from runtime.elastic import count_params, parent_submodel, parse_elastic
+from runtime.elastic import count_params, parse_elastic
 
 from .data import corpus, training_examples
 from .importance import measure, permute_by_importance
