@@ -121,8 +121,12 @@ class MainWindow(QMainWindow):
         buttons.addWidget(self.stop_button)
         inputs.addWidget(self.input, 1)
         inputs.addLayout(buttons)
+        self.lower_depth = QPushButton("")
+        self.lower_depth.setVisible(False)
+        self.lower_depth.clicked.connect(self._use_lower_depth)
         notes = QHBoxLayout()
         notes.addWidget(self.error, 1)
+        notes.addWidget(self.lower_depth)
         notes.addWidget(self.undo)
         column.addWidget(self.banner)
         column.addLayout(notes)
@@ -312,6 +316,27 @@ class MainWindow(QMainWindow):
         self.error.setStyleSheet("")
         self.error.setText(message)
         self.error.setVisible(True)
+        lower = self._lower_stop() if "out of memory" in message.lower() else None
+        self.lower_depth.setVisible(lower is not None)
+        if lower is not None:
+            self.lower_depth.setText(f"Use {lower}")
+            self.lower_depth.setToolTip(f"Switch the reasoning depth to {lower}, which needs less memory")
+
+    def _lower_stop(self) -> str | None:
+        """The next available stop below the current one (out of memory: offer it)."""
+        names = [s.name for s in self.depth.stops]
+        if self.depth.selected not in names:
+            return None
+        below = [s for s in self.depth.stops[:names.index(self.depth.selected)] if s.enabled]
+        return below[-1].name if below else None
+
+    def _use_lower_depth(self) -> None:
+        lower = self._lower_stop()
+        if lower:
+            self.depth.set_stops(self.depth.stops, lower)
+            self.settings.depth = lower
+        self.lower_depth.setVisible(False)
+        self.error.setVisible(False)
 
     # ------------------------------------------------------------------ panels
 

@@ -255,3 +255,11 @@ def test_the_model_manager_drives_a_download(qtbot, tmp_path, monkeypatch):
             manager.buttons["Use"].click()
         assert used.args[0] == str(dest)
         manager.shutdown()
+
+
+def test_out_of_memory_offers_the_next_smaller_stop(window):
+    window.depth.set_stops(window.depth.stops, "Deep")
+    window.show_error("The reply failed: out of memory: choose a lower reasoning depth.")
+    assert window.lower_depth.isVisible() and window.lower_depth.text() == "Use Balanced"
+    window.lower_depth.click()
+    assert window.depth.selected == "Balanced" and not window.error.isVisible()
