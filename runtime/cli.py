@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--system", help="a system prompt")
     p.add_argument("--max-context", type=int, default=4096)
     p.add_argument("--json", action="store_true", help="JSON lines: token, switch and done events")
+    p.add_argument("--transplant", action="store_true",
+                   help="APPROXIMATE switch: reuse the thinking submodel's state instead of re-prefilling")
     _device_flags(p)
 
     models_cli.add_parser(sub)
@@ -121,7 +123,8 @@ def _generate(args) -> int:
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + \
         [{"role": "user", "content": args.prompt}]
     request = ChatRequest(tuple(messages), think, answer, budget, args.max_new_tokens,
-                          SamplingSettings(args.temperature, args.top_p, args.top_k, args.min_p, args.seed))
+                          SamplingSettings(args.temperature, args.top_p, args.top_k, args.min_p, args.seed),
+                          transplant=args.transplant)
     printer = _JsonPrinter() if args.json else _TextPrinter()
     for event in stream_chat(engine, request):
         if isinstance(event, Token):
@@ -169,8 +172,9 @@ class _TextPrinter:
         print(e.text, end="", flush=True)
 
     def switch(self, e):
+        how = "" if e.exact else " (approximate cache transplant)"
         print(f"\n[switch {e.from_submodel} -> {e.to_submodel}: re-prefilled {e.reprefill_tokens} tokens "
-              f"in {e.ms:.0f} ms]", end="", flush=True)
+              f"in {e.ms:.0f} ms{how}]", end="", flush=True)
 
     def done(self, e):
         print()

@@ -150,6 +150,32 @@ class Engine:
         ms = (time.perf_counter() - start) * 1000
         return Prefill(name, len(context), reused, len(context) - reused, ms), logits
 
+    def transplant(self, source: str, target: str, context: list[int], prompt_len: int,
+                   controls: Controls | None = None) -> tuple[Prefill, torch.Tensor]:
+        """APPROXIMATE switch: `target` takes over `source`'s state for the thinking tokens instead of
+        re-prefilling them. Attention KV is copied as is (heads are not elastic); the Mamba state of
+        the heads both submodels share is copied, the target's extra heads keep their state at the end
+        of the prompt. Only the tokens `source` has not run yet are prefilled. Opt-in only."""
+        start = time.perf_counter()
+        src, dst = self.cache(source), self.cache(target)
+        done = src.length
+        if done <= prompt_len or src.tokens != context[:done]:  # nothing to transplant: do it exactly
+            return self.sync(target, context, None, controls)
+        prefill, _ = self.sync(target, context[:prompt_len], None, controls)
+        for mine, theirs in zip(dst.layers, src.layers):
+            if hasattr(mine, "k"):
+                mine.k[:, prompt_len:done] = theirs.k[:, prompt_len:done]
+                mine.v[:, prompt_len:done] = theirs.v[:, prompt_len:done]
+            elif hasattr(mine, "ssm"):
+                heads, channels = theirs.ssm.shape[0], theirs.conv.shape[0]
+                mine.ssm[:heads] = theirs.ssm
+                mine.conv[:channels] = theirs.conv
+        dst.tokens[:] = context[:done]
+        logits = self.model.forward(target, dst, context[done:])
+        ms = (time.perf_counter() - start) * 1000
+        run = prefill.prefilled_tokens + len(context) - done
+        return Prefill(target, len(context), len(context) - run, run, ms), logits
+
     @staticmethod
     def _reuse_prefix(cache: SequenceCache, context: list[int]) -> int:
         """Leaves the cache at the longest usable prefix of `context`; returns its length.

@@ -43,6 +43,8 @@ class ChatRequest:
     truncate_history_thinking: bool = True
     # (context token ids, logits) -> logits, applied in order before sampling
     logits_processors: tuple = ()
+    # APPROXIMATE: at the switch, reuse the thinking submodel's state instead of re-prefilling
+    transplant: bool = False
 
 
 def decode_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=()) -> Iterator[int]:
@@ -197,17 +199,21 @@ class _Reply:
         self.phase, self.decoder = ANSWER, self.chat.stream_decoder()
         target = self.req.answer_submodel
         if target != self.current:
-            self.phase_switch = self._switch(target)
+            self.phase_switch = self._switch(target, approximate=self.req.transplant)
             events.append(self.phase_switch)
         else:  # same submodel: it only runs the forced tokens and the last sampled one
             _, logits = self.engine.sync(self.current, self.context, None, self.controls)
             self.steps = self._steps(self.current, logits)
         return events
 
-    def _switch(self, target: str) -> Switch:
-        """The answering (or requested) submodel catches up on the context it has not seen."""
-        prefill, logits = self.engine.sync(target, self.context, self.boundary, self.controls)
-        event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms)
+    def _switch(self, target: str, approximate: bool = False) -> Switch:
+        """The answering (or requested) submodel catches up on the context it has not seen: exactly by
+        re-prefilling it, or (opt-in) approximately by taking over the thinking submodel's state."""
+        if approximate:
+            prefill, logits = self.engine.transplant(self.current, target, self.context, len(self.prompt), self.controls)
+        else:
+            prefill, logits = self.engine.sync(target, self.context, self.boundary, self.controls)
+        event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms, exact=not approximate)
         self.current = target
         self.steps = self._steps(target, logits)
         return event

@@ -293,3 +293,23 @@ def test_generate_cli_depth_and_readable_output(checkpoints):
         [sys.executable, "-m", "runtime", "generate", "--checkpoint", str(checkpoints["hybrid"]), "--prompt", "Hi",
          "--depth", "extreme"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown depth 'extreme'" in bad.stderr
+
+
+def test_cache_transplant_is_opt_in_approximate_and_cheaper(engine, checkpoints):
+    sp = engine.chat.special
+    common = dict(think_submodel="small", answer_submodel="full", thinking_budget=20, max_new_tokens=40,
+                  logits_processors=(forbid(sp.think_end, *sp.end_of_turn),))
+    exact = next(e for e in events_of(Engine.load(checkpoints["hybrid"], max_context=512), **common)
+                 if isinstance(e, Switch))
+    fresh = Engine.load(checkpoints["hybrid"], max_context=512)
+    events = events_of(fresh, transplant=True, **common)
+    switch = next(e for e in events if isinstance(e, Switch))
+    assert exact.exact and not switch.exact
+    assert switch.reprefill_tokens < exact.reprefill_tokens  # the thinking tokens were not re-run
+    assert events[-1].answer_tokens > 0 and events[-1].finish_reason == "length"
+    # the prompt part of the KV cache is exact; the transplanted part came from the thinker
+    thinker, answerer = fresh.cache("small"), fresh.cache("full")
+    kv = next(i for i, layer in enumerate(answerer.layers) if hasattr(layer, "k"))
+    start, n = len(fresh.chat.prompt_ids(list(HELLO), True)), thinker.length
+    assert n > start + 10
+    assert torch.equal(answerer.layers[kv].k[:, start:n], thinker.layers[kv].k[:, start:n])
