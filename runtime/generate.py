@@ -92,21 +92,23 @@ class _Reply:
             engine.model.submodel(name)  # raises a clear error for an unknown or unloaded submodel
         thinking = (request.think_submodel is not None and request.thinking_budget != 0
                     and self.chat.supports_thinking)
-        self.think_sub = request.think_submodel if thinking else None
-        hard_limit = request.max_new_tokens - reserve_for_answer(request.max_new_tokens)
-        self.budget = request.thinking_budget if thinking else 0
-        self.soft_limit = min(self.budget if self.budget is not None else hard_limit, hard_limit)
-        # Forced end-of-thinking tokens (at most two) count as thinking tokens too, so the
-        # thinking phase never exceeds budget + GRACE_TOKENS tokens in all.
-        self.hard_limit = max(self.soft_limit, min(self.soft_limit + GRACE_TOKENS - 2, hard_limit))
-        self.prompt = self.chat.prompt_ids(list(request.messages), enable_thinking=thinking,
-                                           truncate_history_thinking=request.truncate_history_thinking)
-        self.boundary = _last_index(self.prompt, self.special.turn_start)
+        self.prompt = self._prompt(thinking)
         room = engine.max_context - len(self.prompt)
         if room < 2:
             raise UsageError(f"the conversation ({len(self.prompt)} tokens) fills the context "
                              f"({engine.max_context}); start a new chat or raise the context length")
-        self.max_new = min(request.max_new_tokens, room - 2)  # keep room for a forced </think>
+        self.max_new = min(request.max_new_tokens, room)  # every token of the reply, forced ones included
+        # Thinking, forced end-of-thinking tokens (at most two) included, must leave the answer its reserve.
+        hard_limit = self.max_new - reserve_for_answer(self.max_new) - 2
+        if thinking and hard_limit < 1:  # too few tokens to think and still answer
+            thinking = False
+            self.prompt = self._prompt(False)
+        self.think_sub = request.think_submodel if thinking else None
+        self.boundary = _last_index(self.prompt, self.special.turn_start)
+        self.budget = request.thinking_budget if thinking else 0
+        self.soft_limit = min(self.budget if self.budget is not None else hard_limit, hard_limit)
+        # ...and never exceed budget + GRACE_TOKENS tokens in all.
+        self.hard_limit = max(self.soft_limit, min(self.soft_limit + GRACE_TOKENS - 2, hard_limit))
         self.sample = make_sampler(request.sampling, engine.model.device)
 
         self.context = list(self.prompt)
@@ -118,6 +120,10 @@ class _Reply:
         self.budget_hit = False
         self.phase_switch: Switch | None = None
         self.held = ""  # answer text held back while it could be the start of a stop string
+
+    def _prompt(self, thinking: bool) -> list[int]:
+        return self.chat.prompt_ids(list(self.req.messages), enable_thinking=thinking,
+                                    truncate_history_thinking=self.req.truncate_history_thinking)
 
     # ------------------------------------------------------------------ the loop
 

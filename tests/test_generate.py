@@ -313,3 +313,11 @@ def test_cache_transplant_is_opt_in_approximate_and_cheaper(engine, checkpoints)
     start, n = len(fresh.chat.prompt_ids(list(HELLO), True)), thinker.length
     assert n > start + 10
     assert torch.equal(answerer.layers[kv].k[:, start:n], thinker.layers[kv].k[:, start:n])
+
+
+@pytest.mark.parametrize("max_new", [3, 4, 6, 9])
+def test_even_tiny_replies_end_with_an_answer(engine, max_new):
+    sp = engine.chat.special
+    done = events_of(engine, think_submodel="small", answer_submodel="full", thinking_budget=None,
+                     max_new_tokens=max_new, logits_processors=(forbid(sp.think_end, *sp.end_of_turn),))[-1]
+    assert done.answer_tokens >= 1 and done.thinking_tokens + done.answer_tokens <= max_new
