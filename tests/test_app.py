@@ -263,3 +263,20 @@ def test_out_of_memory_offers_the_next_smaller_stop(window):
     assert window.lower_depth.isVisible() and window.lower_depth.text() == "Use Balanced"
     window.lower_depth.click()
     assert window.depth.selected == "Balanced" and not window.error.isVisible()
+
+
+def test_long_chats_build_only_their_last_page(qtbot, window):
+    from app.widgets.chat_view import ChatView
+
+    h = window.controller.history
+    cid = h.new_conversation("long").id
+    for i in range(50):
+        h.add_message(cid, "user", f"question {i}")
+        h.add_message(cid, "assistant", f"answer {i}")
+    window.controller.select(cid)
+    assert len(window.chat.widgets) == ChatView.PAGE and window.chat.earlier.isVisible()
+    assert window.chat.widgets[-1].text == "answer 49"
+    window.chat.show_earlier()
+    assert len(window.chat.widgets) == 80 and window.chat.widgets[0].text == "question 10"
+    window.chat.show_earlier()
+    assert len(window.chat.widgets) == 100 and not window.chat.earlier.isVisible()

@@ -185,8 +185,12 @@ def reply_info(meta: dict) -> str:
 
 
 class ChatView(QScrollArea):
+    """Long chats show their last PAGE messages; earlier ones are built only when asked for, so
+    opening a chat of hundreds of messages does not stall the window."""
+
     sig_edit = Signal(int)
     sig_regenerate = Signal()
+    PAGE = 40
 
     def __init__(self):
         super().__init__()
@@ -198,8 +202,13 @@ class ChatView(QScrollArea):
         self.column.setContentsMargins(16, 16, 16, 16)
         self.column.setSpacing(10)
         self.column.addStretch()
+        self.earlier = QPushButton("")
+        self.earlier.setVisible(False)
+        self.earlier.clicked.connect(self.show_earlier)
+        self.column.insertWidget(0, self.earlier)
         self.setWidget(inner)
         self.widgets: list[MessageWidget] = []
+        self.hidden: list = []  # messages not built yet (the oldest)
         self.verticalScrollBar().rangeChanged.connect(self._follow)
         self._stick = True
 
@@ -214,10 +223,29 @@ class ChatView(QScrollArea):
 
     def set_messages(self, messages) -> None:
         self.clear()
-        for m in messages:
-            if m.role != "system":
-                self.add(MessageWidget(m.id, m.role, m.content, m.thinking, m.meta))
+        shown = [m for m in messages if m.role != "system"]
+        self.hidden = shown[:-self.PAGE] if len(shown) > self.PAGE else []
+        for m in shown[len(self.hidden):]:
+            self.add(MessageWidget(m.id, m.role, m.content, m.thinking, m.meta))
+        self._update_earlier()
         self._update_regenerate()
+
+    def show_earlier(self) -> None:
+        """Builds the next PAGE older messages above the ones shown."""
+        page, self.hidden = self.hidden[-self.PAGE:], self.hidden[:-self.PAGE]
+        self._stick = False
+        for i, m in enumerate(page):
+            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta)
+            w.sig_edit.connect(self.sig_edit.emit)
+            w.sig_regenerate.connect(self.sig_regenerate.emit)
+            self.column.insertWidget(1 + i, w)
+            self.widgets.insert(i, w)
+        self._update_earlier()
+        self._update_regenerate()
+
+    def _update_earlier(self) -> None:
+        self.earlier.setVisible(bool(self.hidden))
+        self.earlier.setText(f"Show {min(self.PAGE, len(self.hidden))} earlier messages ({len(self.hidden)} hidden)")
 
     def add(self, widget: MessageWidget) -> MessageWidget:
         widget.sig_edit.connect(self.sig_edit.emit)
