@@ -219,11 +219,10 @@ class MainWindow(QMainWindow):
             return {}
         try:
             from runtime.hardware import load_probe, probe
-            from runtime.planner import checkpoint_sizing, local_variant, plan_variant
+            from runtime.planner import plan_checkpoint
 
             hw = load_probe(self.probe_file) if self.probe_file else probe()
-            cfg, subs, packing = checkpoint_sizing(Path(loaded.folder))
-            vp = plan_variant(local_variant(loaded.folder, cfg, packing), cfg, subs, hw, self.settings.context, packing)
+            vp = plan_checkpoint(Path(loaded.folder), hw, self.settings.context)
             return {f.name: f.reason for f in vp.submodels if f.name in missing}
         except Exception as e:  # the explanation is a nicety; never fail the window for it
             return {name: f"{name} is not loaded ({e})" for name in missing}

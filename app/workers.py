@@ -84,13 +84,12 @@ class EngineWorker(QObject):
         """On a GPU where the parent does not fit, load the largest submodel that does."""
         from runtime.errors import UsageError
         from runtime.hardware import probe
-        from runtime.planner import checkpoint_sizing, local_variant, plan_variant
+        from runtime.planner import plan_checkpoint
 
         hw = probe()
         if hw.gpu is None:
             return ""  # the CPU: the user asked for this checkpoint, run its parent
-        cfg, subs, packing = checkpoint_sizing(Path(folder))
-        plan = plan_variant(local_variant(Path(folder), cfg, packing), cfg, subs, hw, self.max_context, packing)
+        plan = plan_checkpoint(Path(folder), hw, self.max_context)
         if plan.resident is None:
             raise UsageError("no submodel of this checkpoint fits the GPU: " + plan.submodels[-1].reason)
         return plan.resident

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .quant import BLOCK, E2M1_VALUES, PackedFP8, PackedNVFP4
-
-FP8_MAX, E2M1_MAX = 448.0, 6.0
+from .quant import PackedFP8, PackedNVFP4
+from .quant_pack import FP8_MAX, pack_fp8, pack_nvfp4, swizzle_block_scales
 
 
 @dataclass(frozen=True)
@@ -49,11 +48,7 @@ def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor
 
 
 def kernel_for(w) -> KernelChoice:
-    fmt = "NVFP4" if isinstance(w, PackedNVFP4) else "FP8"
-    key = (str(w.device), fmt)
-    if key not in _choices:
-        _choices[key] = _choose(w.device, fmt)
-    return _choices[key]
+    return describe(w.device, "NVFP4" if isinstance(w, PackedNVFP4) else "FP8")
 
 
 def describe(device: torch.device, fmt: str) -> KernelChoice:
@@ -86,8 +81,6 @@ def _choose(device: torch.device, fmt: str) -> KernelChoice:
 
 def _self_test(device: torch.device, path: str) -> str | None:
     """Runs `path` on a random problem and compares it with the dequantizing reference."""
-    from .quant_pack import pack_fp8, pack_nvfp4
-
     try:
         g = torch.Generator(device="cpu").manual_seed(0)
         x = torch.randn(32, 256, generator=g).to(device, torch.bfloat16)
@@ -113,8 +106,6 @@ def _fp8_scaled(x: torch.Tensor, w: PackedFP8) -> torch.Tensor:
 
 def _nvfp4_native(x: torch.Tensor, w: PackedNVFP4) -> torch.Tensor:
     """FP4 x FP4 with 16-wide block scales: activations are quantized on the fly."""
-    from .quant_pack import pack_nvfp4, swizzle_block_scales
-
     x2 = x.reshape(-1, x.shape[-1])
     xq = pack_nvfp4(x2.float())
     out = torch._scaled_mm(xq.packed.view(torch.float4_e2m1fn_x2), w.packed.view(torch.float4_e2m1fn_x2).t(),
@@ -122,5 +113,3 @@ def _nvfp4_native(x: torch.Tensor, w: PackedNVFP4) -> torch.Tensor:
     out = out * (xq.scale2 * w.scale2.float())
     return out.to(x.dtype).reshape(*x.shape[:-1], -1)
 
-
-__all__ = ["linear", "kernel_for", "describe", "KernelChoice", "BLOCK", "E2M1_VALUES", "E2M1_MAX"]

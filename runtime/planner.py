@@ -133,6 +133,12 @@ def local_variant(folder, cfg: ModelConfig, packing) -> Variant:
                    licence={}, fast_path=fast, fast_min_cc=cc, fallback_path=fallback, family=None)
 
 
+def plan_checkpoint(folder, probe: HardwareProbe, context: int) -> VariantPlan:
+    """Plans a checkpoint on disk, sized from its own files."""
+    cfg, subs, packing = checkpoint_sizing(folder)
+    return plan_variant(local_variant(folder, cfg, packing), cfg, subs, probe, context, packing)
+
+
 def compute_path(variant: Variant, probe: HardwareProbe) -> str:
     if variant.bundled:
         return "CPU demo"

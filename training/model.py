@@ -10,7 +10,6 @@ routing); only the batch dimension is new here.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import torch
@@ -173,17 +172,6 @@ def _mlp_tensors(m, x):
     if x.up_bias is not None:
         out.update({m + "up_proj.bias": x.up_bias, m + "down_proj.bias": x.down_bias})
     return out
-
-
-def detached(obj):
-    """A copy of a weights dataclass tree with every tensor detached (for a frozen teacher)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach()
-    if isinstance(obj, list):
-        return [detached(o) for o in obj]
-    if is_dataclass(obj):
-        return type(obj)(**{f.name: detached(getattr(obj, f.name)) for f in fields(obj)})
-    return obj
 
 
 def scratch_dir() -> Path:
