@@ -29,11 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     from runtime.model_store import data_dir
 
     from . import crash
+    from .data_files import check_data_files, prepare_data_folder
     from .settings import Settings
     from .single_instance import InstanceServer, ask_running_instance, server_name
 
-    folder = args.data_dir or data_dir()
-    folder.mkdir(parents=True, exist_ok=True)
+    data = prepare_data_folder(args.data_dir or data_dir())  # never raises: an unusable folder -> a temporary copy
+    folder = data.path
     log_path = folder / "elastic-chat.log"
     logging.basicConfig(level=logging.INFO, filename=str(log_path),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if settings.models_dir:
         os.environ["ELASTIC_CHAT_MODELS"] = settings.models_dir
     apply_theme(app, settings.theme, settings.font_size)
+    check_data_files(data, settings)  # opens (and repairs) the history once; notices go to the window's banner
     window = MainWindow(folder, settings, settings_path, args.checkpoint, args.probe)
     raised = []
 

@@ -1,15 +1,28 @@
 """App settings (no Qt): a JSON file in the user data folder, written atomically.
 
-Unknown keys are kept, missing ones take defaults, and a damaged file is set aside (renamed
-`.broken`) with the defaults used instead, so a bad edit never stops the app from starting.
+The file is input from outside (a hand edit, another version, a damaged disk), so every field is
+checked by type and range (`FIELDS`, `SAMPLING_FIELDS`: the ranges the Settings dialog offers) and a
+bad value falls back to its default alone; the others are kept. `problem` then says which fields and
+why, and the file as it was is copied to `settings.broken` before the next save rewrites it. A file
+that is not a JSON object at all is moved aside to `settings.broken` and the defaults are used.
+Unknown keys (a newer version's) are kept and written back. Saving never raises: a folder that
+cannot be written gives a one-line reason instead, and a file that could not be set aside is never
+overwritten.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
+THEMES = ("system", "light", "dark")
+MAX_FILE_BYTES = 10 * 2**20  # a settings file is a few hundred bytes; a bigger one is not ours
 
 
 @dataclass
@@ -33,31 +46,210 @@ class Settings:
     models_dir: str = ""  # empty: the platform's standard folder
     problem: str = ""  # set when the file could not be read (shown once, not saved)
 
+    def __post_init__(self):
+        self.unknown: dict = {}  # keys this version does not know, written back unchanged
+        self.save_blocked = ""  # why save() must not write (a damaged file that could not be set aside)
+
     @classmethod
     def load(cls, path: Path) -> "Settings":
+        """Never raises: whatever the file holds, the app gets usable settings and `problem` says what
+        was wrong and what was done about it."""
         path = Path(path)
-        if not path.exists():
-            return cls()
         try:
-            data = json.loads(path.read_text())
-            if not isinstance(data, dict):
-                raise ValueError("not an object")
-        except (OSError, ValueError) as e:
-            broken = path.with_suffix(".broken")
-            os.replace(path, broken)
-            return cls(problem=f"{path.name} could not be read ({e}); defaults are used and the old file "
-                               f"was kept as {broken.name}")
-        known = {f.name for f in fields(cls)} - {"problem", "sampling"}
-        s = cls(**{k: v for k, v in data.items() if k in known})
-        if isinstance(data.get("sampling"), dict):
-            s.sampling = Sampling(**{k: v for k, v in data["sampling"].items() if k in {f.name for f in fields(Sampling)}})
+            if not path.exists() and not path.is_symlink():
+                return cls()
+            data = _read_object(path)
+        except (OSError, ValueError, RecursionError) as e:
+            return cls._set_aside(path, _why(e))
+        s = cls()
+        bad: list[str] = []
+        for name, check in FIELDS.items():
+            if name in data:
+                _take(s, name, data[name], check, name, bad)
+        if "sampling" in data:
+            sampling = data["sampling"]
+            if isinstance(sampling, dict):
+                clean, problems = check_sampling(sampling)
+                for k, v in clean.items():
+                    setattr(s.sampling, k, v)
+                bad += [f"sampling.{p}" for p in problems]
+                s.unknown["sampling"] = {k: v for k, v in sampling.items() if k not in SAMPLING_FIELDS}
+            else:
+                bad.append(f"sampling is {_show(sampling)} (not an object)")
+        s.unknown.update({k: v for k, v in data.items() if k not in FIELDS and k not in ("sampling", "problem")})
+        if bad:
+            kept = _keep_copy(path)
+            s.problem = (f"{path.name}: {len(bad)} value{'s' if len(bad) > 1 else ''} could not be used, so "
+                         f"{'their defaults are' if len(bad) > 1 else 'its default is'} used instead: "
+                         + "; ".join(bad) + f". {kept}")
+            log.warning(s.problem)
         return s
 
-    def save(self, path: Path) -> None:
+    @classmethod
+    def _set_aside(cls, path: Path, why: str) -> "Settings":
+        """The whole file is unusable: move it aside (never delete it) and use the defaults."""
+        broken = _free_name(path, ".broken")
+        try:
+            os.replace(path, broken)
+        except OSError as e:
+            s = cls(problem=f"{path.name} could not be read ({why}) and could not be set aside ({_why(e)}); "
+                            "defaults are used and the file is left as it is (it will not be overwritten)")
+            s.save_blocked = f"{path.name} was not saved: the unreadable file there is kept as it is"
+            log.warning(s.problem)
+            return s
+        s = cls(problem=f"{path.name} could not be read ({why}); defaults are used and the old file "
+                        f"was kept as {broken.name}")
+        log.warning(s.problem)
+        return s
+
+    def save(self, path: Path) -> str:
+        """Writes the settings atomically. Returns "" or, when they could not be written, one line
+        saying why (never raises: it runs when the app closes)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = asdict(self)
+        if self.save_blocked:
+            return self.save_blocked
+        data = {**{k: v for k, v in self.unknown.items() if k != "sampling"}, **asdict(self)}
         data.pop("problem")
+        data["sampling"] = {**self.unknown.get("sampling", {}), **data["sampling"]}
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(data, indent=2) + "\n")
+            os.replace(tmp, path)
+        except (OSError, TypeError, ValueError) as e:
+            message = f"Settings could not be saved to {path} ({_why(e)})"
+            log.warning(message)
+            return message
+        return ""
+
+
+# ---------------------------------------------------------------------- checks per field
+# Each check returns the value to use or raises ValueError with what a valid value looks like.
+
+def _choice(options: tuple[str, ...]):
+    def check(v):
+        if isinstance(v, str) and v.strip().lower() in [o.lower() for o in options]:
+            return next(o for o in options if o.lower() == v.strip().lower())
+        raise ValueError(f"not one of {', '.join(options)}")
+    return check
+
+
+def _whole(lo: int, hi: int):
+    def check(v):
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not number or (isinstance(v, float) and not v.is_integer()) or not lo <= v <= hi:
+            raise ValueError(f"not a whole number from {lo} to {hi}")
+        return int(v)
+    return check
+
+
+def _real(lo: float, hi: float):
+    def check(v):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+            raise ValueError(f"not a number from {lo} to {hi}")
+        return float(v)
+    return check
+
+
+def _text(max_chars: int, path: bool = False):
+    def check(v):
+        if not isinstance(v, str):
+            raise ValueError("not text")
+        if len(v) > max_chars:
+            raise ValueError(f"longer than {max_chars} characters")
+        if path and ("\0" in v or any(ord(c) < 32 for c in v)):
+            raise ValueError("not a folder path (it holds control characters)")
+        return v
+    return check
+
+
+def _depth(v):
+    from runtime.depth import load_table  # the slider's stops are data; their names are the valid depths
+
+    return _choice(tuple(row["name"] for row in load_table()))(v)
+
+
+FIELDS = {
+    "theme": _choice(THEMES),
+    "font_size": _whole(7, 28),
+    "system_prompt": _text(200_000),
+    "depth": _depth,
+    "max_new_tokens": _whole(16, 262_144),
+    "context": _whole(512, 1_048_576),
+    "active_model": _text(4096, path=True),
+    "models_dir": _text(4096, path=True),
+}
+SAMPLING_FIELDS = {
+    "temperature": _real(0.0, 2.0),
+    "top_p": _real(0.05, 1.0),
+    "top_k": _whole(0, 1000),
+    "min_p": _real(0.0, 0.99),
+}
+
+
+def check_sampling(values: dict) -> tuple[dict, list[str]]:
+    """The valid sampling values among `values` (unknown keys dropped) and one phrase per bad one;
+    also used for a chat's own sampling stored in the history."""
+    clean, problems = {}, []
+    for name, check in SAMPLING_FIELDS.items():
+        if name in values:
+            try:
+                clean[name] = check(values[name])
+            except ValueError as e:
+                problems.append(f"{name} is {_show(values[name])} ({e})")
+    return clean, problems
+
+
+def _take(target, name: str, value, check, label: str, bad: list[str]) -> None:
+    try:
+        setattr(target, name, check(value))
+    except ValueError as e:
+        bad.append(f"{label} is {_show(value)} ({e})")
+
+
+def _show(value) -> str:
+    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _read_object(path: Path) -> dict:
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError(f"{path.stat().st_size} bytes, far more than settings take")
+    data = json.loads(path.read_bytes().decode("utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _free_name(path: Path, suffix: str) -> Path:
+    """settings.broken, or settings-YYYYmmdd-HHMMSS.broken when that name holds an earlier one."""
+    first = path.with_suffix(suffix)
+    if not first.exists() and not first.is_symlink():
+        return first
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 1000):
+        candidate = path.with_name(f"{path.stem}-{stamp}{'' if n == 1 else f'-{n}'}{suffix}")
+        if not candidate.exists() and not candidate.is_symlink():
+            return candidate
+    return path.with_name(f"{path.stem}-{stamp}-{os.getpid()}{suffix}")
+
+
+def _keep_copy(path: Path) -> str:
+    """Copies the file as it was before the next save rewrites the bad values with defaults."""
+    kept = _free_name(path, ".broken")
+    try:
+        kept.write_bytes(path.read_bytes())
+    except OSError as e:
+        return f"(The file as it was could not be copied: {_why(e)}.)"
+    return f"The file as it was is kept as {kept.name}."
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror.lower()
+    if isinstance(e, RecursionError):
+        return "nested too deeply"
+    if isinstance(e, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return str(e) or type(e).__name__
+

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from app.history import MIGRATIONS, SCHEMA_VERSION, History
+from app.history import MIGRATIONS, SCHEMA_VERSION, History, HistoryReadOnly
 from app.markdown_blocks import Block, finish_blocks, readable_math, split_blocks, with_readable_math
 from app.settings import Settings
 
@@ -29,12 +29,16 @@ def test_an_old_database_is_migrated_with_its_data(tmp_path):
     assert h.conversations() == []
 
 
-def test_a_newer_database_is_refused(tmp_path):
+def test_a_newer_database_opens_read_only_and_is_never_migrated_down(tmp_path):
     h = History(tmp_path / "h.sqlite3")
     h.db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
     h.close()
-    with pytest.raises(RuntimeError, match="newer Elastic Chat"):
-        History(tmp_path / "h.sqlite3")
+    h = History(tmp_path / "h.sqlite3")  # more variants in tests/test_app_data_files.py
+    assert "newer Elastic Chat" in h.read_only and h.notices
+    with pytest.raises(HistoryReadOnly, match="read-only"):
+        h.add_message(1, "user", "hi")
+    h.close()
+    assert sqlite3.connect(str(tmp_path / "h.sqlite3")).execute("SELECT value FROM meta").fetchone() == ("99",)
 
 
 def test_messages_search_delete_undo_purge(tmp_path):
