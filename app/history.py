@@ -154,19 +154,21 @@ class History:
 
     def _open_writable(self) -> sqlite3.Connection:
         db = sqlite3.connect(str(self.path), isolation_level=None, timeout=5)  # explicit transactions
-        try:
+        try:  # read-only checks first: a file that is not ours must reach the side unchanged, byte for byte
             _check_pages(db)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA foreign_keys=ON")
-            db.execute("PRAGMA synchronous=NORMAL")
             current = _version(db)
             if current > SCHEMA_VERSION:
                 raise _Newer(current)
             if current == 0 and _other_tables(db):
                 raise _Damaged("it is a database of another program, not an Elastic Chat history")
-            if current < SCHEMA_VERSION:
-                _migrate(db, current)
-            _probe(db)
+            if current == SCHEMA_VERSION:
+                _probe(db)
+            else:
+                _migrate(db, current)  # one transaction: rolled back, the file is as it was
+                _probe(db)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.execute("PRAGMA synchronous=NORMAL")
         except BaseException:
             db.close()
             raise
@@ -625,19 +627,26 @@ def _padded_copy(path: Path) -> Path | None:
 
 def _copy_chats(src: sqlite3.Connection, dst: sqlite3.Connection) -> tuple[int, int, int]:
     """Copies the conversations and messages SQLite can still read from `src` (any schema version,
-    any damage) into `dst` (this version's schema), streaming each table once in rowid order (no
-    index, which may be the damaged part) and stopping a table at its first unreadable page. Messages
-    whose conversation row is lost are kept in a "Recovered chat". Returns (chats, messages, tables
-    that could not be read to the end)."""
+    any damage) into `dst` (this version's schema), streaming each table once in id order (`_scan`).
+    A row that lacks a value our schema requires (NOT NULL) is an artefact of a damaged page, not a
+    chat, and is skipped. Messages whose conversation row is lost are kept in a "Recovered chat".
+    Returns (chats, messages, parts that could not be read)."""
+    required = {"conversations": ("title", "created"), "messages": ("conversation_id", "role", "content", "created")}
 
     def rows(table: str, wanted: dict):
         try:
             have = {r[1] for r in src.execute(f"PRAGMA table_info({table})")}
         except sqlite3.Error:
-            return None
+            damaged.append((table, None))
+            return
         if "id" not in have:
-            return iter(())
-        return _scan(src, table, ", ".join(c if c in have else "NULL" for c in wanted), damaged)
+            return
+        must = [i for i, c in enumerate(wanted) if c in required[table] and c in have]
+        for row in _scan(src, table, ", ".join(c if c in have else "NULL" for c in wanted), damaged):
+            if all(row[i] is not None for i in must):
+                yield row
+            else:
+                damaged.append((table, row[0]))
 
     def insert(table: str, columns: dict, row) -> int:
         values = [d if v is None else v for v, d in zip(row, columns.values())]
@@ -648,15 +657,11 @@ def _copy_chats(src: sqlite3.Connection, dst: sqlite3.Connection) -> tuple[int, 
             return dst.execute(sql, [None] + values[1:]).lastrowid
 
     chats: dict[object, int] = {}  # conversation id in src -> id in dst
-    copied, lost, damaged = 0, 0, []
+    copied, damaged = 0, []
     dst.execute("BEGIN IMMEDIATE")
     try:
         for table, columns in (("conversations", CONVERSATION_COLUMNS), ("messages", MESSAGE_COLUMNS)):
-            cursor = rows(table, columns)
-            if cursor is None:
-                lost += 1
-                continue
-            for row in cursor:
+            for row in rows(table, columns):
                 if table == "conversations":
                     if row[0] not in chats:
                         chats[row[0]] = insert(table, columns, row)
@@ -671,7 +676,7 @@ def _copy_chats(src: sqlite3.Connection, dst: sqlite3.Connection) -> tuple[int, 
         dst.execute("ROLLBACK")
         raise
     dst.execute("COMMIT")
-    return len(chats), copied, lost + len(damaged)
+    return len(chats), copied, len(damaged)
 
 
 def _scan(src: sqlite3.Connection, table: str, columns: str, damaged: list):
