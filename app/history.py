@@ -578,6 +578,8 @@ def _salvage(aside: Path, db: sqlite3.Connection) -> str:
     """Copies into `db` what SQLite can still read from the damaged file; one sentence for the notice.
     A file cut short (a full disk, a half copy) is read from a copy padded back to the size its header
     declares: SQLite refuses the short file, but the pages that are there read normally."""
+    if not aside.is_file():  # a folder, a pipe (opening one would wait forever), a device
+        return "No chats could be recovered from it."
     chats = messages = lost = 0
     padded = _padded_copy(aside)
     for source in ([aside] + ([padded] if padded else [])):

@@ -166,7 +166,11 @@ def _text(max_chars: int, path: bool = False):
 def _depth(v):
     from runtime.depth import load_table  # the slider's stops are data; their names are the valid depths
 
-    return _choice(tuple(row["name"] for row in load_table()))(v)
+    try:
+        names = tuple(str(row["name"]) for row in load_table())
+    except Exception:  # a broken install's table: the slider says so; here, any short name passes
+        return _text(40)(v)
+    return _choice(names)(v)
 
 
 FIELDS = {
@@ -213,9 +217,11 @@ def _show(value) -> str:
 
 
 def _read_object(path: Path) -> dict:
+    if not path.is_file():  # a folder, a pipe or a device: reading a pipe would wait forever
+        raise ValueError("not a regular file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise ValueError(f"{path.stat().st_size} bytes, far more than settings take")
-    data = json.loads(path.read_bytes().decode("utf-8"))
+    data = json.loads(path.read_bytes().decode("utf-8-sig"))  # -sig: Windows editors may add a BOM
     if not isinstance(data, dict):
         raise ValueError(f"a JSON {type(data).__name__}, not an object")
     return data

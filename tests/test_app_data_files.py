@@ -108,6 +108,13 @@ def _a_folder(p):
     (p / "inside.txt").write_text("kept")
 
 
+def _a_named_pipe(p):
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no named pipes here")
+    p.unlink()
+    os.mkfifo(p)  # opening it for reading would wait forever
+
+
 DAMAGED = {
     "garbage bytes": (_garbage, False),
     "a text file": (_text_file, False),
@@ -118,6 +125,7 @@ DAMAGED = {
     "a schema version that is not a number": (_version_not_a_number, True),
     "tables that are not ours": (_tables_not_ours, True),
     "a folder in its place": (_a_folder, False),
+    "a named pipe in its place": (_a_named_pipe, False),
 }
 
 
@@ -135,7 +143,9 @@ class TestDamagedHistory:
             assert len(h.notices) == 1 and "moved aside to history.unreadable-" in h.notices[0], h.notices
             [aside] = asides(tmp_path)
             assert h.moved_aside == aside and aside.name in h.notices[0]
-            if before is not None:
+            if aside.is_fifo():
+                pass
+            elif before is not None:
                 assert aside.read_bytes() == before  # kept byte for byte: nothing the user had is lost
             else:
                 assert (aside / "inside.txt").read_text() == "kept"
@@ -472,7 +482,16 @@ class TestBadSettings:
         assert len(list(tmp_path.glob("settings-*.broken"))) == 1
         assert s.save(path) == "" and Settings.load(path).problem == ""
 
+    def test_a_named_pipe_in_place_of_the_file_is_set_aside_without_reading_it(self, tmp_path):
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no named pipes here")
+        os.mkfifo(tmp_path / "settings.json")
+        s = Settings.load(tmp_path / "settings.json")
+        assert "not a regular file" in s.problem and (tmp_path / "settings.broken").is_fifo()
+
     def test_values_that_are_valid_but_unusual_are_accepted(self, tmp_path):
+        (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + json.dumps({"theme": "light"}).encode())
+        assert Settings.load(tmp_path / "bom.json").theme == "light"  # as a Windows editor saves it
         path = tmp_path / "settings.json"
         path.write_text(json.dumps({"theme": " Dark ", "depth": "max", "font_size": 12.0, "max_new_tokens": 16,
                                     "sampling": {"temperature": 0, "top_p": 1}}))
