@@ -151,6 +151,10 @@ class History:
                 return self._replace_damaged(_why(e))
             return self._open_read_only(f"it cannot be written ({_why(e)})",
                                         "Close other programs using it (or free disk space), then restart.")
+        except Exception as e:  # a case not foreseen here: keep the file as it is rather than guess
+            log.exception("opening %s", self.path)
+            return self._open_read_only(f"it could not be opened ({type(e).__name__}: {e})",
+                                        "The details are in elastic-chat.log; please report them.")
 
     def _open_writable(self) -> sqlite3.Connection:
         db = sqlite3.connect(str(self.path), isolation_level=None, timeout=5)  # explicit transactions
@@ -505,9 +509,12 @@ def _version(db: sqlite3.Connection) -> int:
         return 0
     row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     try:
-        return int(row[0]) if row else 0
+        version = int(row[0]) if row else 0
     except (TypeError, ValueError):
-        raise _Damaged(f"its schema version {_text(row[0])[:20]!r} is not a number") from None
+        version = -1
+    if version < 0:
+        raise _Damaged(f"its schema version {_text(row[0])[:20]!r} is not a version number")
+    return version
 
 
 def _other_tables(db: sqlite3.Connection) -> list[str]:
