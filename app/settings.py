@@ -44,7 +44,7 @@ class Settings:
     context: int = 8192
     active_model: str = ""  # a checkpoint folder; empty: the bundled demo
     models_dir: str = ""  # empty: the platform's standard folder
-    problem: str = ""  # set when the file could not be read (shown once, not saved)
+    problem: str = ""  # what was wrong with the data files, for the window's banner (shown once, not saved)
 
     def __post_init__(self):
         self.unknown: dict = {}  # keys this version does not know, written back unchanged

@@ -510,6 +510,14 @@ class TestBadSettings:
         assert saved["future_option"] == [1, 2] and saved["sampling"]["typical_p"] == 0.9
         assert saved["font_size"] == 20 and "problem" not in saved
 
+    def test_an_unreadable_file_that_cannot_be_set_aside_is_never_overwritten(self, tmp_path, lock):
+        path = tmp_path / "settings.json"
+        path.write_text("{damaged")
+        lock(tmp_path)
+        s = Settings.load(path)
+        assert "could not be set aside" in s.problem and s.theme == "system"
+        assert "not saved" in s.save(path) and path.read_text() == "{damaged"
+
     def test_saving_where_it_cannot_write_says_why_and_does_not_raise(self, tmp_path):
         (tmp_path / "a-file").write_text("x")
         assert "could not be saved" in Settings().save(tmp_path / "a-file" / "settings.json")
