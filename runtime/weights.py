@@ -24,7 +24,7 @@ import torch
 from safetensors import safe_open
 
 from .config import ATTENTION, MAMBA, MLP, ModelConfig
-from .elastic import Submodel, parent_submodel
+from .elastic import Submodel, count_params, parent_submodel
 from .errors import CheckpointError
 from .quant import BLOCK, PackedFP8, PackedNVFP4, QuantSpec, block_slice, stack
 from .safetensors_io import TensorInfo
@@ -171,6 +171,7 @@ def check_tensor_table(cfg: ModelConfig, table: dict[str, TensorInfo], folder: P
     table = dict(table)
     if EMBED_NAMES[1] in table and EMBED_NAMES[0] not in table:
         table[EMBED_NAMES[0]] = table.pop(EMBED_NAMES[1])
+    _check_sizes(cfg, table, folder, quant)  # arithmetic first: nothing below may grow with a bogus config
     expected = expected_tensors(cfg)
     companions = set()
     for name in expected:
@@ -199,6 +200,65 @@ def check_tensor_table(cfg: ModelConfig, table: dict[str, TensorInfo], folder: P
             raise CheckpointError(info.file, f"tensor {name!r} is stored as {info.dtype}; unquantized weights "
                                              "must be F32, BF16 or F16")
     return table
+
+
+def expected_tensor_count(cfg: ModelConfig) -> int:
+    """len(expected_tensors(cfg)), by arithmetic (without listing thousands of expert names)."""
+    n = 3
+    for kind in cfg.layer_types:
+        n += 1
+        if kind == MAMBA:
+            n += 7 + 2 * cfg.use_bias + cfg.use_conv_bias
+        elif kind == ATTENTION:
+            n += 4
+        elif kind == MLP:
+            n += 2 + 2 * cfg.mlp_bias
+        else:
+            n += 4 + 2 * cfg.n_routed_experts + 2 * cfg.mlp_bias
+    return n
+
+
+# The fewest bytes a parameter can take in a file: NVFP4 packs two per byte, FP8 one, dense BF16/F16 two.
+MIN_BYTES_PER_PARAM = {"NVFP4": 0.5, "FP8": 1.0, None: 2.0}
+
+
+def _check_sizes(cfg: ModelConfig, table: dict[str, TensorInfo], folder: Path, quant: QuantSpec | None) -> None:
+    """Refuses a config that describes more tensors or more parameters than the files hold, by
+    arithmetic on the header alone, so an absurd config (10^9 experts) fails in microseconds."""
+
+    where = _weights_file_name(folder)
+    present = sum(1 for n in table if not n.startswith("mtp."))
+    want = expected_tensor_count(cfg)
+    if want > 2 * present + 1024:  # a few missing ones are named by the full check below
+        raise CheckpointError(where, f"config.json describes {want:,} tensors but the weight files hold {present:,}; "
+                                     "the files do not belong to this config.json (or are incomplete)")
+    params = count_params(cfg, parent_submodel(cfg)).total
+    need = params * MIN_BYTES_PER_PARAM[quant.algo if quant else None]
+    have = sum(info.nbytes for info in table.values())
+    if need > have:
+        raise CheckpointError(where, f"config.json describes {params:,} parameters (at least {need / 1e9:.3g} GB) "
+                                     f"but the weight files hold {have / 1e9:.3g} GB; they do not belong together")
+
+
+def check_nesting(cfg: ModelConfig, subs, table: dict[str, TensorInfo], quant: QuantSpec | None) -> None:
+    """Every submodel must be sliceable from packed NVFP4 weights: the input columns it keeps of
+    each packed linear come in whole 16-wide blocks (loading builds every submodel as views)."""
+    if quant is None or quant.algo != "NVFP4":
+        return
+    packed = [n for n in expected_tensors(cfg) if is_linear(n) and n + "_scale" in table]
+    for name in packed:
+        if name.endswith("mixer.out_proj.weight") and cfg.mamba_head_dim % BLOCK:
+            raise CheckpointError(table[name].file, f"tensor {name!r} is NVFP4 but mamba_head_dim "
+                                  f"({cfg.mamba_head_dim}) is not a multiple of {BLOCK}: its heads cannot be "
+                                  "reordered in whole blocks")
+    for sub in subs:
+        shapes = expected_tensors(cfg, sub)
+        for name in packed:
+            cols = shapes[name][1]
+            if cols % BLOCK:
+                raise CheckpointError(table[name].file, f"submodel {sub.name!r} keeps {cols} input columns of the "
+                                      f"NVFP4 tensor {name!r}, which breaks its {BLOCK}-wide scale blocks; nested "
+                                      f"widths must be multiples of {BLOCK} in NVFP4 checkpoints")
 
 
 def _check_packed(name: str, shape: tuple, table: dict[str, TensorInfo], quant: QuantSpec) -> None:
