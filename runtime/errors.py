@@ -9,7 +9,9 @@ import re
 
 # C0 and C1 control characters, DEL, and the line/paragraph separators: a file or submodel name
 # holding them could move the cursor, recolour or retitle a terminal, or split one line into two.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Lone surrogates (undecodable bytes of a file name, kept by Python's surrogateescape) are shown too:
+# printing them raw would fail on a UTF-8 stdout.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 def printable(text, keep_newlines: bool = False) -> str:
