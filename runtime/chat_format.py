@@ -155,7 +155,12 @@ class ChatFormat:
     # ------------------------------------------------------------------ encoding
 
     def encode(self, text: str) -> list[int]:
-        """Plain text to ids: a special token's string in `text` is encoded as characters."""
+        """Ids of text this program wrote itself: special token strings in it become special tokens
+        (training writes replies ending in `</think>` and `<|im_end|>` this way). Never for user text."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode_plain(self, text: str) -> list[int]:
+        """Ids of text from outside (a user, a file): a special token's string is encoded as characters."""
         _check_text(text, "text")
         return self._encode_marked(self._protect(text))
 
