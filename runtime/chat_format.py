@@ -15,7 +15,6 @@ and thinking boundaries.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass
@@ -36,6 +35,8 @@ MAX_TOKENIZER_FILE = 256 << 20  # tokenizer.json of a 131k vocabulary is about 1
 MARK_OPEN, MARK_CLOSE, MARK_BASE = "\U000F0000", "\U000F0001", 0xF0100
 MARK = re.compile("\U000F0000([\U000F0100-\U000FFFFD])\U000F0001")
 TEMPLATE_STRING_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "chat_template.jinja", "chat_template.json", "generation_config.json")
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,9 @@ def check_tokenizer_files(folder: Path) -> dict:
     does `check_checkpoint`, so a folder that verifies also loads."""
     folder = Path(folder)
     tok_file, cfg_file = folder / "tokenizer.json", folder / "tokenizer_config.json"
+    for name in TOKENIZER_FILES:  # transformers opens these when present: a pipe would block it
+        if (folder / name).exists() and not (folder / name).is_file():
+            raise CheckpointError(folder / name, "is not a regular file")
     if not tok_file.is_file():
         raise CheckpointError(folder, "has no tokenizer (tokenizer.json): it cannot be used for chat")
     if tok_file.stat().st_size > MAX_TOKENIZER_FILE:
@@ -241,8 +245,8 @@ def _checked_message(message, index: int, protect) -> dict:
 
 def _maybe_json(path: Path):
     try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-    except (OSError, ValueError):
+        return read_json(path) if path.exists() else None
+    except CheckpointError:
         return None
 
 
@@ -251,9 +255,9 @@ def _eos_ids(folder: Path, tok) -> list[int]:
     gen = folder / "generation_config.json"
     if gen.exists():
         try:
-            eos = json.loads(gen.read_text(encoding="utf-8")).get("eos_token_id")
-        except (OSError, ValueError, AttributeError):
-            log.warning("%s is not valid JSON; ignoring it", gen)
+            eos = read_json(gen).get("eos_token_id")
+        except CheckpointError as e:  # only a hint for where replies end: say so, carry on
+            log.warning("%s; ignoring it", e)
             eos = None
         eos = eos if isinstance(eos, list) else [eos]
         ids += [i for i in eos if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(tok)]

@@ -32,16 +32,26 @@ ALIASES = {
 def _json_float(obj: dict):
     # transformers writes float("inf") as {"__float__": "Infinity"}.
     if set(obj) == {"__float__"}:
-        return float(obj["__float__"])
+        try:
+            return float(obj["__float__"])
+        except (TypeError, ValueError):
+            return obj  # not a number: the field's own type check says so
     return obj
 
 
+MAX_JSON_FILE = 64 << 20  # an index of a 30B checkpoint is under 1 MB; a config a few KB
+
+
 def read_json(path: Path) -> dict:
-    """Reads a JSON object, turning every failure into a CheckpointError naming the file."""
+    """Reads a JSON object, turning every failure into a CheckpointError naming the file.
+    Only a regular file of bounded size is read (a named pipe would block, /dev/zero never end)."""
+    path = Path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CheckpointError(path, "file not found") from None
+        if not path.is_file():
+            raise CheckpointError(path, "file not found" if not path.exists() else "not a regular file")
+        if path.stat().st_size > MAX_JSON_FILE:
+            raise CheckpointError(path, f"is larger than {MAX_JSON_FILE >> 20} MB; not a real checkpoint file")
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise CheckpointError(path, f"cannot read the file ({e.strerror})") from None
     except UnicodeDecodeError:
@@ -50,6 +60,8 @@ def read_json(path: Path) -> dict:
         data = json.loads(text, object_hook=_json_float)
     except json.JSONDecodeError as e:
         raise CheckpointError(path, f"not valid JSON (line {e.lineno}: {e.msg})") from None
+    except RecursionError:
+        raise CheckpointError(path, "not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise CheckpointError(path, "expected a JSON object at the top level")
     return data

@@ -67,6 +67,8 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
     bytes, no truncation), as safetensors itself requires."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_file():  # a pipe would block, a device never end
+            raise CheckpointError(path, "is not a regular file")
         size = path.stat().st_size
         with open(path, "rb") as f:
             prefix = f.read(8)
@@ -139,10 +141,16 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
     return tensors
 
 
+WINDOWS_DEVICES = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
+
+
 def valid_shard_name(name) -> bool:
-    """A shard named by an index must be a plain file name inside the checkpoint folder."""
+    """A shard named by an index must be a plain file name inside the checkpoint folder, on every
+    OS: no separators, drive letters, device names (NUL.safetensors on Windows), control characters."""
     return (isinstance(name, str) and name.endswith(".safetensors") and not name.startswith(".")
-            and len(name) <= 255 and name.isprintable() and not any(c in name for c in '/\\:*?"<>|'))
+            and len(name) <= 255 and name.isprintable() and name == name.strip()
+            and not any(c in name for c in '/\\:*?"<>|')
+            and name.split(".")[0].upper() not in WINDOWS_DEVICES)
 
 
 def tensor_table(folder: Path) -> dict[str, TensorInfo]:

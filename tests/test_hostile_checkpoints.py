@@ -7,8 +7,10 @@ the same message: they are one validation.
 """
 
 import json
+import os
 import shutil
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,41 @@ def test_config_values(hybrid_copy, key, value):
 def test_config_not_an_object(hybrid_copy, text):
     (hybrid_copy / "config.json").write_text(text)
     assert "config.json" in refused_alike(hybrid_copy)
+
+
+@pytest.mark.parametrize("text", ["[" * 100000 + "]" * 100000, '{"model_type": "nemotron_h", "hidden_size": {"__float__": "abc"}}',
+                                  '{"model_type": "nemotron_h", "hidden_size": {"__float__": [1]}}'])
+def test_config_json_oddities(hybrid_copy, text):
+    (hybrid_copy / "config.json").write_text(text)
+    assert "config.json" in refused_alike(hybrid_copy)
+
+
+def test_config_too_large(hybrid_copy):
+    with open(hybrid_copy / "config.json", "r+b") as f:  # sparse: costs no disk
+        f.truncate(65 << 20)
+    assert "larger than" in refused_alike(hybrid_copy)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "elastic.json", "tokenizer_config.json",
+                                  "special_tokens_map.json", "chat_template.jinja"])
+def test_a_named_pipe_never_blocks(hybrid_copy, name):
+    """A pipe in place of a file would block open() forever; run in a thread to fail, not hang."""
+    (hybrid_copy / name).unlink(missing_ok=True)
+    os.mkfifo(hybrid_copy / name)
+    result = {}
+
+    def check():
+        try:
+            check_checkpoint(hybrid_copy)
+        except CheckpointError as e:
+            result["error"] = str(e)
+
+    thread = threading.Thread(target=check, daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "check_checkpoint blocked on a named pipe"
+    assert name in result["error"] and "regular file" in result["error"]
 
 
 def test_config_not_utf8(hybrid_copy):
@@ -236,6 +273,10 @@ INDEX_VARIANTS = [
     lambda i: i["weight_map"].update({next(iter(i["weight_map"])): ".hidden.safetensors"}),
     lambda i: i["weight_map"].update({next(iter(i["weight_map"])): "missing.safetensors"}),
     lambda i: i.update(metadata=["total_size"]),
+    lambda i: i["weight_map"].update({next(iter(i["weight_map"])): "NUL.safetensors"}),
+    lambda i: i["weight_map"].update({next(iter(i["weight_map"])): "com1.x.safetensors"}),
+    lambda i: i["weight_map"].update({next(iter(i["weight_map"])): "model.safetensors "}),
+    lambda i: i["weight_map"].update({next(iter(i["weight_map"])): "\x1b[2Jx.safetensors"}),
     lambda i: i.update(weight_map={}),
 ]
 
