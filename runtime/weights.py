@@ -17,6 +17,7 @@ Two layout changes at load make every nested width a leading slice, so views suf
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -255,14 +256,16 @@ def check_nesting(cfg: ModelConfig, subs, table: dict[str, TensorInfo], quant: Q
             raise CheckpointError(table[name].file, f"tensor {name!r} is NVFP4 but mamba_head_dim "
                                   f"({cfg.mamba_head_dim}) is not a multiple of {BLOCK}: its heads cannot be "
                                   "reordered in whole blocks")
+    parent = expected_tensors(cfg)
     for sub in subs:
         shapes = expected_tensors(cfg, sub)
         for name in packed:
             cols = shapes[name][1] if name in shapes else 0  # experts beyond the submodel's are unused
             if cols % BLOCK:
-                raise CheckpointError(table[name].file, f"submodel {sub.name!r} keeps {cols} input columns of the "
-                                      f"NVFP4 tensor {name!r}, which breaks its {BLOCK}-wide scale blocks; nested "
-                                      f"widths must be multiples of {BLOCK} in NVFP4 checkpoints")
+                shown = re.sub(r"experts\.\d+\.", "experts.*.", name)
+                raise CheckpointError(table[name].file, f"tensor {shown!r}: submodel {sub.name!r} keeps {cols} of its "
+                                      f"{parent[name][1]} input columns, which breaks NVFP4's {BLOCK}-wide scale "
+                                      f"blocks; nested widths must be multiples of {BLOCK} in NVFP4 checkpoints")
 
 
 def _check_packed(name: str, shape: tuple, table: dict[str, TensorInfo], quant: QuantSpec) -> None:
