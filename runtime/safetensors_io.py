@@ -165,12 +165,12 @@ def tensor_table(folder: Path) -> dict[str, TensorInfo]:
             raise CheckpointError(index, "has no 'weight_map' naming the shard of each tensor")
         if not isinstance(data.get("metadata", {}), dict):
             raise CheckpointError(index, "'metadata' must be an object")
-        shards = set(weight_map.values())
-        for shard in shards:
+        for shard in weight_map.values():
             if not valid_shard_name(shard):
                 shown = repr(shard) if len(repr(shard)) <= 60 else repr(shard)[:57] + "..."
                 raise CheckpointError(index, f"names an invalid shard file {shown}; shards must be .safetensors "
                                              "files in the checkpoint folder itself")
+        shards = set(weight_map.values())
         if len(shards) > MAX_SHARDS:
             raise CheckpointError(index, f"names {len(shards):,} shard files; at most {MAX_SHARDS:,} are supported")
         table = {}

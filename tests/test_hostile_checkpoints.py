@@ -263,6 +263,8 @@ def test_safetensors_headers(hybrid_copy, name):
 INDEX_VARIANTS = [
     lambda i: i.update(weight_map=list(i["weight_map"])),
     lambda i: i.update(weight_map={k: 5 for k in i["weight_map"]}),
+    lambda i: i["weight_map"].update({next(iter(i["weight_map"])): ["model-00001-of-00002.safetensors"]}),
+    lambda i: i["weight_map"].update({next(iter(i["weight_map"])): {"file": "x"}}),
     lambda i: i["weight_map"].update({next(iter(i["weight_map"])): "../model.safetensors"}),
     lambda i: i["weight_map"].update({next(iter(i["weight_map"])): "/etc/passwd"}),
     lambda i: i["weight_map"].update({next(iter(i["weight_map"])): "C:\\evil.safetensors"}),
@@ -386,3 +388,56 @@ def test_no_tokenizer(hybrid_copy):
     with pytest.raises(CheckpointError, match="has no tokenizer"):
         check_checkpoint(hybrid_copy)
     ElasticModel.load(hybrid_copy)  # scoring needs no tokenizer
+
+
+# ----------------------------------------------------------------------------- random damage
+
+ODD_VALUES = [None, True, 0, -1, 1.5, NAN, INF, 10 ** 30, "", "x", [], [1], {}, {"a": 1}, "\x1b[2J", 2 ** 63]
+
+
+def _replace_somewhere(obj, rnd):
+    """Replaces one value at a random depth of a JSON object with an odd one."""
+    while True:
+        if isinstance(obj, dict) and obj:
+            key = rnd.choice(list(obj))
+        elif isinstance(obj, list) and obj:
+            key = rnd.randrange(len(obj))
+        else:
+            return
+        if not isinstance(obj[key], (dict, list)) or rnd.random() < 0.3:
+            obj[key] = rnd.choice(ODD_VALUES)
+            return
+        obj = obj[key]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_damage_is_always_one_line_or_loads(checkpoints, tmp_path, seed):
+    """Held-out style variants: random odd values anywhere in the JSON files and the headers, random
+    bytes in a header. Loading either works or says one line; it never raises anything else."""
+    import random
+
+    rnd = random.Random(seed)
+    for trial in range(12):
+        folder = shutil.copytree(checkpoints["grouped"], tmp_path / f"c{trial}")
+        kind = rnd.choice(["config.json", "elastic.json", "model.safetensors.index.json", "header", "bytes"])
+        if kind.endswith(".json"):
+            data = json.loads((folder / kind).read_text())
+            _replace_somewhere(data, rnd)
+            (folder / kind).write_text(json.dumps(data))
+        else:
+            shard = rnd.choice(sorted(folder.glob("*.safetensors")))
+            header, data = read_raw(shard)
+            if kind == "header":
+                _replace_somewhere(header, rnd)
+                raw = json.dumps(header).encode()
+            else:
+                raw = bytearray(json.dumps(header).encode())
+                for _ in range(rnd.randint(1, 4)):
+                    raw[rnd.randrange(len(raw))] = rnd.randrange(256)
+                raw = bytes(raw)
+            write_raw(shard, raw, data)
+        for attempt in (check_checkpoint, ElasticModel.load):
+            try:
+                attempt(folder)
+            except CheckpointError as e:
+                assert "\n" not in str(e)
