@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import sys
 
@@ -36,6 +37,21 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         print(f"error: {one_line(message)} (see {printable(self.prog)} --help)", file=sys.stderr)
         raise SystemExit(2)
+
+
+class _OneLineLog(logging.Handler):
+    """The runtime's warnings as one line each on stderr (`warning: ...`). A failure logged with its
+    traceback is left out: the command reports it itself, as its one `error:` line."""
+
+    def emit(self, record):
+        if record.exc_info is None:
+            print(f"{record.levelname.lower()}: {one_line(record.getMessage())}", file=sys.stderr)
+
+
+def _log_one_line() -> None:
+    log = logging.getLogger("runtime")
+    if not any(isinstance(h, _OneLineLog) for h in log.handlers):
+        log.addHandler(_OneLineLog(logging.WARNING))  # with a handler here, Python's last-resort one stays silent
 
 
 def check_values(args) -> None:
@@ -99,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     models_cli.add_parser(sub)
 
     args = parser.parse_args(argv)
+    _log_one_line()
     try:
         check_values(args)
         return {"score": _score, "extract": _extract, "generate": _generate, "models": models_cli.run}[args.command](args)

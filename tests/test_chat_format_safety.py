@@ -39,7 +39,7 @@ AUTO_MAP_VARIANTS = {
                                   tokenizer_class="EvilTokenizer"),
     "list": lambda t, c: t.update(auto_map=["evil.EvilTokenizer", None]),
     "class only": lambda t, c: t.update(tokenizer_class="EvilTokenizer"),
-    "config.json": lambda t, c: c.update(auto_map={"AutoTokenizer": "evil.EvilTokenizer",
+    "config.json": lambda t, c: c.update(auto_map={"AutoTokenizer": "evil.EvilTokenizer", "AutoConfig": "evil.Cfg",
                                                    "AutoModelForCausalLM": "evil.EvilModel"}),
     "remote hub ref": lambda t, c: t.update(auto_map={"AutoTokenizer": ["someone/repo--evil.EvilTokenizer", None]}),
 }

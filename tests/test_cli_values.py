@@ -4,6 +4,8 @@ nothing is overwritten, nothing printed can drive the terminal, and every error 
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +160,17 @@ def test_transplant_between_any_two_submodels(capsys, checkpoints, think, answer
     assert events[-1]["type"] == "done" and "error" not in events[-1]
     switches = [e for e in events if e["type"] == "switch"]
     assert switches and switches[0]["from"] == think and switches[0]["to"] == answer
+
+
+def test_a_failing_reply_is_one_error_line_without_traceback(capsys, checkpoints, tmp_path):
+    """NaN weights make sampling fail mid-reply: the CLI says so in one line, no traceback."""
+    folder = shutil.copytree(checkpoints["hybrid"], tmp_path / "nan")
+    tensors = load_file(str(folder / "model.safetensors"))
+    tensors["backbone.norm_f.weight"][0] = float("nan")
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    # A child process: in-process, pytest's own log capture would hide a traceback printed to stderr.
+    child = subprocess.run([sys.executable, "-m", "runtime", "generate", "--checkpoint", str(folder), "--prompt", "hi",
+                            "--max-new-tokens", "4"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    rc, err = child.returncode, child.stderr
+    assert rc == 1 and "Traceback" not in err, err
+    assert len([line for line in err.splitlines() if line.startswith("error:")]) == 1
