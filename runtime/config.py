@@ -213,6 +213,10 @@ class ModelConfig:
         # would have more than MAX_PARAMS parameters is not a real checkpoint.
         from .elastic import count_params, parent_submodel  # noqa: PLC0415 (elastic imports this module)
 
+        experts = 2 * self.n_routed_experts * len(self.layers_of(MOE))
+        if experts > MAX_EXPERT_TENSORS:
+            raise CheckpointError(path, f"describes {experts:,} expert weight tensors; more than {MAX_EXPERT_TENSORS:,} "
+                                        "is not a real checkpoint (config.json is damaged)")
         total = count_params(self, parent_submodel(self)).total
         if total > MAX_PARAMS:
             raise CheckpointError(path, f"describes a model of {total:.3g} parameters, more than any checkpoint "
@@ -230,6 +234,7 @@ MAX_COUNT = {
 }
 MAX_LAYERS = 1024
 MAX_PARAMS = 10 ** 13
+MAX_EXPERT_TENSORS = 1 << 20  # NVIDIA's 30B has 52 layers; 128 experts in each MoE layer: about 6k
 
 
 def _show(value) -> str:

@@ -150,6 +150,15 @@ def test_absurd_sizes_are_refused_by_arithmetic(hybrid_copy):
     assert "tensors but the weight files hold" in msg or "parameters" in msg
 
 
+def test_absurd_sizes_are_refused_from_the_config_alone(hybrid_copy):
+    """Tiny widths but 1024 MoE layers of 16384 experts: 33M tensor names that any code listing them
+    (the planner, the check) would build; refused before anyone does."""
+    edit_json(hybrid_copy / "config.json", lambda c: c.update(
+        layers_block_type=["moe"] * 1024, n_routed_experts=16384, num_experts_per_tok=1, hidden_size=16,
+        moe_intermediate_size=1, moe_shared_expert_intermediate_size=1))
+    assert "expert weight tensors" in refused_alike(hybrid_copy)
+
+
 # ----------------------------------------------------------------------------- elastic.json
 
 ELASTIC_VARIANTS = [
