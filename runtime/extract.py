@@ -61,7 +61,7 @@ def extract(folder, name: str, out) -> Path:
         (tmp / "elastic.json").write_text(json.dumps(_nested_elastic(cfg, sub, nested), indent=2) + "\n")
         for pattern in COMPANION_GLOBS:
             for f in folder.glob(pattern):
-                if f.is_file() and not f.is_symlink():
+                if f.is_file():  # a link (a hub cache snapshot is all links) is copied as the file it names
                     shutil.copy2(f, tmp / f.name)
         if out.exists():
             out.rmdir()  # still empty (checked above); fails rather than overwrite anything put there since
