@@ -4,18 +4,39 @@ Special token ids (`<think>`, `</think>`, end of turn) are looked up in the toke
 never hard-coded. Messages are dicts with `role` and `content`; a past assistant message
 may carry `reasoning_content`, which the template keeps or drops according to
 `truncate_history_thinking`.
+
+Nothing from the checkpoint runs as code: the tokenizer is always transformers' standard fast
+tokenizer built from `tokenizer.json` (an `auto_map` naming the checkpoint's own Python class is
+ignored, with one logged line), and the chat template runs in a bounded sandbox
+(chat_template.py). Message text is encoded as plain text: a user who types `<|im_start|>` or
+`</think>` gets those characters, never the special tokens, so only the template makes roles
+and thinking boundaries.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CheckpointError, UsageError
+from .chat_template import compile_template, render
+from .config import read_json
+from .errors import CheckpointError, UsageError, one_line
+
+log = logging.getLogger(__name__)
 
 THINK_START, THINK_END, TURN_START, TURN_END = "<think>", "</think>", "<|im_start|>", "<|im_end|>"
+ROLES = ("system", "user", "assistant", "tool")
+TEXT_FIELDS = ("content", "reasoning_content")
+MAX_TOKENIZER_FILE = 256 << 20  # tokenizer.json of a 131k vocabulary is about 17 MB
+# Private-use characters (plane 15) mark where message text held a special token's string, so the
+# rendered prompt can be split there; text holding these characters is marked too.
+MARK_OPEN, MARK_CLOSE, MARK_BASE = "\U000F0000", "\U000F0001", 0xF0100
+MARK = re.compile("\U000F0000([\U000F0100-\U000FFFFD])\U000F0001")
+TEMPLATE_STRING_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "chat_template.jinja", "chat_template.json", "generation_config.json")
 
 
 @dataclass(frozen=True)
@@ -26,25 +47,105 @@ class SpecialTokens:
     end_of_turn: frozenset[int]  # any of these ends the reply
 
 
+def check_tokenizer_files(folder: Path) -> dict:
+    """Validates the tokenizer files as data (types, sizes) before transformers reads them;
+    returns tokenizer_config.json's object ({} when there is none). Loading calls this, and so
+    does `check_checkpoint`, so a folder that verifies also loads."""
+    folder = Path(folder)
+    tok_file, cfg_file = folder / "tokenizer.json", folder / "tokenizer_config.json"
+    for name in TOKENIZER_FILES:  # transformers opens these when present: a pipe would block it
+        if (folder / name).exists() and not (folder / name).is_file():
+            raise CheckpointError(folder / name, "is not a regular file")
+    if not tok_file.is_file():
+        raise CheckpointError(folder, "has no tokenizer (tokenizer.json): it cannot be used for chat")
+    if tok_file.stat().st_size > MAX_TOKENIZER_FILE:
+        raise CheckpointError(tok_file, f"is larger than {MAX_TOKENIZER_FILE >> 20} MB; not a real tokenizer")
+    config = read_json(cfg_file) if cfg_file.exists() else {}
+    for key in TEMPLATE_STRING_KEYS:
+        value = config.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if value is not None and not isinstance(value, str):
+            raise CheckpointError(cfg_file, f"{key} must be a token string or null")
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        if not all(isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str)
+                   for t in template):
+            raise CheckpointError(cfg_file, "chat_template must be a string or a list of {name, template} objects")
+    elif template is not None and not isinstance(template, str):
+        raise CheckpointError(cfg_file, "chat_template must be a string or a list of {name, template} objects")
+    decoder = config.get("added_tokens_decoder")
+    if decoder is not None and (not isinstance(decoder, dict) or not all(
+            k.isdigit() and isinstance(v, dict) and isinstance(v.get("content"), str) for k, v in decoder.items())):
+        raise CheckpointError(cfg_file, "added_tokens_decoder must map token ids to {content: ...} objects")
+    extra = config.get("extra_special_tokens", config.get("additional_special_tokens"))
+    if extra is not None and not isinstance(extra, (list, dict)):
+        raise CheckpointError(cfg_file, "extra_special_tokens must be a list or an object")
+    length = config.get("model_max_length")
+    if length is not None and (not isinstance(length, (int, float)) or isinstance(length, bool)):
+        raise CheckpointError(cfg_file, "model_max_length must be a number")
+    for name in ("chat_template.jinja", "chat_template.json"):
+        path = folder / name
+        if path.exists() and path.stat().st_size > 1 << 20:
+            raise CheckpointError(path, "is larger than 1 MB; not a real chat template")
+    return config
+
+
+def template_text(folder: Path, config: dict) -> tuple[str | None, Path]:
+    """The chat template as transformers picks it (chat_template.jinja first, else
+    tokenizer_config.json's, the "default" one of a list) and the file it came from."""
+    folder = Path(folder)
+    jinja = folder / "chat_template.jinja"
+    if jinja.exists():
+        try:
+            return jinja.read_text(encoding="utf-8"), jinja
+        except (OSError, UnicodeDecodeError):
+            raise CheckpointError(jinja, "cannot be read as UTF-8 text") from None
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        named = {t["name"]: t["template"] for t in template}
+        template = named.get("default") or next(iter(named.values()), None)
+    return (template if isinstance(template, str) and template.strip() else None), folder / "tokenizer_config.json"
+
+
 class ChatFormat:
     """Turns a conversation into prompt token ids and token ids back into text."""
 
     def __init__(self, folder: Path):
         folder = Path(folder)
-        if not (folder / "tokenizer.json").exists() and not (folder / "tokenizer_config.json").exists():
-            raise CheckpointError(folder, "has no tokenizer (tokenizer.json): it cannot be used for chat")
+        config = check_tokenizer_files(folder)
+        for source, data in (("tokenizer_config.json", config), ("config.json", _maybe_json(folder / "config.json"))):
+            if isinstance(data, dict) and data.get("auto_map"):
+                log.warning("%s: ignoring auto_map in %s; Elastic Chat never runs code from a checkpoint and "
+                            "uses the standard tokenizer from tokenizer.json", folder, source)
         # A local folder with local_files_only never touches the network; no global offline switch
-        # (that would also switch off the model downloads in the same process).
-        from transformers import AutoTokenizer  # noqa: PLC0415 (slow import, only when chatting)
+        # (that would also switch off the model downloads in the same process). The class is named,
+        # not looked up from the folder, and trust_remote_code is off: nothing asks, nothing runs.
+        from transformers import PreTrainedTokenizerFast  # noqa: PLC0415 (slow import, only when chatting)
         from transformers.utils import logging as hf_logging  # noqa: PLC0415
 
         hf_logging.set_verbosity_error()
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+            self.tokenizer = PreTrainedTokenizerFast.from_pretrained(
+                str(folder), local_files_only=True, trust_remote_code=False)
         except Exception as e:  # transformers raises many kinds; the message is what matters
-            raise CheckpointError(folder, f"the tokenizer files cannot be loaded ({type(e).__name__}: {e})") from None
+            raise CheckpointError(folder, f"the tokenizer files cannot be loaded ({type(e).__name__}: "
+                                          f"{one_line(e)[:300]})") from None
         tok = self.tokenizer
-        self.has_template = bool(getattr(tok, "chat_template", None))
+        source, where = template_text(folder, config)
+        self.template = compile_template(source, str(where)) if source else None
+        self.has_template = self.template is not None
+        self.template_strings = {k: v for k in TEMPLATE_STRING_KEYS if isinstance(v := getattr(tok, k, None), str)}
+        # Every added token (special or not) is matched before the vocabulary, so each one's text
+        # must be neutralised in message content; longest first so a longer token wins.
+        added = {t.content if hasattr(t, "content") else str(t): i for i, t in tok.added_tokens_decoder.items()}
+        self.added_ids = frozenset(added.values())
+        self.protected = sorted(added, key=len, reverse=True) + [MARK_OPEN, MARK_CLOSE]
+        if len(self.protected) > 0xFFFD - 0x100:
+            raise CheckpointError(folder, f"the tokenizer adds {len(added):,} tokens; too many to handle")
+        self._marks = {p: MARK_OPEN + chr(MARK_BASE + i) + MARK_CLOSE for i, p in enumerate(self.protected) if p}
+        self._protect_re = re.compile("|".join(re.escape(p) for p in self._marks))
+        self._plain_cache: dict[str, list[int]] = {}
         end = {self._token_id(TURN_END)} | set(_eos_ids(folder, tok))
         self.special = SpecialTokens(self._token_id(THINK_START), self._token_id(THINK_END),
                                      self._token_id(TURN_START), frozenset(i for i in end if i is not None))
@@ -55,28 +156,98 @@ class ChatFormat:
         ids = self.tokenizer.encode(token, add_special_tokens=False)
         return ids[0] if len(ids) == 1 else None
 
+    # ------------------------------------------------------------------ encoding
+
     def encode(self, text: str) -> list[int]:
+        """Ids of text this program wrote itself: special token strings in it become special tokens
+        (training writes replies ending in `</think>` and `<|im_end|>` this way). Never for user text."""
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode_plain(self, text: str) -> list[int]:
+        """Ids of text from outside (a user, a file): a special token's string is encoded as characters."""
+        _check_text(text, "text")
+        return self._encode_marked(self._protect(text))
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
+    def _protect(self, text: str) -> str:
+        return self._protect_re.sub(lambda m: self._marks[m.group()], text)
+
+    def _encode_marked(self, text: str) -> list[int]:
+        """Encodes rendered text: the template's own text as is (its special tokens are real), each
+        marked span as plain text."""
+        ids, pos = [], 0
+        for m in MARK.finditer(text):
+            if m.start() > pos:
+                ids += self.tokenizer.encode(text[pos:m.start()], add_special_tokens=False)
+            ids += self._plain(self.protected[ord(m.group(1)) - MARK_BASE])
+            pos = m.end()
+        if pos < len(text):
+            ids += self.tokenizer.encode(text[pos:], add_special_tokens=False)
+        return ids
+
+    def _plain(self, text: str) -> list[int]:
+        """Ids of `text` as ordinary characters, never an added token's id (halves are encoded
+        separately when the tokenizer would still match a non-special added token)."""
+        if text not in self._plain_cache:
+            ids = self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)
+            if any(i in self.added_ids for i in ids):
+                ids = self._plain(text[:len(text) // 2]) + self._plain(text[len(text) // 2:]) if len(text) > 1 \
+                    else [i for i in ids if i not in self.added_ids]
+            self._plain_cache[text] = ids
+        return self._plain_cache[text]
+
     def prompt_ids(self, messages: list[dict], enable_thinking: bool, truncate_history_thinking: bool = True) -> list[int]:
-        """Prompt for the next assistant turn. Without a chat template the messages' text is joined."""
+        """Prompt for the next assistant turn. Without a chat template the messages' text is joined.
+
+        Only the template produces special tokens: message text reaches the template with every
+        special token's string replaced by a marker, and each marker is encoded as plain text."""
         if not messages:
             raise UsageError("the conversation is empty")
-        if not self.has_template:
-            return self.encode("\n".join(m["content"] for m in messages))
-        try:
-            text = self.tokenizer.apply_chat_template(
-                messages, tokenize=False, add_generation_prompt=True,
-                enable_thinking=enable_thinking, truncate_history_thinking=truncate_history_thinking)
-        except Exception as e:
-            raise UsageError(f"the chat template failed on this conversation ({e})") from None
-        return self.encode(text)
+        safe = [_checked_message(m, i, self._protect) for i, m in enumerate(messages)]
+        if self.template is None:
+            return self._encode_marked("\n".join(m["content"] for m in safe))
+        text = render(self.template, messages=safe, add_generation_prompt=True, enable_thinking=enable_thinking,
+                      truncate_history_thinking=truncate_history_thinking, **self.template_strings)
+        return self._encode_marked(text)
 
     def stream_decoder(self) -> "StreamDecoder":
         return StreamDecoder(self.tokenizer)
+
+
+def _check_text(text, what: str) -> None:
+    if not isinstance(text, str):
+        raise UsageError(f"the {what} must be text, not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"the {what} is not valid UTF-8 text (it holds undecodable bytes); "
+                         "save or paste it as UTF-8") from None
+
+
+def _checked_message(message, index: int, protect) -> dict:
+    """A copy of one message with its role checked and its text fields protected."""
+    if not isinstance(message, dict):
+        raise UsageError(f"message #{index + 1} is not a {{role, content}} object")
+    role = message.get("role")
+    if role not in ROLES:
+        raise UsageError(f"message #{index + 1} has the role {str(role)[:20]!r}; expected one of {', '.join(ROLES)}")
+    out = {"role": role}
+    for key in TEXT_FIELDS:
+        value = message.get(key)
+        if value is None and key != "content":
+            continue
+        _check_text(value, f"{role} message's {key.replace('_', ' ')}")
+        out[key] = protect(value)
+    return out
+
+
+def _maybe_json(path: Path):
+    try:
+        return read_json(path) if path.exists() else None
+    except CheckpointError:
+        return None
 
 
 def _eos_ids(folder: Path, tok) -> list[int]:
@@ -84,11 +255,12 @@ def _eos_ids(folder: Path, tok) -> list[int]:
     gen = folder / "generation_config.json"
     if gen.exists():
         try:
-            eos = json.loads(gen.read_text()).get("eos_token_id")
-        except (OSError, json.JSONDecodeError):
-            logging.getLogger(__name__).warning("%s is not valid JSON; ignoring it", gen)
+            eos = read_json(gen).get("eos_token_id")
+        except CheckpointError as e:  # only a hint for where replies end: say so, carry on
+            log.warning("%s; ignoring it", e)
             eos = None
-        ids += eos if isinstance(eos, list) else [eos] if isinstance(eos, int) else []
+        eos = eos if isinstance(eos, list) else [eos]
+        ids += [i for i in eos if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(tok)]
     return ids
 
 

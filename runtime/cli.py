@@ -13,14 +13,70 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import math
 import sys
 
 from . import models_cli
-from .errors import ElasticError, UsageError
+from .errors import ElasticError, UsageError, one_line, printable
+
+MAX_TOKENS = 1 << 20  # the longest context any NemotronH checkpoint supports (1M tokens)
+# Every numeric flag of every subcommand, by its argparse dest: the accepted range, inclusive.
+RANGES = {
+    "max_new_tokens": (1, MAX_TOKENS), "thinking_budget": (0, MAX_TOKENS), "max_context": (16, MAX_TOKENS),
+    "temperature": (0.0, 10.0), "top_p": (1e-9, 1.0), "top_k": (0, 1 << 24), "min_p": (0.0, 0.999999),
+    "seed": (0, (1 << 63) - 1), "context": (16, MAX_TOKENS), "stall_seconds": (0.1, 86400.0),
+}
+TEXT_FLAGS = ("prompt", "system")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line `error: ...` on stderr and exit status 2 (argparse
+    itself prints the usage first); --help is unchanged."""
+
+    def error(self, message):
+        print(f"error: {one_line(message)} (see {printable(self.prog)} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+class _OneLineLog(logging.Handler):
+    """The runtime's warnings as one line each on stderr (`warning: ...`). A failure logged with its
+    traceback is left out: the command reports it itself, as its one `error:` line."""
+
+    def emit(self, record):
+        if record.exc_info is None:
+            print(f"{record.levelname.lower()}: {one_line(record.getMessage())}", file=sys.stderr)
+
+
+def _log_one_line() -> None:
+    log = logging.getLogger("runtime")
+    if not any(isinstance(h, _OneLineLog) for h in log.handlers):
+        log.addHandler(_OneLineLog(logging.WARNING))  # with a handler here, Python's last-resort one stays silent
+
+
+def check_values(args) -> None:
+    """Range-checks every number on the command line and checks text flags are valid UTF-8."""
+    for dest, value in vars(args).items():
+        flag = "--" + dest.replace("_", "-")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{flag} must be a finite number, got {value}")
+        if dest in RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+            low, high = RANGES[dest]
+            if not low <= value <= high:
+                shown = str(value) if len(str(value)) <= 30 else str(value)[:27] + "..."
+                raise UsageError(f"{flag} is {shown}; it must be from {low:g} to {high:g}"
+                                 if isinstance(low, float) else f"{flag} is {shown}; it must be a whole number "
+                                                                f"from {low:,} to {high:,}")
+        if dest in TEXT_FLAGS and isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UsageError(f"{flag} is not valid UTF-8 text (it holds undecodable bytes); "
+                                 "pass it as UTF-8") from None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runtime", description="Elastic Chat's inference engine.")
+    parser = _Parser(prog="python -m runtime", description="Elastic Chat's inference engine.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("score", help="log-probabilities of token ids under a submodel")
@@ -59,10 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     models_cli.add_parser(sub)
 
     args = parser.parse_args(argv)
+    _log_one_line()
     try:
+        check_values(args)
         return {"score": _score, "extract": _extract, "generate": _generate, "models": models_cli.run}[args.command](args)
     except ElasticError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -77,15 +135,22 @@ def _score(args) -> int:
     from .model import ElasticModel
     from .score import score
 
-    try:
-        ids = [int(t) for t in args.token_ids.replace(" ", "").split(",") if t != ""]
-    except ValueError:
-        raise UsageError(f"--token-ids must be comma-separated whole numbers, got {args.token_ids!r}") from None
+    parts = args.token_ids.replace(" ", "").split(",")
+    if len(parts) > MAX_TOKENS or not all(p.isascii() and p.isdigit() and len(p) <= 12 for p in parts if p):
+        shown = args.token_ids if len(args.token_ids) <= 40 else args.token_ids[:37] + "..."
+        raise UsageError(f"--token-ids must be comma-separated whole numbers (at most {MAX_TOKENS:,}), got {shown!r}")
+    ids = [int(t) for t in parts if t != ""]
     if len(ids) < 2:
         raise UsageError("--token-ids needs at least two tokens (the first one is only context)")
     model = ElasticModel.load(args.checkpoint, device=args.device, dtype=args.dtype)
-    logprobs = score(model, args.submodel or model.parent.name, ids, stepwise=args.stepwise)
-    print(json.dumps({"logprobs": logprobs}))
+    name = args.submodel or model.parent.name
+    logprobs = score(model, name, ids, stepwise=args.stepwise)
+    bad = [i for i, v in enumerate(logprobs) if not math.isfinite(v)]
+    if bad:  # JSON has no NaN: say what is wrong instead of printing an invalid line
+        raise UsageError(f"submodel {name!r} gives non-finite log-probabilities (NaN or infinity) for {len(bad)} "
+                         f"of {len(logprobs)} tokens, first at token {bad[0] + 1}: the checkpoint's weights hold "
+                         "NaN or infinity, or overflow in this dtype (try --dtype float32)")
+    print(json.dumps({"logprobs": logprobs}, allow_nan=False))
     return 0
 
 
@@ -93,7 +158,7 @@ def _extract(args) -> int:
     from .extract import extract
 
     out = extract(args.checkpoint, args.submodel, args.out)
-    print(f"wrote submodel {args.submodel!r} to {out}")
+    print(f"wrote submodel {args.submodel!r} to {printable(out)}")
     return 0
 
 
@@ -104,10 +169,6 @@ def _generate(args) -> int:
     from .generate import ChatRequest, stream_chat
     from .sampling import SamplingSettings
 
-    if args.max_new_tokens < 1:
-        raise UsageError("--max-new-tokens must be at least 1")
-    if args.thinking_budget is not None and args.thinking_budget < 0:
-        raise UsageError("--thinking-budget must be 0 (off) or more")
     engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context)
     parent = engine.submodels_by_size()[-1]
     think, answer, budget = args.submodel or parent, args.submodel or parent, None
@@ -168,12 +229,13 @@ class _TextPrinter:
     def token(self, e):
         if (e.phase, e.submodel) != self.where:
             self.where = (e.phase, e.submodel)
-            print(f"\n[{e.phase} on {e.submodel}]", flush=True)
-        print(e.text, end="", flush=True)
+            print(f"\n[{e.phase} on {printable(e.submodel)}]", flush=True)
+        # The text comes from the checkpoint's vocabulary: show control characters, never obey them.
+        print(printable(e.text, keep_newlines=True), end="", flush=True)
 
     def switch(self, e):
         how = "" if e.exact else " (approximate cache transplant)"
-        print(f"\n[switch {e.from_submodel} -> {e.to_submodel}: re-prefilled {e.reprefill_tokens} tokens "
+        print(f"\n[switch {printable(e.from_submodel)} -> {printable(e.to_submodel)}: re-prefilled {e.reprefill_tokens} tokens "
               f"in {e.ms:.0f} ms{how}]", end="", flush=True)
 
     def done(self, e):
@@ -182,4 +244,4 @@ class _TextPrinter:
         print(f"[{e.finish_reason}: {e.thinking_tokens} thinking + {e.answer_tokens} answer tokens{budget}, "
               f"first token {e.ttft_ms:.0f} ms, {e.tokens_per_s:.1f} tokens/s]", file=sys.stderr)
         if e.error:
-            print(f"error: {e.error}", file=sys.stderr)
+            print(f"error: {one_line(e.error)}", file=sys.stderr)

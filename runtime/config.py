@@ -32,16 +32,26 @@ ALIASES = {
 def _json_float(obj: dict):
     # transformers writes float("inf") as {"__float__": "Infinity"}.
     if set(obj) == {"__float__"}:
-        return float(obj["__float__"])
+        try:
+            return float(obj["__float__"])
+        except (TypeError, ValueError):
+            return obj  # not a number: the field's own type check says so
     return obj
 
 
+MAX_JSON_FILE = 64 << 20  # an index of a 30B checkpoint is under 1 MB; a config a few KB
+
+
 def read_json(path: Path) -> dict:
-    """Reads a JSON object, turning every failure into a CheckpointError naming the file."""
+    """Reads a JSON object, turning every failure into a CheckpointError naming the file.
+    Only a regular file of bounded size is read (a named pipe would block, /dev/zero never end)."""
+    path = Path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CheckpointError(path, "file not found") from None
+        if not path.is_file():
+            raise CheckpointError(path, "file not found" if not path.exists() else "not a regular file")
+        if path.stat().st_size > MAX_JSON_FILE:
+            raise CheckpointError(path, f"is larger than {MAX_JSON_FILE >> 20} MB; not a real checkpoint file")
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise CheckpointError(path, f"cannot read the file ({e.strerror})") from None
     except UnicodeDecodeError:
@@ -50,6 +60,8 @@ def read_json(path: Path) -> dict:
         data = json.loads(text, object_hook=_json_float)
     except json.JSONDecodeError as e:
         raise CheckpointError(path, f"not valid JSON (line {e.lineno}: {e.msg})") from None
+    except RecursionError:
+        raise CheckpointError(path, "not valid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise CheckpointError(path, "expected a JSON object at the top level")
     return data
@@ -107,7 +119,12 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: dict, path: Path | str = "config.json") -> "ModelConfig":
-        """Builds the config; unknown keys are ignored, unsupported features are refused."""
+        """Builds the config; unknown keys are ignored, unsupported features are refused.
+
+        Every field is type- and range-checked here (a count must be a whole number in its range,
+        a scalar a finite number), so nothing downstream sees NaN, a string or an absurd size."""
+        if not isinstance(d, dict):
+            raise CheckpointError(path, "expected a JSON object")
         d = dict(d)
         for old, new in ALIASES.items():
             if old in d and new not in d:
@@ -116,61 +133,55 @@ class ModelConfig:
         if model_type != "nemotron_h":
             raise CheckpointError(
                 path,
-                f"model_type is {model_type!r}; Elastic Chat runs NemotronH checkpoints "
+                f"model_type is {_show(model_type)}; Elastic Chat runs NemotronH checkpoints "
                 "(model_type 'nemotron_h'), such as NVIDIA's Star Elastic models",
             )
         layer_types = _layer_types(d, path)
-
-        def need(key):
-            if d.get(key) is None:
-                raise CheckpointError(path, f"missing the required field {key!r}")
-            return d[key]
-
-        heads = int(need("num_attention_heads"))
-        hidden = int(need("hidden_size"))
-        kv_heads = d.get("num_key_value_heads") or heads
-        head_dim = d.get("head_dim") or hidden // heads
-        eos = d.get("eos_token_id")
-        eos = () if eos is None else tuple(eos) if isinstance(eos, list) else (int(eos),)
+        read = _Fields(d, path)
+        heads = read.count("num_attention_heads", required=True)
+        hidden = read.count("hidden_size", required=True)
+        kv_heads = read.count("num_key_value_heads", default=heads, falsy_default=True)
+        head_dim = read.count("head_dim", default=max(1, hidden // heads), falsy_default=True)
         if d.get("moe_latent_size") is not None:
             raise CheckpointError(path, "moe_latent_size is set; latent MoE projections are not supported")
         if d.get("sliding_window") is not None:
             raise CheckpointError(path, "sliding_window is set; sliding-window attention is not supported")
         for key, value in (("mlp_hidden_act", "relu2"), ("mamba_hidden_act", "silu")):
             if d.get(key, value) != value:
-                raise CheckpointError(path, f"{key} is {d[key]!r}; only {value!r} is supported")
-        if d.get("tie_word_embeddings"):
+                raise CheckpointError(path, f"{key} is {_show(d[key])}; only {value!r} is supported")
+        if read.flag("tie_word_embeddings", False):
             raise CheckpointError(path, "tie_word_embeddings is true; NemotronH checkpoints have an untied lm_head")
+        read.time_step_limit()
 
         cfg = cls(
-            vocab_size=int(need("vocab_size")),
+            vocab_size=read.count("vocab_size", required=True),
             hidden_size=hidden,
             layer_types=layer_types,
             num_attention_heads=heads,
-            num_key_value_heads=int(kv_heads),
-            head_dim=int(head_dim),
-            mamba_num_heads=int(d.get("mamba_num_heads", 128)),
-            mamba_head_dim=int(d.get("mamba_head_dim", 64)),
-            ssm_state_size=int(d.get("ssm_state_size", 128)),
-            n_groups=int(d.get("n_groups", 8)),
-            conv_kernel=int(d.get("conv_kernel", 4)),
-            chunk_size=int(d.get("chunk_size", 128)),
-            time_step_min=float(d.get("time_step_min", 0.001)),
-            use_conv_bias=bool(d.get("use_conv_bias", True)),
-            use_bias=bool(d.get("use_bias", False)),
-            intermediate_size=int(d.get("intermediate_size", 21504)),
-            mlp_bias=bool(d.get("mlp_bias", False)),
-            n_routed_experts=int(d.get("n_routed_experts", 8)),
-            num_experts_per_tok=int(d.get("num_experts_per_tok", 2)),
-            moe_intermediate_size=int(d.get("moe_intermediate_size", 7688)),
-            moe_shared_expert_intermediate_size=int(d.get("moe_shared_expert_intermediate_size", 7688)),
-            routed_scaling_factor=float(d.get("routed_scaling_factor", 1.0)),
-            n_group=int(d.get("n_group", 1)),
-            topk_group=int(d.get("topk_group", 1)),
-            norm_topk_prob=bool(d.get("norm_topk_prob", True)),
-            layer_norm_epsilon=float(d.get("layer_norm_epsilon", 1e-5)),
-            bos_token_id=d.get("bos_token_id"),
-            eos_token_id=eos,
+            num_key_value_heads=kv_heads,
+            head_dim=head_dim,
+            mamba_num_heads=read.count("mamba_num_heads", 128),
+            mamba_head_dim=read.count("mamba_head_dim", 64),
+            ssm_state_size=read.count("ssm_state_size", 128),
+            n_groups=read.count("n_groups", 8),
+            conv_kernel=read.count("conv_kernel", 4),
+            chunk_size=read.count("chunk_size", 128),
+            time_step_min=read.number("time_step_min", 0.001, low=0.0),
+            use_conv_bias=read.flag("use_conv_bias", True),
+            use_bias=read.flag("use_bias", False),
+            intermediate_size=read.count("intermediate_size", 21504),
+            mlp_bias=read.flag("mlp_bias", False),
+            n_routed_experts=read.count("n_routed_experts", 8),
+            num_experts_per_tok=read.count("num_experts_per_tok", 2),
+            moe_intermediate_size=read.count("moe_intermediate_size", 7688),
+            moe_shared_expert_intermediate_size=read.count("moe_shared_expert_intermediate_size", 7688),
+            routed_scaling_factor=read.number("routed_scaling_factor", 1.0, low=0.0, positive=True),
+            n_group=read.count("n_group", 1),
+            topk_group=read.count("topk_group", 1),
+            norm_topk_prob=read.flag("norm_topk_prob", True),
+            layer_norm_epsilon=read.number("layer_norm_epsilon", 1e-5, low=0.0, positive=True, high=1.0),
+            bos_token_id=read.token_id("bos_token_id"),
+            eos_token_id=read.token_ids("eos_token_id"),
         )
         cfg._check(path)
         return cfg
@@ -185,28 +196,138 @@ class ModelConfig:
             problems.append("n_routed_experts is not a multiple of n_group")
         if self.num_experts_per_tok > self.n_routed_experts:
             problems.append("num_experts_per_tok is larger than n_routed_experts")
-        if not math.isfinite(self.layer_norm_epsilon) or self.layer_norm_epsilon <= 0:
-            problems.append("layer_norm_epsilon must be a positive number")
-        sizes = ("vocab_size", "hidden_size", "head_dim", "mamba_head_dim", "ssm_state_size", "conv_kernel", "chunk_size")
-        problems += [f"{name} must be positive" for name in sizes if getattr(self, name) <= 0]
+        if self.topk_group > self.n_group:
+            problems.append("topk_group is larger than n_group")
+        if self.n_group > 1 and self.n_routed_experts // self.n_group < 2:
+            problems.append("grouped routing needs at least 2 experts per group")
+        if self.conv_kernel < 2:
+            problems.append("conv_kernel must be at least 2")
+        for name in ("bos_token_id",):
+            if getattr(self, name) is not None and getattr(self, name) >= self.vocab_size:
+                problems.append(f"{name} is not below vocab_size")
+        if any(t >= self.vocab_size for t in self.eos_token_id):
+            problems.append("eos_token_id is not below vocab_size")
         if problems:
             raise CheckpointError(path, "; ".join(problems))
+        # Sizes are checked by arithmetic before anything is allocated: a config whose parent
+        # would have more than MAX_PARAMS parameters is not a real checkpoint.
+        from .elastic import count_params, parent_submodel  # noqa: PLC0415 (elastic imports this module)
+
+        experts = 2 * self.n_routed_experts * len(self.layers_of(MOE))
+        if experts > MAX_EXPERT_TENSORS:
+            raise CheckpointError(path, f"describes {experts:,} expert weight tensors; more than {MAX_EXPERT_TENSORS:,} "
+                                        "is not a real checkpoint (config.json is damaged)")
+        total = count_params(self, parent_submodel(self)).total
+        if total > MAX_PARAMS:
+            raise CheckpointError(path, f"describes a model of {total:.3g} parameters, more than any checkpoint "
+                                        f"this app can load ({MAX_PARAMS:.0e}); config.json is damaged")
+
+
+# Largest value accepted for each count (far above NVIDIA's real configs: vocab 131072, hidden 2688,
+# 52 layers, 128 experts, ...), so a damaged or hostile config fails here, not in an allocation.
+MAX_COUNT = {
+    "vocab_size": 1 << 24, "hidden_size": 1 << 17, "num_attention_heads": 1 << 12, "num_key_value_heads": 1 << 12,
+    "head_dim": 1 << 12, "mamba_num_heads": 1 << 14, "mamba_head_dim": 1 << 12, "ssm_state_size": 1 << 12,
+    "n_groups": 1 << 12, "conv_kernel": 64, "chunk_size": 1 << 16, "intermediate_size": 1 << 20,
+    "n_routed_experts": 1 << 14, "num_experts_per_tok": 1 << 10, "moe_intermediate_size": 1 << 20,
+    "moe_shared_expert_intermediate_size": 1 << 20, "n_group": 1 << 10, "topk_group": 1 << 10,
+}
+MAX_LAYERS = 1024
+MAX_PARAMS = 10 ** 13
+MAX_EXPERT_TENSORS = 1 << 20  # NVIDIA's 30B has 52 layers; 128 experts in each MoE layer: about 6k
+
+
+def _show(value) -> str:
+    """A config value quoted for a message, cut short (it comes from a file)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _Fields:
+    """Reads typed fields of one config.json, each failure one sentence naming the field."""
+
+    def __init__(self, d: dict, path):
+        self.d, self.path = d, path
+
+    def fail(self, key, want):
+        raise CheckpointError(self.path, f"{key} is {_show(self.d.get(key))}; it must be {want}")
+
+    def count(self, key, default=None, required=False, falsy_default=False) -> int:
+        value = self.d.get(key)
+        if value is None or (falsy_default and value == 0 and not isinstance(value, bool)):
+            if required:
+                raise CheckpointError(self.path, f"missing the required field {key!r}")
+            value = default
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        high = MAX_COUNT[key]
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
+            self.fail(key, f"a whole number from 1 to {high:,}")
+        return value
+
+    def number(self, key, default: float, low: float, positive=False, high=None) -> float:
+        value = self.d.get(key, default)
+        if value is None:
+            value = default
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if ok:
+            value = float(value)
+            ok = (value > low if positive else value >= low) and (high is None or value <= high)
+        if not ok:
+            bound = f"more than {low:g}" if positive else f"at least {low:g}"
+            self.fail(key, f"a finite number {bound}" + (f" and at most {high:g}" if high is not None else ""))
+        return value
+
+    def flag(self, key, default: bool) -> bool:
+        value = self.d.get(key, default)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.fail(key, "true or false")
+        return value
+
+    def token_id(self, key) -> int | None:
+        value = self.d.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            self.fail(key, "a token id (a whole number, 0 or more) or null")
+        return value
+
+    def token_ids(self, key) -> tuple[int, ...]:
+        value = self.d.get(key)
+        values = [] if value is None else value if isinstance(value, list) else [value]
+        if len(values) > 1024 or any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in values):
+            self.fail(key, "a token id or a list of token ids")
+        return tuple(values)
+
+    def time_step_limit(self) -> None:
+        # Not used by the forward pass, but extract copies it: it must be two numbers (inf allowed).
+        value = self.d.get("time_step_limit")
+        if value is not None and (not isinstance(value, list) or len(value) != 2 or any(
+                not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v) for v in value)):
+            self.fail("time_step_limit", "a list of two numbers")
 
 
 def _layer_types(d: dict, path) -> tuple[str, ...]:
     types = d.get("layers_block_type") or d.get("layer_types")
     if types is None and d.get("hybrid_override_pattern") is not None:
         pattern = d["hybrid_override_pattern"]
+        if not isinstance(pattern, str) or not pattern:
+            raise CheckpointError(path, f"hybrid_override_pattern is {_show(pattern)}; it must be a string such as 'M*EM'")
         bad = sorted(set(pattern) - set(PATTERN_LETTERS))
         if bad:
-            raise CheckpointError(path, f"hybrid_override_pattern has unknown letters {bad}; expected M, *, E or -")
-        return tuple(PATTERN_LETTERS[c] for c in pattern)
+            raise CheckpointError(path, f"hybrid_override_pattern has unknown letters {_show(bad)}; "
+                                        "expected M, *, E or -")
+        types = [PATTERN_LETTERS[c] for c in pattern]
     if not types:
         raise CheckpointError(path, "neither layers_block_type nor hybrid_override_pattern is given")
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise CheckpointError(path, "layers_block_type must be a list of layer kinds (strings)")
+    if len(types) > MAX_LAYERS:
+        raise CheckpointError(path, f"has {len(types):,} layers; more than {MAX_LAYERS} is not a real checkpoint")
     types = tuple(LEGACY_KINDS.get(t, t) for t in types)
     bad = sorted(set(types) - set(PATTERN_LETTERS.values()))
     if bad:
-        raise CheckpointError(path, f"layers_block_type has unknown layer kinds {bad}")
+        raise CheckpointError(path, f"layers_block_type has unknown layer kinds {_show(bad)}")
     return types
 
 

@@ -83,19 +83,32 @@ def parent_submodel(cfg: ModelConfig, name: str = "full") -> Submodel:
     )
 
 
+MAX_SUBMODELS = 64
+MAX_NAME = 64
+
+
 def parse_elastic(data: dict, cfg: ModelConfig, path: Path | str = "elastic.json") -> list[Submodel]:
     """Validates an `elastic.json` object against the parent config; returns parent first."""
+    if not isinstance(data, dict):
+        raise CheckpointError(path, "expected a JSON object")
     if data.get("format") != FORMAT:
-        raise CheckpointError(path, f"unknown format {data.get('format')!r}; this version reads {FORMAT!r}")
+        raise CheckpointError(path, f"unknown format {_show(data.get('format'))}; this version reads {FORMAT!r}")
     entries = data.get("submodels")
     if not isinstance(entries, list) or not entries:
         raise CheckpointError(path, "'submodels' must be a non-empty list, the parent first")
+    if len(entries) > MAX_SUBMODELS:
+        raise CheckpointError(path, f"lists {len(entries)} submodels; at most {MAX_SUBMODELS} are supported")
+    max_thinking_tokens(data, path)
     parent = parent_submodel(cfg)
     subs, names = [], set()
     for index, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not entry["name"].strip():
             raise CheckpointError(path, f"submodel #{index + 1} needs a non-empty 'name'")
         name = entry["name"]
+        # Names are shown in the terminal, the GUI and file names: printable text only.
+        if len(name) > MAX_NAME or not name.isprintable() or name != name.strip():
+            raise CheckpointError(path, f"submodel #{index + 1} has the name {_show(name)}; a name must be at most "
+                                        f"{MAX_NAME} printable characters, without control characters")
         if name in names:
             raise CheckpointError(path, f"submodel name {name!r} appears twice")
         names.add(name)
@@ -104,6 +117,24 @@ def parse_elastic(data: dict, cfg: ModelConfig, path: Path | str = "elastic.json
             raise CheckpointError(path, f"the first submodel ({name!r}) must be the parent, with config.json's widths")
         subs.append(sub)
     return subs
+
+
+MAX_THINKING_TOKENS = 1 << 20
+
+
+def max_thinking_tokens(data: dict, path) -> int | None:
+    """elastic.json's optional `max_thinking_tokens`: a whole number or absent."""
+    value = data.get("max_thinking_tokens")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                              or not 1 <= value <= MAX_THINKING_TOKENS):
+        raise CheckpointError(path, f"max_thinking_tokens is {_show(value)}; it must be a whole number "
+                                    f"from 1 to {MAX_THINKING_TOKENS:,}")
+    return value
+
+
+def _show(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _submodel_from_entry(entry: dict, cfg: ModelConfig, parent: Submodel, path) -> Submodel:
@@ -116,7 +147,7 @@ def _submodel_from_entry(entry: dict, cfg: ModelConfig, parent: Submodel, path) 
     if isinstance(hidden, list):
         fail("hidden_size must be one number (the residual stream has one width)")
     if not isinstance(hidden, int) or isinstance(hidden, bool) or not 0 < hidden <= cfg.hidden_size:
-        fail(f"hidden_size {hidden!r} must be a whole number in 1..{cfg.hidden_size} (the parent's); "
+        fail(f"hidden_size {_show(hidden)} must be a whole number in 1..{cfg.hidden_size} (the parent's); "
              "a submodel is a leading slice of the parent")
     widths = {}
     for field, kind in PER_LAYER_FIELDS.items():
@@ -124,11 +155,13 @@ def _submodel_from_entry(entry: dict, cfg: ModelConfig, parent: Submodel, path) 
         values = value if isinstance(value, list) else [value] * cfg.num_layers
         if len(values) != cfg.num_layers:
             fail(f"{field} lists {len(values)} values but the model has {cfg.num_layers} layers")
+        if value is None:
+            fail(f"{field} is null; leave it out to keep the parent's width")
         for i in cfg.layers_of(kind):
             v, limit = values[i], getattr(parent, field)[i]
             if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= limit:
                 where = f" at layer {i}" if isinstance(value, list) else ""
-                fail(f"{field} {v!r}{where} must be a whole number in 1..{limit} (the parent's); "
+                fail(f"{field} {_show(v)}{where} must be a whole number in 1..{limit} (the parent's); "
                      "a submodel is a leading slice of the parent")
             if field == "mamba_num_heads" and v % cfg.n_groups:
                 fail(f"mamba_num_heads {v} is not divisible by n_groups ({cfg.n_groups}); "

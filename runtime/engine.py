@@ -166,10 +166,11 @@ class Engine:
             if hasattr(mine, "k"):
                 mine.k[:, prompt_len:done] = theirs.k[:, prompt_len:done]
                 mine.v[:, prompt_len:done] = theirs.v[:, prompt_len:done]
-            elif hasattr(mine, "ssm"):
-                heads, channels = theirs.ssm.shape[0], theirs.conv.shape[0]
-                mine.ssm[:heads] = theirs.ssm
-                mine.conv[:channels] = theirs.conv
+            elif hasattr(mine, "ssm"):  # shared heads are a prefix of both (rank-major), either may be larger
+                heads = min(mine.ssm.shape[0], theirs.ssm.shape[0])
+                channels = min(mine.conv.shape[0], theirs.conv.shape[0])
+                mine.ssm[:heads] = theirs.ssm[:heads]
+                mine.conv[:channels] = theirs.conv[:channels]
         dst.tokens[:] = context[:done]
         logits = self.model.forward(target, dst, context[done:])
         ms = (time.perf_counter() - start) * 1000

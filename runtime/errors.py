@@ -1,9 +1,33 @@
-"""Errors the runtime raises on purpose.
+"""Errors the runtime raises on purpose, and how any text from outside is made printable.
 
 Every problem with user input (a checkpoint folder, a command-line value) becomes a
 `CheckpointError` or `UsageError` whose message names the file or value and says what
 to do. The CLI prints that message as one line and exits non-zero; the GUI shows it.
 """
+
+import re
+
+# C0 and C1 control characters, DEL, and the line/paragraph separators: a file or submodel name
+# holding them could move the cursor, recolour or retitle a terminal, or split one line into two.
+# Lone surrogates (undecodable bytes of a file name, kept by Python's surrogateescape) are shown too:
+# printing them raw would fail on a UTF-8 stdout.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def printable(text, keep_newlines: bool = False) -> str:
+    """`text` with every control character shown as an escape (`\\x1b`), so printing it can
+    neither drive the terminal nor break a one-line message. Tabs (and newlines when asked) stay."""
+    keep = {"\t", "\n"} if keep_newlines else {"\t"}
+
+    def escape(m):
+        c = m.group()
+        return c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+    return _CONTROL.sub(escape, str(text))
+
+
+def one_line(text) -> str:
+    """A message as one printable line (newlines become ' / ')."""
+    return printable(" / ".join(part.strip() for part in str(text).splitlines() if part.strip()))
 
 
 class ElasticError(Exception):

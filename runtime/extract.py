@@ -16,11 +16,11 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .config import ATTENTION, MAMBA, MLP, ModelConfig, load_config, read_json
-from .elastic import FORMAT, PER_LAYER_FIELDS, Submodel, load_elastic
+from .checkpoint_check import inspect_checkpoint
+from .config import ATTENTION, MAMBA, MLP, ModelConfig
+from .elastic import FORMAT, PER_LAYER_FIELDS, Submodel
 from .errors import UsageError
-from .safetensors_io import tensor_table
-from .weights import EMBED_NAMES, check_tensor_table
+from .weights import EMBED_NAMES
 
 # Files that travel with the weights: tokenizer, chat template, generation defaults.
 COMPANION_GLOBS = ("tokenizer*", "special_tokens_map.json", "added_tokens.json", "generation_config.json",
@@ -30,21 +30,30 @@ COMPANION_GLOBS = ("tokenizer*", "special_tokens_map.json", "added_tokens.json",
 def extract(folder, name: str, out) -> Path:
     """Writes submodel `name` of the checkpoint in `folder` to the new folder `out`."""
     folder, out = Path(folder), Path(out)
-    cfg = load_config(folder)
-    if (folder / "hf_quant_config.json").exists() or "quantization_config" in read_json(folder / "config.json"):
+    checked = inspect_checkpoint(folder)  # the same checks loading runs
+    cfg, subs, table = checked.config, checked.submodels, checked.table
+    if checked.quant is not None:
         raise UsageError(f"{folder} is a quantized checkpoint; extract works on BF16/FP16/FP32 checkpoints "
                          "(extract from the BF16 variant, then quantize)")
-    subs = load_elastic(folder, cfg)
     sub = next((s for s in subs if s.name == name), None)
     if sub is None:
         raise UsageError(f"unknown submodel {name!r}; this checkpoint has {', '.join(s.name for s in subs)}")
-    if out.exists() and any(out.iterdir()):
-        raise UsageError(f"{out} already exists and is not empty; choose a new folder")
-    new_config = _sliced_config(read_json(folder / "config.json"), cfg, sub)
-    table = check_tensor_table(cfg, tensor_table(folder), folder)
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise UsageError(f"{out} already exists and is not a folder; choose a new folder (nothing was overwritten)")
+    try:
+        if out.exists() and any(out.iterdir()):
+            raise UsageError(f"{out} already exists and is not empty; choose a new folder")
+        if out.resolve().is_relative_to(folder.resolve()):
+            raise UsageError(f"{out} is inside the checkpoint folder; choose a folder outside it")
+    except OSError as e:
+        raise UsageError(f"cannot use {out} ({e.strerror}); choose another folder") from None
+    new_config = _sliced_config(checked.raw_config, cfg, sub)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    except OSError as e:
+        raise UsageError(f"cannot write to {out.parent} ({e.strerror}); choose another folder") from None
     try:
         save_file(_sliced_tensors(cfg, table, sub), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(new_config, indent=2) + "\n")
@@ -52,11 +61,14 @@ def extract(folder, name: str, out) -> Path:
         (tmp / "elastic.json").write_text(json.dumps(_nested_elastic(cfg, sub, nested), indent=2) + "\n")
         for pattern in COMPANION_GLOBS:
             for f in folder.glob(pattern):
-                if f.is_file():
+                if f.is_file():  # a link (a hub cache snapshot is all links) is copied as the file it names
                     shutil.copy2(f, tmp / f.name)
         if out.exists():
-            out.rmdir()
+            out.rmdir()  # still empty (checked above); fails rather than overwrite anything put there since
         tmp.rename(out)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise UsageError(f"cannot write {out} ({e.strerror or e}); nothing was written") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -73,7 +85,7 @@ def _sliced_config(raw: dict, cfg: ModelConfig, sub: Submodel) -> dict:
             raise UsageError(f"submodel {sub.name!r} has a different {field} per layer; a transformers "
                              "config cannot express that, so it cannot be extracted") from None
     # transformers writes inf as {"__float__": "Infinity"}; keep that spelling so it reads back.
-    if "time_step_limit" in new:
+    if isinstance(new.get("time_step_limit"), list):
         new["time_step_limit"] = [{"__float__": "Infinity"} if v == float("inf") else v for v in new["time_step_limit"]]
     return new
 

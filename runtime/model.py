@@ -16,17 +16,17 @@ import torch.nn.functional as F
 
 from .attention import attention
 from .cache import SequenceCache, new_cache
-from .config import ATTENTION, MAMBA, MLP, ModelConfig, read_json
+from .checkpoint_check import inspect_checkpoint
+from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .device import pick_device
-from .elastic import Submodel, count_params, load_elastic
+from .elastic import Submodel, count_params
 from .matmul import describe as describe_kernel
 from .matmul import linear
-from .quant import QuantSpec, read_quant_spec
-from .errors import CheckpointError, UsageError
+from .quant import QuantSpec
+from .errors import UsageError
 from .mamba import mamba_mixer
 from .moe import mlp, moe
-from .safetensors_io import tensor_table
-from .weights import ModelWeights, check_tensor_table, load_weights, resident_bytes, submodel_views
+from .weights import ModelWeights, load_weights, resident_bytes, submodel_views
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -84,17 +84,13 @@ class ElasticModel:
             elastic: an `elastic.json` object to use instead of the folder's (from the catalog).
         """
         folder = Path(folder)
-        if not folder.is_dir():
-            raise CheckpointError(folder, "not a folder")
-        raw_config = read_json(folder / "config.json")
-        cfg = ModelConfig.from_dict(raw_config, folder / "config.json")
-        quant = read_quant_spec(folder, raw_config)
-        subs = load_elastic(folder, cfg, elastic)
+        # The one validation `models verify` runs too (checkpoint_check.py), so they cannot diverge.
+        checked = inspect_checkpoint(folder, elastic)
+        cfg, quant, subs, table = checked.config, checked.quant, checked.submodels, checked.table
         by_name = {s.name: s for s in subs}
         root = subs[0] if resident is None else by_name.get(resident)
         if root is None:
             raise UsageError(f"unknown submodel {resident!r}; this checkpoint has {', '.join(by_name)}")
-        table = check_tensor_table(cfg, tensor_table(folder), folder, quant)
         dev, dt = pick_device(device, dtype)
         weights = load_weights(cfg, table, root, dev, dt)
         views = {s.name: submodel_views(cfg, weights, s) for s in subs if s.fits_within(root)}

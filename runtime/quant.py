@@ -199,7 +199,7 @@ def repair_exclude_name(name: str) -> str:
 
 def read_quant_spec(folder, config: dict) -> QuantSpec | None:
     """The quantization of a ModelOpt export: hf_quant_config.json, else config.json's
-    quantization_config; None for a dense checkpoint."""
+    quantization_config; None for a dense checkpoint. Every field is type-checked."""
     from pathlib import Path
 
     from .config import read_json
@@ -210,17 +210,26 @@ def read_quant_spec(folder, config: dict) -> QuantSpec | None:
         where = path
         if not isinstance(q, dict):
             raise CheckpointError(path, "has no 'quantization' object")
-        exclude = q.get("exclude_modules") or []
-    elif isinstance(config.get("quantization_config"), dict):
+        exclude = q.get("exclude_modules")
+    elif config.get("quantization_config") is not None:
         q, where = config["quantization_config"], Path(folder) / "config.json"
-        exclude = q.get("exclude_modules") or q.get("ignore") or []
+        if not isinstance(q, dict):
+            raise CheckpointError(where, "quantization_config must be an object")
+        exclude = q.get("exclude_modules") if q.get("exclude_modules") is not None else q.get("ignore")
     else:
         return None
     algo = q.get("quant_algo")
     if algo not in SUPPORTED_ALGOS:
-        raise CheckpointError(where, f"quantization {algo!r} is not supported; Elastic Chat reads "
+        shown = repr(algo) if len(repr(algo)) <= 40 else repr(algo)[:37] + "..."
+        raise CheckpointError(where, f"quantization {shown} is not supported; Elastic Chat reads "
                                      f"{' and '.join(SUPPORTED_ALGOS)} ModelOpt exports and BF16 checkpoints")
-    group = int(q.get("group_size") or BLOCK)
+    exclude = [] if exclude is None else exclude
+    if not isinstance(exclude, list) or len(exclude) > 100_000 or not all(isinstance(e, str) for e in exclude):
+        raise CheckpointError(where, "exclude_modules must be a list of module names (strings)")
+    group = q.get("group_size")
+    group = BLOCK if group is None else group
+    if not isinstance(group, int) or isinstance(group, bool):
+        raise CheckpointError(where, "group_size must be a whole number")
     if algo == "NVFP4" and group != BLOCK:
         raise CheckpointError(where, f"NVFP4 group_size {group} is not supported (only {BLOCK})")
-    return QuantSpec(algo, group, tuple(repair_exclude_name(str(e)) for e in exclude))
+    return QuantSpec(algo, group, tuple(repair_exclude_name(e) for e in exclude))

@@ -21,7 +21,9 @@ BYTES_PER_ELEMENT = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
     "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8,
 }
-MAX_HEADER = 100 * 1024 * 1024
+MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit
+MAX_DIMS = 8
+MAX_SHARDS = 10_000
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,38 @@ class TensorInfo:
         return math.prod(self.shape) * BYTES_PER_ELEMENT.get(self.dtype, 1)
 
 
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _unique_keys(pairs):
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise _Corrupt(f"names {dup!r} twice")
+    return dict(pairs)
+
+
+class _Corrupt(Exception):
+    pass
+
+
+def _no_constant(name):
+    raise _Corrupt(f"holds {name}, which JSON does not allow")
+
+
 def read_header(path: Path) -> dict[str, TensorInfo]:
-    """Tensor table of one safetensors file, after checking it is complete and consistent."""
+    """Tensor table of one safetensors file, after checking it is complete and consistent.
+
+    Checked here, before any tensor is read: the header length, the header as JSON of exactly the
+    format's types (dtype strings, shapes and offsets as lists of whole numbers, metadata as
+    string pairs; anything deeper or of another type is refused), every tensor's offsets against
+    its shape, and that the tensors tile the data area exactly (no overlap, no gap, no trailing
+    bytes, no truncation), as safetensors itself requires."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_file():  # a pipe would block, a device never end
+            raise CheckpointError(path, "is not a regular file")
         size = path.stat().st_size
         with open(path, "rb") as f:
             prefix = f.read(8)
@@ -51,35 +81,76 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
             raw = f.read(header_len)
     except FileNotFoundError:
         raise CheckpointError(path, "file not found") from None
+    except IsADirectoryError:
+        raise CheckpointError(path, "is a folder, not a safetensors file") from None
     except OSError as e:
         raise CheckpointError(path, f"cannot read the file ({e.strerror})") from None
+
+    def corrupt(problem):
+        return CheckpointError(path, f"the safetensors header is corrupt ({problem}): download the file again")
+
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys,
+                            parse_constant=_no_constant)
+    except _Corrupt as e:
+        raise corrupt(str(e)) from None
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise CheckpointError(path, "the safetensors header is corrupt (not valid JSON): download the file again") from None
+        raise corrupt("not valid JSON") from None
+    except RecursionError:
+        raise corrupt("nested too deeply") from None
     if not isinstance(header, dict):
-        raise CheckpointError(path, "the safetensors header is corrupt: download the file again")
-    header.pop("__metadata__", None)
+        raise corrupt("not a JSON object")
+    metadata = header.pop("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise corrupt("__metadata__ must map names to strings")
 
     data_size = size - 8 - header_len
-    tensors, end = {}, 0
+    tensors, spans = {}, []
     for name, entry in header.items():
-        try:
-            dtype, shape, (start, stop) = entry["dtype"], tuple(int(s) for s in entry["shape"]), entry["data_offsets"]
-        except (TypeError, KeyError, ValueError):
-            raise CheckpointError(path, f"the safetensors header entry for {name!r} is corrupt: download the file again") from None
+        shown = name if len(name) <= 80 else name[:77] + "..."
+        if not isinstance(entry, dict):
+            raise corrupt(f"the entry for {shown!r} is not an object")
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if not isinstance(dtype, str):
+            raise corrupt(f"the dtype of {shown!r} is not a string")
         if dtype not in BYTES_PER_ELEMENT:
-            raise CheckpointError(path, f"tensor {name!r} has an unsupported dtype {dtype!r}")
-        info = TensorInfo(path, dtype, shape)
-        if not 0 <= start <= stop or stop - start != info.nbytes:
-            raise CheckpointError(path, f"the safetensors header is corrupt (offsets of {name!r} do not match its shape)")
-        end = max(end, stop)
+            shown_dtype = dtype if len(dtype) <= 20 else dtype[:17] + "..."
+            raise CheckpointError(path, f"tensor {shown!r} has an unsupported dtype {shown_dtype!r}")
+        if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(_is_count(n) for n in shape):
+            raise corrupt(f"the shape of {shown!r} is not a list of whole numbers")
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(n) for n in offsets):
+            raise corrupt(f"the data_offsets of {shown!r} are not two whole numbers")
+        info = TensorInfo(path, dtype, tuple(shape))
+        start, stop = offsets
+        if start > stop or stop - start != info.nbytes:
+            raise corrupt(f"offsets of {shown!r} do not match its shape")
+        spans.append((start, stop, shown))
         tensors[name] = info
+    end = 0
+    for start, stop, shown in sorted(spans):
+        if start != end:
+            problem = "overlaps the tensor before it" if start < end else "leaves a gap before it"
+            raise corrupt(f"the data of {shown!r} {problem}")
+        end = stop
     if end > data_size:
         missing = end - data_size
         raise CheckpointError(
             path, f"the file is truncated: {missing:,} bytes of tensor data are missing; download it again")
+    if end < data_size:
+        raise corrupt(f"{data_size - end:,} bytes follow the last tensor")
     return tensors
+
+
+WINDOWS_DEVICES = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))}
+
+
+def valid_shard_name(name) -> bool:
+    """A shard named by an index must be a plain file name inside the checkpoint folder, on every
+    OS: no separators, drive letters, device names (NUL.safetensors on Windows), control characters."""
+    return (isinstance(name, str) and name.endswith(".safetensors") and not name.startswith(".")
+            and len(name) <= 255 and name.isprintable() and name == name.strip()
+            and not any(c in name for c in '/\\:*?"<>|')
+            and name.split(".")[0].upper() not in WINDOWS_DEVICES)
 
 
 def tensor_table(folder: Path) -> dict[str, TensorInfo]:
@@ -88,13 +159,22 @@ def tensor_table(folder: Path) -> dict[str, TensorInfo]:
     index = folder / "model.safetensors.index.json"
     single = folder / "model.safetensors"
     if index.exists():
-        weight_map = read_json(index).get("weight_map")
+        data = read_json(index)
+        weight_map = data.get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise CheckpointError(index, "has no 'weight_map' naming the shard of each tensor")
+        if not isinstance(data.get("metadata", {}), dict):
+            raise CheckpointError(index, "'metadata' must be an object")
+        for shard in weight_map.values():
+            if not valid_shard_name(shard):
+                shown = repr(shard) if len(repr(shard)) <= 60 else repr(shard)[:57] + "..."
+                raise CheckpointError(index, f"names an invalid shard file {shown}; shards must be .safetensors "
+                                             "files in the checkpoint folder itself")
+        shards = set(weight_map.values())
+        if len(shards) > MAX_SHARDS:
+            raise CheckpointError(index, f"names {len(shards):,} shard files; at most {MAX_SHARDS:,} are supported")
         table = {}
-        for shard in sorted(set(weight_map.values())):
-            if not isinstance(shard, str) or "/" in shard or "\\" in shard or shard.startswith("."):
-                raise CheckpointError(index, f"names an invalid shard file {shard!r}")
+        for shard in sorted(shards):
             shard_tensors = read_header(folder / shard)
             for name, info in shard_tensors.items():
                 if weight_map.get(name) == shard:

@@ -17,6 +17,7 @@ Two layout changes at load make every nested width a leading slice, so views suf
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import torch
 from safetensors import safe_open
 
 from .config import ATTENTION, MAMBA, MLP, ModelConfig
-from .elastic import Submodel, parent_submodel
+from .elastic import Submodel, count_params, parent_submodel
 from .errors import CheckpointError
 from .quant import BLOCK, PackedFP8, PackedNVFP4, QuantSpec, block_slice, stack
 from .safetensors_io import TensorInfo
@@ -171,6 +172,7 @@ def check_tensor_table(cfg: ModelConfig, table: dict[str, TensorInfo], folder: P
     table = dict(table)
     if EMBED_NAMES[1] in table and EMBED_NAMES[0] not in table:
         table[EMBED_NAMES[0]] = table.pop(EMBED_NAMES[1])
+    _check_sizes(cfg, table, folder, quant)  # arithmetic first: nothing below may grow with a bogus config
     expected = expected_tensors(cfg)
     companions = set()
     for name in expected:
@@ -199,6 +201,71 @@ def check_tensor_table(cfg: ModelConfig, table: dict[str, TensorInfo], folder: P
             raise CheckpointError(info.file, f"tensor {name!r} is stored as {info.dtype}; unquantized weights "
                                              "must be F32, BF16 or F16")
     return table
+
+
+def expected_tensor_count(cfg: ModelConfig) -> int:
+    """len(expected_tensors(cfg)), by arithmetic (without listing thousands of expert names)."""
+    n = 3
+    for kind in cfg.layer_types:
+        n += 1
+        if kind == MAMBA:
+            n += 7 + 2 * cfg.use_bias + cfg.use_conv_bias
+        elif kind == ATTENTION:
+            n += 4
+        elif kind == MLP:
+            n += 2 + 2 * cfg.mlp_bias
+        else:
+            n += 4 + 2 * cfg.n_routed_experts + 2 * cfg.mlp_bias
+    return n
+
+
+# The fewest bytes a parameter can take in any supported file (NVFP4 packs two per byte). A bound
+# for every format alike: it only has to catch absurd configs; the per-tensor check names the rest.
+MIN_BYTES_PER_PARAM = 0.5
+
+
+def _size(n: float) -> str:
+    return f"{n / 1e9:.3g} GB" if n >= 1e9 else f"{n / 1e6:.3g} MB"
+
+
+def _check_sizes(cfg: ModelConfig, table: dict[str, TensorInfo], folder: Path, quant: QuantSpec | None) -> None:
+    """Refuses a config that describes far more tensors or parameters than the files hold, by
+    arithmetic on the headers alone, so an absurd config (10^9 experts) fails in microseconds
+    and nothing below grows with it."""
+    where = _weights_file_name(folder)
+    present = sum(1 for n in table if not n.startswith("mtp."))
+    want = expected_tensor_count(cfg)
+    if want > 2 * present + 1024:  # a few missing ones are named by the full check below
+        raise CheckpointError(where, f"config.json describes {want:,} tensors but the weight files hold {present:,}; "
+                                     "the files do not belong to this config.json (or are incomplete)")
+    params = count_params(cfg, parent_submodel(cfg)).total
+    have = sum(info.nbytes for info in table.values())
+    if params * MIN_BYTES_PER_PARAM > have:
+        raise CheckpointError(where, f"config.json describes {params:,} parameters, more than {_size(have)} of "
+                                     "weight files can hold; the files do not belong to this config.json")
+
+
+def check_nesting(cfg: ModelConfig, subs, table: dict[str, TensorInfo], quant: QuantSpec | None) -> None:
+    """Every submodel must be sliceable from packed NVFP4 weights: the input columns it keeps of
+    each packed linear come in whole 16-wide blocks (loading builds every submodel as views)."""
+    if quant is None or quant.algo != "NVFP4":
+        return
+    packed = [n for n in expected_tensors(cfg) if is_linear(n) and n + "_scale" in table]
+    for name in packed:
+        if name.endswith("mixer.out_proj.weight") and cfg.mamba_head_dim % BLOCK:
+            raise CheckpointError(table[name].file, f"tensor {name!r} is NVFP4 but mamba_head_dim "
+                                  f"({cfg.mamba_head_dim}) is not a multiple of {BLOCK}: its heads cannot be "
+                                  "reordered in whole blocks")
+    parent = expected_tensors(cfg)
+    for sub in subs:
+        shapes = expected_tensors(cfg, sub)
+        for name in packed:
+            cols = shapes[name][1] if name in shapes else 0  # experts beyond the submodel's are unused
+            if cols % BLOCK:
+                shown = re.sub(r"experts\.\d+\.", "experts.*.", name)
+                raise CheckpointError(table[name].file, f"tensor {shown!r}: submodel {sub.name!r} keeps {cols} of its "
+                                      f"{parent[name][1]} input columns, which breaks NVFP4's {BLOCK}-wide scale "
+                                      f"blocks; nested widths must be multiples of {BLOCK} in NVFP4 checkpoints")
 
 
 def _check_packed(name: str, shape: tuple, table: dict[str, TensorInfo], quant: QuantSpec) -> None:
