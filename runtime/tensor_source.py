@@ -1,0 +1,279 @@
+"""Reading a checkpoint's metadata and a few of its tensors' bytes, from a folder or from the hub.
+
+Verifying that a sliced checkpoint nests in its parent needs the slice's `config.json`, its
+safetensors header(s) and a few rows of a few tensors, never whole files. A `TensorSource`
+gives exactly that: JSON files by name, the tensor table with byte offsets, and `rows()` that
+reads a range of rows of one tensor. `FolderSource` reads a local folder; `HubSource` reads a
+hub repo through HTTP Range requests (same endpoint, token and error messages as downloads),
+counting every byte it receives so the caller can report how little was read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .config import _json_float, read_json
+from .errors import CheckpointError
+from .safetensors_io import BYTES_PER_ELEMENT, MAX_HEADER
+
+TORCH_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "BOOL": torch.bool, "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
+}
+EMBED_NAMES = ("backbone.embeddings.weight", "backbone.embedding.weight")
+
+
+@dataclass(frozen=True)
+class StoredTensor:
+    """Where one tensor's bytes are: its file (relative to the checkpoint), dtype, shape, offset."""
+
+    file: str
+    dtype: str
+    shape: tuple[int, ...]
+    start: int  # absolute byte offset of the tensor's data in its file
+
+    @property
+    def row_bytes(self) -> int:
+        return math.prod(self.shape[1:]) * BYTES_PER_ELEMENT[self.dtype]
+
+
+def parse_header(raw: bytes, data_start: int, file_size: int | None, where: str) -> dict[str, StoredTensor]:
+    """The tensor table of one safetensors header (`raw` = the JSON bytes after the length prefix)."""
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise CheckpointError(where, "the safetensors header is corrupt (not valid JSON)") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(where, "the safetensors header is corrupt (not a JSON object)")
+    header.pop("__metadata__", None)
+    out = {}
+    for name, entry in header.items():
+        ok = (isinstance(entry, dict) and entry.get("dtype") in BYTES_PER_ELEMENT
+              and isinstance(entry.get("shape"), list)
+              and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in entry["shape"])
+              and isinstance(entry.get("data_offsets"), list) and len(entry["data_offsets"]) == 2
+              and all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in entry["data_offsets"]))
+        if not ok:
+            raise CheckpointError(where, f"the safetensors header entry for {name!r} is corrupt")
+        begin, end = entry["data_offsets"]
+        t = StoredTensor(where, entry["dtype"], tuple(entry["shape"]), data_start + begin)
+        if end - begin != math.prod(t.shape) * BYTES_PER_ELEMENT[t.dtype]:
+            raise CheckpointError(where, f"the offsets of tensor {name!r} do not match its shape")
+        if file_size is not None and data_start + end > file_size:
+            raise CheckpointError(where, f"the file is truncated: tensor {name!r} ends past its end")
+        out[name] = t
+    return out
+
+
+class TensorSource:
+    """A checkpoint's files, read lazily. Subclasses implement `_read(file, start, length)`."""
+
+    label: str
+
+    # Ranges closer than this are fetched as one: fewer requests for a few more bytes.
+    GAP = 64 * 1024
+
+    def __init__(self):
+        self.bytes_read = 0
+        self._tensors: dict[str, StoredTensor] | None = None
+        self._cache: dict[str, list[tuple[int, bytes]]] = {}
+
+    # -- files
+    def has(self, file: str) -> bool:
+        raise NotImplementedError
+
+    def json(self, file: str) -> dict:
+        raise NotImplementedError
+
+    def _read(self, file: str, start: int, length: int) -> bytes:
+        raise NotImplementedError
+
+    def _size(self, file: str) -> int | None:
+        return None
+
+    def read(self, file: str, start: int, length: int) -> bytes:
+        for begin, block in self._cache.get(file, ()):
+            if begin <= start and start + length <= begin + len(block):
+                return block[start - begin:start - begin + length]
+        data = self._read(file, start, length)
+        self.bytes_read += len(data)
+        if len(data) != length:
+            raise CheckpointError(f"{self.label}/{file}", "the file ended early (truncated)")
+        return data
+
+    def prefetch(self, ranges) -> None:
+        """Fetches (file, start, length) ranges, merging neighbours, into a cache `read` serves from."""
+        by_file: dict[str, list[list[int]]] = {}
+        for file, start, length in ranges:
+            by_file.setdefault(file, []).append([start, start + length])
+        for file, spans in by_file.items():
+            merged: list[list[int]] = []
+            for begin, end in sorted(spans):
+                if merged and begin <= merged[-1][1] + self.GAP:
+                    merged[-1][1] = max(merged[-1][1], end)
+                else:
+                    merged.append([begin, end])
+            for begin, end in merged:
+                block = self.read(file, begin, end - begin)
+                self._cache.setdefault(file, []).append((begin, block))
+
+    # -- tensors
+    def tensors(self) -> dict[str, StoredTensor]:
+        """Every tensor of the checkpoint (single file or sharded), under canonical names."""
+        if self._tensors is None:
+            if self.has("model.safetensors.index.json"):
+                weight_map = self.json("model.safetensors.index.json").get("weight_map")
+                if not isinstance(weight_map, dict) or not weight_map:
+                    raise CheckpointError(f"{self.label}/model.safetensors.index.json", "has no 'weight_map'")
+                shards = sorted(set(weight_map.values()), key=str)
+                for shard in shards:
+                    if not isinstance(shard, str) or "/" in shard or "\\" in shard or shard.startswith("."):
+                        raise CheckpointError(f"{self.label}/model.safetensors.index.json",
+                                              f"names an invalid shard file {shard!r}")
+            elif self.has("model.safetensors"):
+                weight_map, shards = None, ["model.safetensors"]
+            else:
+                raise CheckpointError(self.label, "holds no model.safetensors or model.safetensors.index.json")
+            table = {}
+            for shard in shards:
+                for name, t in self._header(shard).items():
+                    if weight_map is None or weight_map.get(name) == shard:
+                        table[name] = t
+            if EMBED_NAMES[1] in table and EMBED_NAMES[0] not in table:
+                table[EMBED_NAMES[0]] = table.pop(EMBED_NAMES[1])
+            self._tensors = table
+        return self._tensors
+
+    def _header(self, file: str) -> dict[str, StoredTensor]:
+        where = f"{self.label}/{file}"
+        (length,) = struct.unpack("<Q", self.read(file, 0, 8))
+        size = self._size(file)
+        if length > MAX_HEADER or (size is not None and 8 + length > size):
+            raise CheckpointError(where, "bad safetensors header length (truncated, or not a safetensors file)")
+        tables = parse_header(self.read(file, 8, length), 8 + length, size, file)
+        return tables
+
+    def rows(self, name: str, start: int, stop: int) -> torch.Tensor:
+        """Rows start..stop-1 (along the first axis) of tensor `name`, read as one byte range."""
+        t = self.tensors()[name]
+        if not t.shape:
+            data = self.read(t.file, t.start, BYTES_PER_ELEMENT[t.dtype])
+            return _decode(data, t.dtype, ())
+        stop = min(stop, t.shape[0])
+        data = self.read(t.file, t.start + start * t.row_bytes, (stop - start) * t.row_bytes)
+        return _decode(data, t.dtype, (stop - start, *t.shape[1:]))
+
+    def whole(self, name: str) -> torch.Tensor:
+        t = self.tensors()[name]
+        return self.rows(name, 0, t.shape[0] if t.shape else 1)
+
+
+def _decode(data: bytes, dtype: str, shape: tuple[int, ...]) -> torch.Tensor:
+    if not data:
+        return torch.empty(shape, dtype=TORCH_DTYPES[dtype])
+    flat = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return flat.view(TORCH_DTYPES[dtype]).reshape(shape)
+
+
+class FolderSource(TensorSource):
+    def __init__(self, folder):
+        super().__init__()
+        self.folder = Path(folder)
+        self.label = str(self.folder)
+        if not self.folder.is_dir():
+            raise CheckpointError(self.folder, "is not a folder")
+
+    def has(self, file: str) -> bool:
+        return (self.folder / file).is_file()
+
+    def json(self, file: str) -> dict:
+        path = self.folder / file
+        data = read_json(path)
+        self.bytes_read += path.stat().st_size
+        return data
+
+    def _size(self, file: str) -> int | None:
+        return (self.folder / file).stat().st_size
+
+    def _read(self, file: str, start: int, length: int) -> bytes:
+        try:
+            with open(self.folder / file, "rb") as f:
+                f.seek(start)
+                return f.read(length)
+        except OSError as e:
+            raise CheckpointError(self.folder / file, f"cannot read the file ({e.strerror})") from None
+
+
+class HubSource(TensorSource):
+    """A hub repository read by Range requests; `revision` is pinned to the commit it resolves to."""
+
+    def __init__(self, repo: str, revision: str | None = None):
+        from . import downloads
+
+        super().__init__()
+        self._downloads = downloads
+        remote = downloads.resolve(repo, revision)
+        self.repo, self.revision = remote.repo, remote.revision
+        self.files = {f.path: f for f in remote.files}
+        self.label = f"{repo}@{self.revision[:12]}"
+        self._token = downloads.hub_token()
+
+    def has(self, file: str) -> bool:
+        return file in self.files
+
+    def _size(self, file: str) -> int | None:
+        return self.files[file].size if file in self.files else None
+
+    def json(self, file: str) -> dict:
+        size = self._size(file)
+        if size is None:
+            raise CheckpointError(f"{self.label}/{file}", "file not found in the repo")
+        if size > 16 * 1024 * 1024:
+            raise CheckpointError(f"{self.label}/{file}", f"is {size:,} bytes; too large for a JSON file")
+        raw = self.read(file, 0, size)
+        try:
+            data = json.loads(raw.decode("utf-8"), object_hook=_json_float)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            raise CheckpointError(f"{self.label}/{file}", "not valid JSON") from None
+        if not isinstance(data, dict):
+            raise CheckpointError(f"{self.label}/{file}", "expected a JSON object at the top level")
+        return data
+
+    def _read(self, file: str, start: int, length: int) -> bytes:
+        if length == 0:
+            return b""
+        d = self._downloads
+        headers = {"Range": f"bytes={start}-{start + length - 1}", "Accept-Encoding": "identity"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        request = urllib.request.Request(d.file_url(self.repo, self.revision, file), headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                if response.status == 200 and not (start == 0 and length == self._size(file)):
+                    raise CheckpointError(f"{self.label}/{file}", "the server ignored the byte range (no HTTP Range "
+                                                                 "support); refusing to read the whole file")
+                data = response.read(length + 1)
+        except urllib.error.HTTPError as e:
+            raise d.DownloadError(d.http_message(e.code, self.repo, e.headers)) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise d.DownloadError(f"cannot reach {d.hub_endpoint()} ({d._reason(e)}): check the network") from None
+        return data[:length] if len(data) > length else data
+
+
+def open_source(where: str, revision: str | None = None) -> TensorSource:
+    """A folder when `where` is one, else a hub repo id ("owner/name")."""
+    path = Path(where).expanduser()
+    if path.exists():
+        return FolderSource(path)
+    if where.count("/") == 1 and all(part and not part.startswith(".") for part in where.split("/")):
+        return HubSource(where, revision)
+    raise CheckpointError(where, "is neither a folder nor a hub repo id (owner/name)")
