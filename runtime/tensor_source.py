@@ -86,12 +86,19 @@ class TensorSource:
         self.bytes_read = 0
         self._tensors: dict[str, StoredTensor] | None = None
         self._cache: dict[str, list[tuple[int, bytes]]] = {}
+        self._json: dict[str, dict] = {}
 
     # -- files
     def has(self, file: str) -> bool:
         raise NotImplementedError
 
     def json(self, file: str) -> dict:
+        """A JSON object file of the checkpoint, read once."""
+        if file not in self._json:
+            self._json[file] = self._load_json(file)
+        return self._json[file]
+
+    def _load_json(self, file: str) -> dict:
         raise NotImplementedError
 
     def _read(self, file: str, start: int, length: int) -> bytes:
@@ -195,7 +202,7 @@ class FolderSource(TensorSource):
     def has(self, file: str) -> bool:
         return (self.folder / file).is_file()
 
-    def json(self, file: str) -> dict:
+    def _load_json(self, file: str) -> dict:
         path = self.folder / file
         data = read_json(path)
         self.bytes_read += path.stat().st_size
@@ -233,7 +240,7 @@ class HubSource(TensorSource):
     def _size(self, file: str) -> int | None:
         return self.files[file].size if file in self.files else None
 
-    def json(self, file: str) -> dict:
+    def _load_json(self, file: str) -> dict:
         size = self._size(file)
         if size is None:
             raise CheckpointError(f"{self.label}/{file}", "file not found in the repo")

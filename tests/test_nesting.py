@@ -192,3 +192,66 @@ def test_a_permuted_full_precision_slice_of_the_nvfp4_parent_is_refused(tmp_path
     _rewrite(out, swap)
     report = discover(FolderSource(DEMO_NVFP4), FolderSource(out))
     assert not report.verified and f"backbone.layers.{layer}.mixer.experts.0" in report.problems[0]
+
+
+@pytest.fixture
+def hub_with(monkeypatch):
+    """A hub stand-in on 127.0.0.1 serving the given folders as repos."""
+    from tests.hub_stub import HubStub
+
+    stubs = []
+
+    def serve(repos):
+        stub = HubStub(repos).__enter__()
+        stubs.append(stub)
+        monkeypatch.setenv("HF_ENDPOINT", stub.url)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        import huggingface_hub.constants
+
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+        return stub
+
+    yield serve
+    for stub in stubs:
+        stub.__exit__(None, None, None)
+
+
+def test_a_hub_slice_is_verified_by_headers_and_ranges(parents, tmp_path, hub_with, monkeypatch):
+    from runtime.tensor_source import HubSource, TensorSource, open_source
+
+    monkeypatch.setattr(TensorSource, "GAP", 0)  # tiny files: merging neighbours would read them whole
+
+    out = _slice(parents, tmp_path, "grouped", "half")
+    shard = tmp_path / "sharded-slice"
+    shutil.copytree(out, shard)
+    stub = hub_with({"someone/Sliced-half": out, "someone/Parent": parents["grouped"]})
+    source = open_source("someone/Sliced-half")
+    assert isinstance(source, HubSource)
+    report = discover(FolderSource(parents["grouped"]), source)
+    assert report.verified, report.problems
+    weights = (out / "model.safetensors").stat().st_size
+    served = sum(r["sent"] for r in stub.requests if r["path"] == "model.safetensors")
+    assert source.bytes_read == served + (out / "config.json").stat().st_size
+    assert served < weights / 2 and all(r["status"] == 206 for r in stub.requests if r["path"].endswith(".safetensors"))
+    # The parent may be remote too (sharded, here): the same check, through Range requests only.
+    remote_parent = open_source("someone/Parent")
+    assert discover(remote_parent, FolderSource(out)).verified
+
+
+def test_a_hub_slice_with_another_order_is_refused(parents, tmp_path, hub_with):
+    from runtime.tensor_source import open_source
+
+    out = _slice(parents, tmp_path, "hybrid", "mid")
+    _rewrite(out, lambda t: {**t, "backbone.norm_f.weight": t["backbone.norm_f.weight"].flip(0)})
+    hub_with({"someone/Bad": out})
+    report = discover(FolderSource(parents["hybrid"]), open_source("someone/Bad"))
+    assert not report.verified and "backbone.norm_f.weight" in report.problems[0]
+
+
+def test_a_missing_hub_repo_is_one_clear_error(hub_with):
+    from runtime.downloads import DownloadError
+    from runtime.tensor_source import open_source
+
+    hub_with({})
+    with pytest.raises(DownloadError, match="not found"):
+        open_source("someone/Missing")
