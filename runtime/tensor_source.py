@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import math
 import struct
+import threading
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,12 +83,14 @@ class TensorSource:
 
     # Ranges closer than this are fetched as one: fewer requests for a few more bytes.
     GAP = 64 * 1024
+    PARALLEL = 1  # concurrent range reads in `prefetch`
 
     def __init__(self):
         self.bytes_read = 0
         self._tensors: dict[str, StoredTensor] | None = None
         self._cache: dict[str, list[tuple[int, bytes]]] = {}
         self._json: dict[str, dict] = {}
+        self._lock = threading.Lock()
 
     # -- files
     def has(self, file: str) -> bool:
@@ -112,7 +116,8 @@ class TensorSource:
             if begin <= start and start + length <= begin + len(block):
                 return block[start - begin:start - begin + length]
         data = self._read(file, start, length)
-        self.bytes_read += len(data)
+        with self._lock:
+            self.bytes_read += len(data)
         if len(data) != length:
             raise CheckpointError(f"{self.label}/{file}", "the file ended early (truncated)")
         return data
@@ -120,6 +125,7 @@ class TensorSource:
     def prefetch(self, ranges) -> None:
         """Fetches (file, start, length) ranges, merging neighbours, into a cache `read` serves from."""
         by_file: dict[str, list[list[int]]] = {}
+        jobs: list[tuple[str, int, int]] = []
         for file, start, length in ranges:
             by_file.setdefault(file, []).append([start, start + length])
         for file, spans in by_file.items():
@@ -129,9 +135,12 @@ class TensorSource:
                     merged[-1][1] = max(merged[-1][1], end)
                 else:
                     merged.append([begin, end])
-            for begin, end in merged:
-                block = self.read(file, begin, end - begin)
-                self._cache.setdefault(file, []).append((begin, block))
+            jobs += [(file, begin, end) for begin, end in merged]
+        # A hub answers each range after a round trip: ask for several at once.
+        with ThreadPoolExecutor(max_workers=self.PARALLEL) as pool:
+            blocks = list(pool.map(lambda job: self.read(job[0], job[1], job[2] - job[1]), jobs))
+        for (file, begin, _), block in zip(jobs, blocks):
+            self._cache.setdefault(file, []).append((begin, block))
 
     # -- tensors
     def tensors(self) -> dict[str, StoredTensor]:
@@ -222,6 +231,8 @@ class FolderSource(TensorSource):
 
 class HubSource(TensorSource):
     """A hub repository read by Range requests; `revision` is pinned to the commit it resolves to."""
+
+    PARALLEL = 8
 
     def __init__(self, repo: str, revision: str | None = None):
         from . import downloads
