@@ -30,8 +30,8 @@ import torch
 
 from .config import ATTENTION, MAMBA, MLP, MOE, ModelConfig, read_json
 from .elastic import FORMAT, PER_LAYER_FIELDS, Submodel, count_params, parent_submodel, parse_elastic
-from .errors import CheckpointError
-from .quant import PackedFP8, PackedNVFP4, QuantSpec, SUPPORTED_ALGOS
+from .errors import CheckpointError, UsageError
+from .quant import SUPPORTED_ALGOS, PackedFP8, PackedNVFP4, QuantSpec, whole_blocks
 from .safetensors_io import TensorInfo
 from .tensor_source import TensorSource
 from .weights import check_tensor_table
@@ -310,16 +310,21 @@ class _Side:
             values = packed.dequantize()
             step = (packed.scale.float() * packed.scale2.float()).repeat_interleave(16, dim=-1)
             bound = _select(step + values.abs() / 8, read.cols)  # half the widest E2M1 gap, plus scale rounding
-            if read.cols is None or (isinstance(read.cols, int) and read.cols % 16 == 0):
-                sliced = packed if read.cols is None else packed[:, :read.cols]
-                return Value("NVFP4", sliced.tensors(), _select(values, read.cols), bound)
-            return Value("NVFP4-values", (), _select(values, read.cols), bound)  # gathered: no raw form
+            try:
+                blocks = whole_blocks(read.cols, packed.shape[-1], read.name)
+            except UsageError:  # columns that split blocks: compare values only
+                return Value("NVFP4-values", (), _select(values, read.cols), bound)
+            if blocks is not None:
+                codes = (blocks[:, None] * 8 + torch.arange(8)).flatten()
+                packed = PackedNVFP4(packed.packed[:, codes], _take_bytes(packed.scale, blocks), packed.scale2)
+            return Value("NVFP4", packed.tensors(), _select(values, read.cols), bound)
         if len(parts) == 2:
             packed = PackedFP8(parts[0], parts[1].reshape(()), read.name)
             values = _select(packed.dequantize(), read.cols)
-            raw = (_select(packed.weight, read.cols), packed.scale) if not isinstance(read.cols, torch.Tensor) else ()
+            codes = parts[0] if read.cols is None else _take_bytes(
+                parts[0], torch.arange(read.cols) if isinstance(read.cols, int) else read.cols)
             bound = values.abs() / 16 + packed.scale.float() * 2.0**-9
-            return Value("FP8" if raw else "FP8-values", raw, values, bound)
+            return Value("FP8", (codes, packed.scale), values, bound)
         t = _select(parts[0], read.cols)
         storage = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}.get(t.dtype, str(t.dtype))
         rel = {"BF16": 2.0**-8, "F16": 2.0**-11}.get(storage, 0.0)
@@ -333,6 +338,11 @@ def _select(t: torch.Tensor, cols):
     if isinstance(cols, int):
         return t[..., :cols] if t.dim() >= 2 else t[:cols]
     return t[..., cols] if t.dim() >= 2 else t[cols]
+
+
+def _take_bytes(t: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+    """t[:, cols] for a float8 tensor (indexed through its bytes)."""
+    return t.view(torch.uint8)[:, cols].view(t.dtype)
 
 
 def compare(parent: Value, piece: Value) -> tuple[str, str | None]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import CheckpointError
+from .errors import CheckpointError, UsageError
 
 BLOCK = 16
 # E2M1 code -> value: sign bit 3, then magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6 (code 8, "-0", reads as 0).
@@ -224,3 +224,17 @@ def read_quant_spec(folder, config: dict) -> QuantSpec | None:
     if algo == "NVFP4" and group != BLOCK:
         raise CheckpointError(where, f"NVFP4 group_size {group} is not supported (only {BLOCK})")
     return QuantSpec(algo, group, tuple(repair_exclude_name(str(e)) for e in exclude))
+
+
+def whole_blocks(cols, width: int, name: str) -> torch.Tensor | None:
+    """The NVFP4 blocks a column selection (a prefix length or positions) covers, in order;
+    None for all columns. A selection that splits a 16-wide block is an error naming `name`."""
+    if cols is None:
+        return None
+    index = torch.arange(cols) if isinstance(cols, int) else cols
+    if len(index) % BLOCK == 0:
+        blocks = index.view(-1, BLOCK)
+        if bool((blocks[:, 0] % BLOCK == 0).all()) and bool((blocks == blocks[:, :1] + torch.arange(BLOCK)).all()):
+            return blocks[:, 0] // BLOCK
+    raise UsageError(f"{name}: the submodel keeps input columns that split NVFP4's {BLOCK}-wide blocks "
+                     f"(of {width}); it cannot be cut from the packed weights (use the BF16 variant)")

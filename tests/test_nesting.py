@@ -255,3 +255,52 @@ def test_a_missing_hub_repo_is_one_clear_error(hub_with):
     hub_with({})
     with pytest.raises(DownloadError, match="not found"):
         open_source("someone/Missing")
+
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "fp8"])
+def test_extract_writes_a_quantized_slice_that_loads_and_verifies_bit_exact(tmp_path, fmt, request):
+    from runtime.model import ElasticModel
+    from runtime.quant import PackedNVFP4
+    from runtime.score import score
+    from safetensors import safe_open
+
+    if fmt == "nvfp4":
+        parent = DEMO_NVFP4
+    else:
+        from training.export_quantized import export
+
+        parent = export(DEMO, "fp8", tmp_path / "fp8")
+    names = [s["name"] for s in json.loads((parent / "elastic.json").read_text())["submodels"]]
+    out = extract(parent, names[1], tmp_path / "slice")
+    assert json.loads((out / "hf_quant_config.json").read_text()) == json.loads((parent / "hf_quant_config.json").read_text())
+    # Loads back as its own parent and computes exactly what the submodel computes inside the parent.
+    ids = [5, 17, 42, 9, 100, 3, 77]
+    sliced = ElasticModel.load(out)
+    assert score(sliced, sliced.parent.name, ids) == score(ElasticModel.load(parent), names[1], ids)
+    report = discover(FolderSource(parent), FolderSource(out))
+    assert report.verified and report.comparison == "bit-exact", (report.problems, report.comparison)
+    if fmt == "nvfp4":  # ModelOpt's own dequantization of the slice equals its prefix view of the parent's
+        from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
+
+        h = json.loads((out / "config.json").read_text())["hidden_size"]
+        name = "lm_head.weight"
+        with safe_open(str(out / "model.safetensors"), "pt") as f, safe_open(str(parent / "model.safetensors"), "pt") as g:
+            for name in [n for n in f.keys() if n.endswith("experts.0.up_proj.weight")]:
+                packed, scale, scale2 = f.get_tensor(name), f.get_tensor(name + "_scale"), f.get_tensor(name + "_scale_2")
+                theirs = NVFP4QTensor(torch.Size((packed.shape[0], packed.shape[1] * 2)), torch.float32, packed).dequantize(
+                    dtype=torch.float32, scale=scale, double_scale=scale2, block_sizes={-1: 16})
+                full = PackedNVFP4(g.get_tensor(name), g.get_tensor(name + "_scale"), g.get_tensor(name + "_scale_2"))
+                assert torch.equal(theirs, full.dequantize()[: packed.shape[0], :h]), name
+
+
+def test_extract_refuses_a_width_that_splits_nvfp4_blocks(tmp_path):
+    parent = tmp_path / "parent"
+    shutil.copytree(DEMO_NVFP4, parent)
+    data = json.loads((parent / "elastic.json").read_text())
+    data["submodels"][1]["hidden_size"] = 104  # not a multiple of 16
+    (parent / "elastic.json").write_text(json.dumps(data))
+    from runtime.errors import ElasticError
+
+    with pytest.raises(ElasticError, match="16-wide blocks"):
+        extract(parent, data["submodels"][1]["name"], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
