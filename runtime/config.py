@@ -51,9 +51,18 @@ def read_json(path: Path) -> dict:
             raise CheckpointError(path, "file not found" if not path.exists() else "not a regular file")
         if path.stat().st_size > MAX_JSON_FILE:
             raise CheckpointError(path, f"is larger than {MAX_JSON_FILE >> 20} MB; not a real checkpoint file")
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as e:
         raise CheckpointError(path, f"cannot read the file ({e.strerror})") from None
+    return parse_json(raw, path)
+
+
+def parse_json(raw: bytes, path) -> dict:
+    """`read_json` for bytes already read (from a folder or a hub): one JSON object, or one line naming `path`."""
+    if len(raw) > MAX_JSON_FILE:
+        raise CheckpointError(path, f"is larger than {MAX_JSON_FILE >> 20} MB; not a real checkpoint file")
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise CheckpointError(path, "not a UTF-8 text file") from None
     try:

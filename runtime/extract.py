@@ -20,10 +20,11 @@ from .checkpoint_check import inspect_checkpoint
 from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .elastic import FORMAT, PER_LAYER_FIELDS, Submodel
 from .errors import UsageError
+from .quant import BLOCK, QuantSpec, whole_blocks
 from .weights import EMBED_NAMES
 
 # Files that travel with the weights: tokenizer, chat template, generation defaults.
-COMPANION_GLOBS = ("tokenizer*", "special_tokens_map.json", "added_tokens.json", "generation_config.json",
+COMPANION_GLOBS = ("hf_quant_config.json", "tokenizer*", "special_tokens_map.json", "added_tokens.json", "generation_config.json",
                    "chat_template*", "vocab.*", "merges.txt", "*.model", "LICENSE*", "README*")
 
 
@@ -32,9 +33,7 @@ def extract(folder, name: str, out) -> Path:
     folder, out = Path(folder), Path(out)
     checked = inspect_checkpoint(folder)  # the same checks loading runs
     cfg, subs, table = checked.config, checked.submodels, checked.table
-    if checked.quant is not None:
-        raise UsageError(f"{folder} is a quantized checkpoint; extract works on BF16/FP16/FP32 checkpoints "
-                         "(extract from the BF16 variant, then quantize)")
+    quant = checked.quant  # a quantized checkpoint is sliced in its packed form (see _Slicer)
     sub = next((s for s in subs if s.name == name), None)
     if sub is None:
         raise UsageError(f"unknown submodel {name!r}; this checkpoint has {', '.join(s.name for s in subs)}")
@@ -47,7 +46,7 @@ def extract(folder, name: str, out) -> Path:
             raise UsageError(f"{out} is inside the checkpoint folder; choose a folder outside it")
     except OSError as e:
         raise UsageError(f"cannot use {out} ({e.strerror}); choose another folder") from None
-    new_config = _sliced_config(checked.raw_config, cfg, sub)
+    new_config = _sliced_config(checked.raw_config, cfg, sub, keep_quant=quant is not None)
 
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -55,7 +54,7 @@ def extract(folder, name: str, out) -> Path:
     except OSError as e:
         raise UsageError(f"cannot write to {out.parent} ({e.strerror}); choose another folder") from None
     try:
-        save_file(_sliced_tensors(cfg, table, sub), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        save_file(_sliced_tensors(cfg, table, sub, quant), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(new_config, indent=2) + "\n")
         nested = [s for s in subs if s.fits_within(sub)]
         (tmp / "elastic.json").write_text(json.dumps(_nested_elastic(cfg, sub, nested), indent=2) + "\n")
@@ -75,8 +74,8 @@ def extract(folder, name: str, out) -> Path:
     return out
 
 
-def _sliced_config(raw: dict, cfg: ModelConfig, sub: Submodel) -> dict:
-    new = {k: v for k, v in raw.items() if k != "quantization_config"}
+def _sliced_config(raw: dict, cfg: ModelConfig, sub: Submodel, keep_quant: bool) -> dict:
+    new = {k: v for k, v in raw.items() if keep_quant or k != "quantization_config"}
     new["hidden_size"] = sub.hidden_size
     for field in PER_LAYER_FIELDS:
         try:
@@ -107,23 +106,15 @@ def _rows_of_heads(heads: torch.Tensor, unit: int, offset: int = 0) -> torch.Ten
     return (offset + heads[:, None] * unit + torch.arange(unit)[None]).flatten()
 
 
-def _sliced_tensors(cfg: ModelConfig, table, sub: Submodel) -> dict[str, torch.Tensor]:
-    handles = {}
-
-    def read(name):
-        info = table[name]
-        if info.file not in handles:
-            handles[info.file] = safe_open(str(info.file), framework="pt")
-        f = handles[info.file]
-        return f.get_tensor(name if name in f.keys() else EMBED_NAMES[1])
-
-    h, out = sub.hidden_size, {}
-    out["backbone.embeddings.weight"] = read("backbone.embeddings.weight")[:, :h]
-    out["backbone.norm_f.weight"] = read("backbone.norm_f.weight")[:h]
-    out["lm_head.weight"] = read("lm_head.weight")[:, :h]
+def _sliced_tensors(cfg: ModelConfig, table, sub: Submodel, quant: QuantSpec | None) -> dict[str, torch.Tensor]:
+    s = _Slicer(table, quant)
+    h = sub.hidden_size
+    s.plain("backbone.embeddings.weight", cols=h)
+    s.plain("backbone.norm_f.weight", rows=slice(0, h))
+    s.linear("lm_head.weight", cols=h)
     for i, kind in enumerate(cfg.layer_types):
         p = f"backbone.layers.{i}."
-        out[p + "norm.weight"] = read(p + "norm.weight")[:h]
+        s.plain(p + "norm.weight", rows=slice(0, h))
         m = p + "mixer."
         if kind == MAMBA:
             P, d, gn = cfg.mamba_head_dim, cfg.mamba_d_inner, cfg.n_groups * cfg.ssm_state_size
@@ -131,40 +122,92 @@ def _sliced_tensors(cfg: ModelConfig, table, sub: Submodel) -> dict[str, torch.T
             channels = _rows_of_heads(heads, P)
             bc = torch.arange(2 * gn)
             in_rows = torch.cat([channels, d + channels, 2 * d + bc, 2 * d + 2 * gn + heads])
-            out[m + "in_proj.weight"] = read(m + "in_proj.weight")[in_rows][:, :h]
+            s.linear(m + "in_proj.weight", in_rows, h)
             conv_rows = torch.cat([channels, d + bc])
-            out[m + "conv1d.weight"] = read(m + "conv1d.weight")[conv_rows]
+            s.plain(m + "conv1d.weight", rows=conv_rows)
             for name in ("A_log", "D", "dt_bias"):
-                out[m + name] = read(m + name)[heads]
-            out[m + "norm.weight"] = read(m + "norm.weight")[channels]
-            out[m + "out_proj.weight"] = read(m + "out_proj.weight")[:h][:, channels]
+                s.plain(m + name, rows=heads)
+            s.plain(m + "norm.weight", rows=channels)
+            s.linear(m + "out_proj.weight", slice(0, h), channels)
             if cfg.use_bias:
-                out[m + "in_proj.bias"] = read(m + "in_proj.bias")[in_rows]
-                out[m + "out_proj.bias"] = read(m + "out_proj.bias")[:h]
+                s.plain(m + "in_proj.bias", rows=in_rows)
+                s.plain(m + "out_proj.bias", rows=slice(0, h))
             if cfg.use_conv_bias:
-                out[m + "conv1d.bias"] = read(m + "conv1d.bias")[conv_rows]
+                s.plain(m + "conv1d.bias", rows=conv_rows)
         elif kind == ATTENTION:
             for name in ("q_proj", "k_proj", "v_proj"):
-                out[m + f"{name}.weight"] = read(m + f"{name}.weight")[:, :h]
-            out[m + "o_proj.weight"] = read(m + "o_proj.weight")[:h]
+                s.linear(m + f"{name}.weight", cols=h)
+            s.linear(m + "o_proj.weight", slice(0, h))
         elif kind == MLP:
-            out.update(_sliced_mlp(read, m, sub.intermediate_size[i], h, cfg.mlp_bias))
+            _sliced_mlp(s, m, sub.intermediate_size[i], h, cfg.mlp_bias)
         else:
             e, f = sub.n_routed_experts[i], sub.moe_intermediate_size[i]
-            out[m + "gate.weight"] = read(m + "gate.weight")[:e, :h]
-            out[m + "gate.e_score_correction_bias"] = read(m + "gate.e_score_correction_bias")[:e]
+            s.plain(m + "gate.weight", rows=slice(0, e), cols=h)
+            s.plain(m + "gate.e_score_correction_bias", rows=slice(0, e))
             for k in range(e):
-                out[m + f"experts.{k}.up_proj.weight"] = read(m + f"experts.{k}.up_proj.weight")[:f, :h]
-                out[m + f"experts.{k}.down_proj.weight"] = read(m + f"experts.{k}.down_proj.weight")[:h, :f]
-            out.update(_sliced_mlp(read, m + "shared_experts.", sub.moe_shared_expert_intermediate_size[i], h,
-                                   cfg.mlp_bias))
-    return {k: v.contiguous() for k, v in out.items()}
+                _sliced_mlp(s, m + f"experts.{k}.", f, h, False)
+            _sliced_mlp(s, m + "shared_experts.", sub.moe_shared_expert_intermediate_size[i], h, cfg.mlp_bias)
+    return {k: v.contiguous() for k, v in s.out.items()}
 
 
-def _sliced_mlp(read, m, f, h, bias):
-    out = {m + "up_proj.weight": read(m + "up_proj.weight")[:f, :h],
-           m + "down_proj.weight": read(m + "down_proj.weight")[:h, :f]}
+def _sliced_mlp(s: "_Slicer", m: str, f: int, h: int, bias: bool) -> None:
+    s.linear(m + "up_proj.weight", slice(0, f), h)
+    s.linear(m + "down_proj.weight", slice(0, h), f)
     if bias:
-        out[m + "up_proj.bias"] = read(m + "up_proj.bias")[:f]
-        out[m + "down_proj.bias"] = read(m + "down_proj.bias")[:h]
-    return out
+        s.plain(m + "up_proj.bias", rows=slice(0, f))
+        s.plain(m + "down_proj.bias", rows=slice(0, h))
+
+
+Rows = slice | torch.Tensor | None  # a prefix, positions, or all
+Cols = int | torch.Tensor | None  # a prefix length, positions, or all
+
+
+class _Slicer:
+    """Reads tensors one at a time and keeps the submodel's part of each in `out`.
+
+    A quantized linear (ModelOpt NVFP4 or FP8) is sliced in its stored form, so the slice holds
+    the parent's very codes and scales: NVFP4 codes two per byte and one E4M3 scale per 16
+    inputs (input columns must be kept in whole blocks), FP8 codes one per byte; the global
+    scales (`weight_scale_2`, `input_scale`, FP8's `weight_scale`) are per matrix and copied."""
+
+    def __init__(self, table, quant: QuantSpec | None):
+        self.table, self.quant = table, quant
+        self.handles, self.out = {}, {}
+
+    def read(self, name: str) -> torch.Tensor:
+        info = self.table[name]
+        if info.file not in self.handles:
+            self.handles[info.file] = safe_open(str(info.file), framework="pt")
+        f = self.handles[info.file]
+        return f.get_tensor(name if name in f.keys() else EMBED_NAMES[1])
+
+    def plain(self, name: str, rows: Rows = None, cols: Cols = None) -> None:
+        self.out[name] = _take(self.read(name), rows, cols)
+
+    def linear(self, name: str, rows: Rows = None, cols: Cols = None) -> None:
+        if self.quant is None or name + "_scale" not in self.table:
+            return self.plain(name, rows, cols)
+        module = name[: -len(".weight")]
+        if self.quant.algo == "NVFP4":
+            blocks = whole_blocks(cols, self.table[name].shape[-1] * 2, module)
+            codes = None if blocks is None else (blocks[:, None] * (BLOCK // 2) + torch.arange(BLOCK // 2)).flatten()
+            self.out[name] = _take(self.read(name), rows, codes)
+            self.out[name + "_scale"] = _take(self.read(name + "_scale"), rows, blocks)
+        else:
+            self.out[name] = _take(self.read(name), rows, cols)
+        for scalar in (name + "_scale_2", name + "_input_scale", module + ".input_scale") + \
+                ((name + "_scale",) if self.quant.algo == "FP8" else ()):
+            if scalar in self.table:
+                self.out[scalar] = self.read(scalar)
+
+
+def _take(t: torch.Tensor, rows: Rows, cols: Cols) -> torch.Tensor:
+    """t[rows][:, cols], also for float8 tensors (indexed through their bytes)."""
+    dtype = t.dtype
+    if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        t = t.view(torch.uint8)
+    if rows is not None:
+        t = t[rows]
+    if cols is not None:
+        t = t[:, :cols] if isinstance(cols, int) else t[:, cols]
+    return t.view(dtype) if t.dtype != dtype else t

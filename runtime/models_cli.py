@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import nesting_cli
 from .errors import UsageError
 
 
@@ -33,11 +34,12 @@ def add_parser(sub) -> None:
     i.add_argument("--name")
     r = m.add_parser("delete", help="delete a downloaded checkpoint (imported ones are only forgotten)")
     r.add_argument("name")
+    nesting_cli.add_parser(m)
 
 
 def run(args) -> int:
     return {"probe": _probe, "list": _list, "download": _download, "verify": _verify, "import": _import,
-            "delete": _delete}[args.models_command](args)
+            "delete": _delete, "nesting": nesting_cli.run}[args.models_command](args)
 
 
 def _probe(args) -> int:

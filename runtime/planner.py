@@ -12,12 +12,13 @@ other programs hold.
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .cache import cache_bytes
 from .catalog import Catalog, Variant, bf16_modules
 from .config import ModelConfig
 from .elastic import Submodel, count_params
+from .elastic_source import ESTIMATED, VERIFIED, SubmodelTable, submodel_table
 from .hardware import GiB, HardwareProbe
 from .weights import expected_tensors, is_linear
 
@@ -38,6 +39,7 @@ class SubmodelFit:
     workspace_bytes: int
     verdict: str
     reason: str
+    state: str = VERIFIED  # verified, declared or estimated widths (elastic_source.py)
 
     @property
     def need_bytes(self) -> int:
@@ -104,7 +106,7 @@ def catalog_packing(variant: Variant, cfg: ModelConfig):
 
 
 def checkpoint_sizing(folder):
-    """Config, submodels and packing of a checkpoint on disk (headers only, no weights read)."""
+    """Config, submodels, packing and submodel states of a checkpoint on disk (headers only)."""
     from .config import read_json
     from .elastic import load_elastic
     from .safetensors_io import tensor_table
@@ -112,12 +114,13 @@ def checkpoint_sizing(folder):
     raw = read_json(folder / "config.json")
     cfg = ModelConfig.from_dict(raw, folder / "config.json")
     table = tensor_table(folder)
+    states = submodel_table(folder, cfg)
 
     def packing(name: str):
         if name + "_scale" not in table:
             return None
         return "NVFP4" if table[name].dtype == "U8" else "FP8"
-    return cfg, load_elastic(folder, cfg), packing
+    return cfg, load_elastic(folder, cfg, states.elastic), packing, states
 
 
 FORMAT_PATHS = {"NVFP4": ("NVFP4 native matmul", (10, 0), "NVFP4 weight-only dequantize"),
@@ -135,8 +138,8 @@ def local_variant(folder, cfg: ModelConfig, packing) -> Variant:
 
 def plan_checkpoint(folder, probe: HardwareProbe, context: int) -> VariantPlan:
     """Plans a checkpoint on disk, sized from its own files."""
-    cfg, subs, packing = checkpoint_sizing(folder)
-    return plan_variant(local_variant(folder, cfg, packing), cfg, subs, probe, context, packing)
+    cfg, subs, packing, states = checkpoint_sizing(folder)
+    return plan_variant(local_variant(folder, cfg, packing), cfg, subs, probe, context, packing, states=states)
 
 
 def compute_path(variant: Variant, probe: HardwareProbe) -> str:
@@ -181,9 +184,10 @@ def fit_submodel(cfg: ModelConfig, sub: Submodel, packing, probe: HardwareProbe,
 
 
 def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe: HardwareProbe, context: int,
-                 packing=None, download_bytes: int | None = None) -> VariantPlan:
+                 packing=None, download_bytes: int | None = None, states: SubmodelTable | None = None) -> VariantPlan:
     packing = packing or catalog_packing(variant, cfg)
-    fits = tuple(fit_submodel(cfg, s, packing, probe, context, on_cpu=variant.bundled) for s in subs)
+    fits = tuple(_with_state(fit_submodel(cfg, s, packing, probe, context, on_cpu=variant.bundled), states)
+                 for s in subs)
     resident = next((f.name for f in fits if f.verdict in (FITS, TIGHT)), None)
     size = download_bytes if download_bytes is not None else (0 if variant.bundled else variant.approx_size_bytes)
     disk_ok, disk_reason = True, ""
@@ -195,6 +199,14 @@ def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe
                        disk_reason, fits, resident)
 
 
+def _with_state(fit: SubmodelFit, states: SubmodelTable | None) -> SubmodelFit:
+    if states is None:
+        return fit
+    state = states.state(fit.name)
+    reason = fit.reason + ("; widths estimated, not verified" if state == ESTIMATED else "")
+    return replace(fit, state=state, reason=reason)
+
+
 def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = 8192, local: dict | None = None) -> Plan:
     """Plans every catalog variant. `local` maps variant ids to (config, submodels, packing) of
     checkpoints already on disk, which replace the catalog's estimates."""
@@ -202,15 +214,17 @@ def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = 8192, local
     plans = []
     for v in catalog.variants:
         if v.id in local:
-            cfg, subs, packing = local[v.id]
+            cfg, subs, packing, states = local[v.id]
         elif v.family:
             fam = catalog.families[v.family]
             cfg, subs, packing = fam.config, list(fam.submodels), None
+            states = SubmodelTable(fam.elastic, {s.name: VERIFIED if i == 0 else ESTIMATED
+                                                 for i, s in enumerate(fam.submodels)}, "the catalog's estimate")
         elif v.bundled and v.path.exists():
-            cfg, subs, packing = checkpoint_sizing(v.path)
+            cfg, subs, packing, states = checkpoint_sizing(v.path)
         else:
             continue
-        plans.append(plan_variant(v, cfg, subs, probe, context, packing))
+        plans.append(plan_variant(v, cfg, subs, probe, context, packing, states=states))
     default, why = choose_default(probe, plans, catalog)
     return Plan(probe.summary(), context, tuple(plans), default, why)
 

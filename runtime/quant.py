@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import CheckpointError
+from .errors import CheckpointError, UsageError
 
 BLOCK = 16
 # E2M1 code -> value: sign bit 3, then magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6 (code 8, "-0", reads as 0).
@@ -205,14 +205,20 @@ def read_quant_spec(folder, config: dict) -> QuantSpec | None:
     from .config import read_json
 
     path = Path(folder) / "hf_quant_config.json"
-    if path.exists():
-        q = read_json(path).get("quantization")
-        where = path
+    return parse_quant_spec(read_json(path) if path.exists() else None, config, path, Path(folder) / "config.json")
+
+
+def parse_quant_spec(hf_quant: dict | None, config: dict, hf_path, config_path) -> QuantSpec | None:
+    """`read_quant_spec` for files already read (a folder's, or a hub repo's): hf_quant_config.json's
+    object (or None when there is none) and config.json's; the paths name them in errors."""
+    if hf_quant is not None:
+        q = hf_quant.get("quantization")
+        where = hf_path
         if not isinstance(q, dict):
-            raise CheckpointError(path, "has no 'quantization' object")
+            raise CheckpointError(hf_path, "has no 'quantization' object")
         exclude = q.get("exclude_modules")
     elif config.get("quantization_config") is not None:
-        q, where = config["quantization_config"], Path(folder) / "config.json"
+        q, where = config["quantization_config"], config_path
         if not isinstance(q, dict):
             raise CheckpointError(where, "quantization_config must be an object")
         exclude = q.get("exclude_modules") if q.get("exclude_modules") is not None else q.get("ignore")
@@ -233,3 +239,17 @@ def read_quant_spec(folder, config: dict) -> QuantSpec | None:
     if algo == "NVFP4" and group != BLOCK:
         raise CheckpointError(where, f"NVFP4 group_size {group} is not supported (only {BLOCK})")
     return QuantSpec(algo, group, tuple(repair_exclude_name(e) for e in exclude))
+
+
+def whole_blocks(cols, width: int, name: str) -> torch.Tensor | None:
+    """The NVFP4 blocks a column selection (a prefix length or positions) covers, in order;
+    None for all columns. A selection that splits a 16-wide block is an error naming `name`."""
+    if cols is None:
+        return None
+    index = torch.arange(cols) if isinstance(cols, int) else cols
+    if len(index) % BLOCK == 0:
+        blocks = index.view(-1, BLOCK)
+        if bool((blocks[:, 0] % BLOCK == 0).all()) and bool((blocks == blocks[:, :1] + torch.arange(BLOCK)).all()):
+            return blocks[:, 0] // BLOCK
+    raise UsageError(f"{name}: the submodel keeps input columns that split NVFP4's {BLOCK}-wide blocks "
+                     f"(of {width}); it cannot be cut from the packed weights (use the BF16 variant)")

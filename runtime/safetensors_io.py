@@ -31,6 +31,7 @@ class TensorInfo:
     file: Path
     dtype: str
     shape: tuple[int, ...]
+    start: int = 0  # byte offset of the tensor's data in its file
 
     @property
     def nbytes(self) -> int:
@@ -86,6 +87,15 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
     except OSError as e:
         raise CheckpointError(path, f"cannot read the file ({e.strerror})") from None
 
+    return parse_header(raw, size - 8 - header_len, path)
+
+
+def parse_header(raw: bytes, data_size: int, path) -> dict[str, TensorInfo]:
+    """Checks one safetensors header (the JSON bytes after the length prefix) against a data area
+    of `data_size` bytes; `path` names the file in errors and in the returned infos."""
+    path = Path(path)
+    data_start = 8 + len(raw)
+
     def corrupt(problem):
         return CheckpointError(path, f"the safetensors header is corrupt ({problem}): download the file again")
 
@@ -104,7 +114,6 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise corrupt("__metadata__ must map names to strings")
 
-    data_size = size - 8 - header_len
     tensors, spans = {}, []
     for name, entry in header.items():
         shown = name if len(name) <= 80 else name[:77] + "..."
@@ -120,8 +129,8 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
             raise corrupt(f"the shape of {shown!r} is not a list of whole numbers")
         if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(n) for n in offsets):
             raise corrupt(f"the data_offsets of {shown!r} are not two whole numbers")
-        info = TensorInfo(path, dtype, tuple(shape))
         start, stop = offsets
+        info = TensorInfo(path, dtype, tuple(shape), data_start + start)
         if start > stop or stop - start != info.nbytes:
             raise corrupt(f"offsets of {shown!r} do not match its shape")
         spans.append((start, stop, shown))
@@ -153,26 +162,32 @@ def valid_shard_name(name) -> bool:
             and name.split(".")[0].upper() not in WINDOWS_DEVICES)
 
 
+def parse_index(data: dict, index) -> dict[str, str]:
+    """The weight map of a sharded checkpoint's index, checked: tensor name -> shard file name."""
+    weight_map = data.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(index, "has no 'weight_map' naming the shard of each tensor")
+    if not isinstance(data.get("metadata", {}), dict):
+        raise CheckpointError(index, "'metadata' must be an object")
+    for shard in weight_map.values():
+        if not valid_shard_name(shard):
+            shown = repr(shard) if len(repr(shard)) <= 60 else repr(shard)[:57] + "..."
+            raise CheckpointError(index, f"names an invalid shard file {shown}; shards must be .safetensors "
+                                         "files in the checkpoint folder itself")
+    shards = set(weight_map.values())
+    if len(shards) > MAX_SHARDS:
+        raise CheckpointError(index, f"names {len(shards):,} shard files; at most {MAX_SHARDS:,} are supported")
+    return weight_map
+
+
 def tensor_table(folder: Path) -> dict[str, TensorInfo]:
     """All tensors of a checkpoint folder: `model.safetensors` or a sharded index."""
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
     single = folder / "model.safetensors"
     if index.exists():
-        data = read_json(index)
-        weight_map = data.get("weight_map")
-        if not isinstance(weight_map, dict) or not weight_map:
-            raise CheckpointError(index, "has no 'weight_map' naming the shard of each tensor")
-        if not isinstance(data.get("metadata", {}), dict):
-            raise CheckpointError(index, "'metadata' must be an object")
-        for shard in weight_map.values():
-            if not valid_shard_name(shard):
-                shown = repr(shard) if len(repr(shard)) <= 60 else repr(shard)[:57] + "..."
-                raise CheckpointError(index, f"names an invalid shard file {shown}; shards must be .safetensors "
-                                             "files in the checkpoint folder itself")
+        weight_map = parse_index(read_json(index), index)
         shards = set(weight_map.values())
-        if len(shards) > MAX_SHARDS:
-            raise CheckpointError(index, f"names {len(shards):,} shard files; at most {MAX_SHARDS:,} are supported")
         table = {}
         for shard in sorted(shards):
             shard_tensors = read_header(folder / shard)

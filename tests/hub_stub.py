@@ -140,21 +140,23 @@ class HubStub:
                 if not f.is_file():
                     return self._error(404, "EntryNotFound", "Entry not found")
                 size = f.stat().st_size
-                start = 0
+                start, end = 0, size - 1
                 rng = self.headers.get("Range")
                 if rng and rng.startswith("bytes="):
-                    start = int(rng[6:].split("-")[0])
-                length = size - start
+                    first, _, last = rng[6:].partition("-")
+                    start = int(first)
+                    end = min(int(last), size - 1) if last else size - 1
+                length = end - start + 1
                 corrupt_at = length // 2 if fault.pop("corrupt", False) and start == 0 and length else None
-                self.send_response(206 if start else 200)
+                self.send_response(206 if rng else 200)
                 self.send_header("Content-Length", str(length))
-                if start:
-                    self.send_header("Content-Range", f"bytes {start}-{size - 1}/{size}")
+                if rng:
+                    self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
                 self.send_header("Accept-Ranges", "bytes")
                 self.send_header("X-Repo-Commit", COMMIT)
                 self.send_header("ETag", f'"{COMMIT}-{size}"')
                 self.end_headers()
-                record = {"path": path, "start": start, "sent": 0, "status": 206 if start else 200}
+                record = {"path": path, "start": start, "sent": 0, "status": 206 if rng else 200}
                 with stub.lock:
                     stub.requests.append(record)
                 if head:
