@@ -1,4 +1,11 @@
-"""Feed-forward layers: the dense relu2 MLP and the routed mixture of experts."""
+"""Feed-forward layers: the dense relu2 MLP and the routed mixture of experts.
+
+Two ways to run the routed experts: `moe` groups a prefill's tokens by expert (each expert's
+weights read once per chunk, but the grouping reads the routing on the host), and
+`moe_gathered` gathers every token's k experts on the device (no host sync, static shapes: the
+decode step). Packed NVFP4/FP8 experts are gathered while packed and only the k chosen are
+dequantized; a dense-mask formulation would dequantize and multiply all E experts.
+`tests/benchmarks/count_ops.py` counts both."""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import torch.nn.functional as F
 
 from .config import ModelConfig
 from .matmul import linear
-from .quant import dense
+from .quant import PackedFP8, PackedNVFP4, dense
 from .weights import MLPWeights, MoEWeights
 
 
@@ -37,24 +44,38 @@ def route(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> tuple[torch.Tenso
     return ids, weights * cfg.routed_scaling_factor
 
 
+def take(w, ids: torch.Tensor):
+    """Experts `ids` of a stacked (E, out, in) weight, dense or packed, gathered on the device."""
+    if isinstance(w, PackedNVFP4):
+        return PackedNVFP4(w.packed.index_select(0, ids), w.scale.index_select(0, ids),
+                           w.scale2.index_select(0, ids), w.name)
+    if isinstance(w, PackedFP8):
+        return PackedFP8(w.weight.index_select(0, ids), w.scale.index_select(0, ids), w.name)
+    return w.index_select(0, ids)
+
+
+def moe_gathered(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
+    """x: (T, hidden) -> (T, hidden), each token's k experts gathered and run as one batch."""
+    ids, weights = route(x, w, cfg)  # (T, k)
+    T, k = ids.shape
+    flat = ids.reshape(-1)
+    xs = x[:, None, :].expand(T, k, x.shape[1]).reshape(T * k, -1, 1)  # (T*k, hidden, 1)
+    h = relu2(torch.bmm(dense(take(w.up, flat), x.dtype), xs))  # (T*k, F, 1)
+    out = torch.bmm(dense(take(w.down, flat), x.dtype), h).view(T, k, -1)  # (T, k, hidden)
+    routed = torch.bmm(weights[:, None, :], out.float())[:, 0]  # (T, hidden) fp32
+    return routed.to(x.dtype) + mlp(x, w.shared)
+
+
 def moe(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
     """x: (T, hidden) -> (T, hidden): the weighted sum of each token's k experts, plus the shared expert."""
+    if x.shape[0] == 1 or x.device.type == "meta":
+        # One token (a prefill chunk of one), or the meta device, where the grouping below cannot
+        # read the routing: gather (on meta no memory is used, so this is free).
+        return moe_gathered(x, w, cfg)
     ids, weights = route(x, w, cfg)
-    if x.shape[0] == 1 and x.is_cuda:
-        # Decode on a GPU: gather the k experts' weights and run them as one batch (no host sync).
-        e = ids[0]
-        h = relu2(torch.einsum("kfh,h->kf", dense(w.up[e], x.dtype), x[0]))  # (k, F)
-        out = torch.einsum("khf,kf->kh", dense(w.down[e], x.dtype), h)  # (k, hidden)
-        routed = (weights[0, :, None] * out.float()).sum(0, keepdim=True)
-    elif x.shape[0] == 1:
-        # Decode on the CPU: read each chosen expert in place (a gather would copy its weights).
-        routed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-        for j, e in enumerate(ids[0].tolist()):
-            routed += weights[0, j] * linear(relu2(linear(x, w.up[e])), w.down[e]).float()
-    else:
-        routed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-        for e in ids.unique().tolist():
-            tokens, slot = (ids == e).nonzero(as_tuple=True)
-            y = linear(relu2(linear(x[tokens], w.up[e])), w.down[e])
-            routed.index_add_(0, tokens, y.float() * weights[tokens, slot, None])
+    routed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+    for e in ids.unique().tolist():
+        tokens, slot = (ids == e).nonzero(as_tuple=True)
+        y = linear(relu2(linear(x[tokens], w.up[e])), w.down[e])
+        routed.index_add_(0, tokens, y.float() * weights[tokens, slot, None])
     return routed.to(x.dtype) + mlp(x, w.shared)
