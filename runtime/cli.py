@@ -4,6 +4,7 @@
     extract   write one submodel as a standalone checkpoint
     generate  stream a chat reply with elastic budget control
     models    probe | list | download | verify | import | delete (models_cli.py)
+    decode-check  the replayed decode step on a config alone (decode_check.py)
 
 Flags and output formats of these commands are a contract other checks rely on. Bad input
 ends with a one-line `error: ...` on stderr and exit status 2.
@@ -58,9 +59,16 @@ def main(argv: list[str] | None = None) -> int:
 
     models_cli.add_parser(sub)
 
+    p = sub.add_parser("decode-check", help="run the decode step on a model built from a config (no weights)")
+    p.add_argument("--config", required=True, help="a folder with config.json and elastic.json")
+    p.add_argument("--submodel", help="default: every submodel")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or meta")
+    p.add_argument("--steps", type=int, default=4)
+
     args = parser.parse_args(argv)
     try:
-        return {"score": _score, "extract": _extract, "generate": _generate, "models": models_cli.run}[args.command](args)
+        return {"score": _score, "extract": _extract, "generate": _generate, "models": models_cli.run,
+                "decode-check": _decode_check}[args.command](args)
     except ElasticError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -71,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
 def _device_flags(p):
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16, float16")
+
+
+def _decode_check(args) -> int:
+    from .decode_check import main as decode_check
+
+    return decode_check(args)
 
 
 def _score(args) -> int:

@@ -31,7 +31,7 @@ from runtime.weights import submodel_views  # noqa: E402
 
 # Functions that run one layer kind, in whichever module runs the step (labels by outermost call).
 LABELS = {"mamba_mixer": "Mamba", "mamba_step": "Mamba", "attention": "attention", "attention_step": "attention",
-          "moe": "MoE", "moe_step": "MoE", "mlp": "MLP", "rms_norm": "norms"}
+          "moe": "MoE", "moe_gathered": "MoE", "mlp": "MLP", "rms_norm": "norms"}
 MODULES = ("runtime.model", "runtime.decode_step")
 
 
