@@ -91,7 +91,9 @@ class GraphRunner:
         side.wait_stream(torch.cuda.current_stream(self.graphs.device))
         with torch.cuda.stream(side):
             out = step()
-        torch.cuda.current_stream(self.graphs.device).wait_stream(side)
+        main = torch.cuda.current_stream(self.graphs.device)
+        main.wait_stream(side)
+        out.record_stream(main)  # made on the side stream, read on this one
         return out
 
     def _capture(self, step):

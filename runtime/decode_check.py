@@ -164,7 +164,8 @@ def check_submodel(model: ElasticModel, name: str, steps: int, sampling: Samplin
     sampler = DeviceSampler(sampling or SamplingSettings(temperature=0.6, top_p=0.95, seed=0), model.device)
     counted = None
     for i in range(steps):
-        counter = OpCounter() if i == steps - 1 else None
+        # The first step: on a GPU later ones replay a graph, which dispatches no ops to count.
+        counter = OpCounter() if i == 0 else None
         if counter is not None:
             with counter:
                 logits = step.send(sampler.on_device(logits))

@@ -50,9 +50,9 @@ def span_for(length: int, max_len: int) -> int:
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm in fp32 (weight multiply included), cast back to x's dtype."""
-    xf = x.float()
-    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return (weight * xf).to(x.dtype)
+    xf = x if x.dtype == torch.float32 else x.float()
+    out = weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps))
+    return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
 def step_logits(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, token: torch.Tensor, pos: torch.Tensor,

@@ -52,25 +52,30 @@ def mamba_step(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelCo
     G, P, N = cfg.n_groups, cfg.mamba_head_dim, cfg.ssm_state_size
     H, gn = w.A.shape[0], cfg.n_groups * cfg.ssm_state_size
     q = H // G
-    proj = linear(x, w.in_proj, w.in_bias)[0]  # (2GN + H*(2P+1),): [B, C, per head (z, x, dt)]
+    proj = linear(x, w.in_proj, w.in_bias).view(-1)  # (2GN + H*(2P+1),): [B, C, per head (z, x, dt)]
     per_head = proj[2 * gn:].view(H, 2 * P + 1)
     conv_in = torch.cat([proj[:2 * gn], per_head[:, P:2 * P].reshape(H * P)])  # (C,): [B, C, per head x]
-    window = torch.cat([state.conv, conv_in[:, None].to(state.conv.dtype)], dim=1)  # (C, K)
+    window = torch.cat([state.conv, conv_in.view(-1, 1)], dim=1)  # (C, K)
     state.conv.copy_(window[:, 1:])
     conv = (window * w.conv_w).sum(-1)
     if w.conv_b is not None:
         conv = conv + w.conv_b
-    u = F.silu(conv).float()  # (C,)
-    B, C = u[:gn].view(G, N), u[gn:2 * gn].view(G, N)  # group g's B and C serve heads j*G + g
+    u = _fp32(F.silu(conv))  # (C,)
+    B, C = u[:gn].view(G, 1, N), u[gn:2 * gn].view(G, 1, N)  # group g's B and C serve heads j*G + g
     xs = u[2 * gn:].view(q, G, P)
-    dt = F.softplus(per_head[:, 2 * P].float() + w.dt_bias).clamp(min=cfg.time_step_min).view(q, G)
+    dt = F.softplus(_fp32(per_head[:, 2 * P]) + w.dt_bias).clamp(min=cfg.time_step_min).view(q, G, 1)
     ssm = state.ssm.view(q, G, P, N)
-    ssm.mul_(torch.exp(dt * w.A.view(q, G))[..., None, None])
-    ssm.add_((dt[..., None] * xs)[..., None] * B[:, None, :])
-    y = (ssm * C[:, None, :]).sum(-1) + w.D.view(q, G)[..., None] * xs  # (q, G, P)
-    g = y * F.silu(per_head[:, :P].float().view(q, G, P))  # gated RMSNorm within each group
+    ssm.mul_(torch.exp(dt * w.A.view(q, G, 1)).unsqueeze(-1))
+    ssm.add_((dt * xs).unsqueeze(-1) * B)
+    y = (ssm * C).sum(-1) + w.D.view(q, G, 1) * xs  # (q, G, P)
+    g = y * F.silu(_fp32(per_head[:, :P]).view(q, G, P))  # gated RMSNorm within each group
     g = g * torch.rsqrt(g.pow(2).mean(dim=(0, 2), keepdim=True) + cfg.layer_norm_epsilon)
-    return linear((w.norm_w * g.view(1, H * P)).to(x.dtype), w.out_proj, w.out_bias)
+    out = w.norm_w * g.view(1, H * P)
+    return linear(out if out.dtype == x.dtype else out.to(x.dtype), w.out_proj, w.out_bias)
+
+
+def _fp32(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dtype == torch.float32 else t.float()
 
 
 def causal_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, window: torch.Tensor) -> torch.Tensor:

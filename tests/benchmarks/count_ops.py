@@ -73,7 +73,7 @@ def labelled(counter: OpCounter):
 
 
 def random_pattern_model() -> ElasticModel:
-    from tests.benchmarks.cuda_30b_shape import random_weights
+    from runtime.decode_check import random_weights
 
     fam = load_catalog().families["star-elastic-30b"]
     cfg = replace(fam.config, hidden_size=512, mamba_num_heads=16, mamba_head_dim=32, ssm_state_size=64, n_groups=4,
@@ -108,6 +108,31 @@ def count_step(model: ElasticModel, name: str) -> dict:
     return out
 
 
+def moe_formulations(model: ElasticModel) -> dict:
+    """Ops of one decode MoE layer (NVFP4 experts): gathering the k chosen experts while packed
+    against a dense mask over all E experts (every expert dequantized and multiplied, weighted by a
+    mask that is zero off the chosen k)."""
+    from runtime.moe import mlp, moe_gathered, relu2, route
+    from runtime.quant import dense
+
+    def dense_mask(x, w, cfg):
+        ids, weights = route(x, w, cfg)
+        gate = torch.zeros(x.shape[0], w.router.shape[0], device=x.device).scatter(1, ids, weights)  # (T, E)
+        h = relu2(torch.einsum("efh,th->tef", dense(w.up, x.dtype), x))
+        out = torch.einsum("ehf,tef->teh", dense(w.down, x.dtype), h)
+        return (gate[..., None] * out.float()).sum(1).to(x.dtype) + mlp(x, w.shared)
+
+    layer = next(layer for layer in model.weights.layers if layer.kind == "moe")
+    x = torch.randn(1, model.config.hidden_size)
+    out = {}
+    for label, fn in (("gather packed experts", moe_gathered), ("dense mask over all experts", dense_mask)):
+        counter = OpCounter()
+        with counter, torch.inference_mode():
+            fn(x, layer.mixer, model.config)
+        out[label] = sum(counter.counts.values())
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
@@ -119,7 +144,10 @@ def main():
     for folder, label in ((ROOT / "assets" / "demo", "demo fp32"), (ROOT / "assets" / "demo-nvfp4", "demo NVFP4")):
         m = ElasticModel.load(folder)
         results[f"{label}, parent"] = count_step(m, m.parent.name)
-    for label, r in results.items():
+    moe = moe_formulations(ElasticModel.load(ROOT / "assets" / "demo-nvfp4"))
+    results["demo NVFP4, one MoE layer"] = {"total": None, "formulations": moe}
+    print(f"one NVFP4 MoE layer of the demo: {moe}")
+    for label, r in list(results.items())[:3]:
         per = {k: v for k, v in sorted(r["by_kind"].items())}
         print(f"{label}: {r['total']} ops per step; by kind {per}")
     if args.json:
