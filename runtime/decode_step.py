@@ -33,7 +33,7 @@ from .cuda_graphs import GraphSet
 from .errors import UsageError
 from .mamba import mamba_step
 from .matmul import linear
-from .moe import mlp, moe_gathered
+from .moe import grouped_experts, mlp, moe_gathered
 from .sampling import SamplingSettings
 from .weights import ModelWeights
 
@@ -87,6 +87,7 @@ class DecodeStep:
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
         self.positions = torch.arange(cache.max_len, device=device)
         self.runner = graphs.runner()
+        grouped_experts(self.device, weights.embed.dtype)  # decided now, outside any capture
         cuda = self.device.type == "cuda"
         self.host = torch.zeros(1, dtype=torch.long, pin_memory=cuda)  # the sampled token, copied out
         self.copied = torch.cuda.Event() if cuda else None

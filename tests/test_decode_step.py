@@ -183,6 +183,26 @@ def test_status_names_the_decode_path(checkpoints, monkeypatch):
     assert graphs.status == f"eager (turned off by {ENV})"
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_experts_equal_gathered_experts(dtype, loaded, monkeypatch):
+    """Dense experts take one grouped matmul where it works; it computes what gathering them computes."""
+    import runtime.moe as moe
+
+    assert moe.grouped_experts(torch.device("cpu"), dtype)
+    layer = loaded["hybrid"].views["mid"].layers[1]  # a MoE layer, as views into the parent
+    cfg = loaded["hybrid"].config
+    x = torch.randn(3, 48, generator=torch.Generator().manual_seed(0)).to(dtype)
+    with torch.inference_mode():
+        mixer = moe.MoEWeights(layer.mixer.router, layer.mixer.router_bias, layer.mixer.up.to(dtype),
+                               layer.mixer.down.to(dtype), moe.MLPWeights(layer.mixer.shared.up.to(dtype),
+                                                                          layer.mixer.shared.down.to(dtype), None, None))
+        grouped = torch.cat([moe.moe_gathered(x, mixer, cfg), moe.moe_gathered(x[:1], mixer, cfg)])
+        monkeypatch.setitem(moe._GROUPED, ("cpu", dtype), False)
+        gathered = torch.cat([moe.moe_gathered(x, mixer, cfg), moe.moe_gathered(x[:1], mixer, cfg)])
+    tol = 1e-5 if dtype == torch.float32 else 3e-2
+    assert (grouped.float() - gathered.float()).abs().max().item() < tol * max(1.0, gathered.float().abs().max().item())
+
+
 def test_spans_are_few_and_cover_the_context():
     assert [span_for(n, 4096) for n in (1, 256, 257, 1000, 4096)] == [256, 256, 512, 1024, 4096]
     assert span_for(10, 64) == 64

@@ -95,6 +95,7 @@ def count_step(model: ElasticModel, name: str) -> dict:
     """Ops of one cached decode step (after a 16-token prefill), by layer kind."""
     cache = model.new_cache(name, 64)
     model.forward(name, cache, list(range(3, 19)))
+    model.decoder(name, cache)  # made (and its one-off self-tests run) before counting
     counter = OpCounter()
     undo = labelled(counter)
     try:
