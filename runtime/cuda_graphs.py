@@ -82,7 +82,8 @@ class GraphRunner:
         try:
             self.captured[key] = self._capture(step)
         except Exception as e:  # an op that cannot be captured: say which, decode eagerly from now on
-            torch.cuda.synchronize(self.graphs.device)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize(self.graphs.device)
             self.graphs.disable(f"capture failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
         return out
 

@@ -203,6 +203,36 @@ def test_grouped_experts_equal_gathered_experts(dtype, loaded, monkeypatch):
     assert (grouped.float() - gathered.float()).abs().max().item() < tol * max(1.0, gathered.float().abs().max().item())
 
 
+def test_graphs_replay_once_captured_and_a_failed_capture_falls_back(monkeypatch):
+    """The runner's logic without a GPU: eager first, then replay; a capture failure is named in the status."""
+    from runtime.cuda_graphs import GraphRunner
+
+    class FakeGraph:
+        replays = 0
+
+        def replay(self):
+            FakeGraph.replays += 1
+
+    graphs = GraphSet(torch.device("cpu"))
+    graphs.reason = None  # pretend this is a GPU
+    monkeypatch.setattr(GraphRunner, "_warm_up", lambda self, step: step())
+    monkeypatch.setattr(GraphRunner, "_capture", lambda self, step: (FakeGraph(), torch.tensor([7])))
+    runner = graphs.runner()
+    calls = []
+    step = lambda: calls.append(1) or torch.tensor([1])  # noqa: E731
+    assert runner.run(256, step).item() == 1 and len(calls) == 1  # eager, then captured
+    assert runner.run(256, step).item() == 7 and len(calls) == 1 and FakeGraph.replays == 1  # replayed
+    assert graphs.status == "CUDA graph"
+
+    def fail(self, step):
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+    monkeypatch.setattr(GraphRunner, "_capture", fail)
+    assert runner.run(512, step).item() == 1 and len(calls) == 2  # the eager result is still used
+    assert graphs.status == "eager (capture failed: RuntimeError: operation not permitted when stream is capturing)"
+    assert runner.run(512, step).item() == 1 and len(calls) == 3  # and from now on eager
+
+
 def test_spans_are_few_and_cover_the_context():
     assert [span_for(n, 4096) for n in (1, 256, 257, 1000, 4096)] == [256, 256, 512, 1024, 4096]
     assert span_for(10, 64) == 64
