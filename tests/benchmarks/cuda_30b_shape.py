@@ -182,6 +182,7 @@ def main():
             {"name": "12B", "hidden_size": 128, "mamba_num_heads": 8, "n_routed_experts": 12, "moe_intermediate_size": 64}]}
         args.tokens, args.eager_tokens, args.thinking = 6, 4, 64
         torch.set_flush_denormal(True)  # decaying random SSM states reach subnormals, which crawl on a CPU
+        torch.set_num_threads(1)  # tiny matmuls: threads only contend
         where = "CPU (dry run, scaled-down shape)"
     else:
         if not torch.cuda.is_available():
