@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .config import ATTENTION, MAMBA, MLP, ModelConfig, read_json
 from .decode_step import DeviceSampler
 from .device import pick_device
-from .elastic import load_elastic
+from .elastic import count_params, load_elastic
 from .errors import CheckpointError, UsageError
 from .model import ElasticModel
 from .quant import PackedFP8, PackedNVFP4, QuantSpec, read_quant_spec
@@ -147,9 +147,25 @@ def random_model(folder, device: str | None = "auto", dtype: str | None = "auto"
         dt = pick_device("cpu", "bfloat16" if dtype in (None, "auto") else dtype)[1]
     else:
         dev, dt = pick_device(device, dtype)
+    need = count_params(cfg, subs[0]).total * (0.6 if quant is not None else dt.itemsize)
+    free = _free_bytes(dev)
+    if need > 0.9 * free:  # refuse before allocating: the OOM killer gives no message
+        raise UsageError(f"random weights for {folder / 'config.json'} need about {need / 2**30:.1f} GiB, "
+                         f"{dev.type} has {free / 2**30:.1f} GiB free; use --device meta to check the step "
+                         "without memory")
     weights = random_weights(cfg, dev, dt, quant, seed)
     views = {s.name: submodel_views(cfg, weights, s) for s in subs}
     return ElasticModel(folder, cfg, {s.name: s for s in subs}, subs[0], weights, views, dev, dt, quant)
+
+
+def _free_bytes(device: torch.device) -> float:
+    if device.type == "meta":
+        return float("inf")
+    if device.type == "cuda":
+        return float(torch.cuda.mem_get_info(device)[0])
+    import psutil
+
+    return float(psutil.virtual_memory().available)
 
 
 # ----------------------------------------------------------------------------- the check

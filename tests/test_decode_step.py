@@ -168,6 +168,15 @@ def test_decode_check_bad_input_is_one_line(args, message):
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
 
 
+def test_a_model_too_large_for_memory_is_refused_before_allocating(monkeypatch):
+    import runtime.decode_check as dc
+    from runtime.errors import UsageError
+
+    monkeypatch.setattr(dc, "_free_bytes", lambda device: 2.0 ** 30)
+    with pytest.raises(UsageError, match="need about 117.6 GiB, cpu has 1.0 GiB free; use --device meta"):
+        dc.random_model(SHAPE_30B, "cpu")
+
+
 def test_bad_config_is_one_line(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     out = subprocess.run([sys.executable, "-m", "runtime", "decode-check", "--config", str(tmp_path)],
