@@ -4,6 +4,7 @@
     extract   write one submodel as a standalone checkpoint
     generate  stream a chat reply with elastic budget control
     models    probe | list | download | verify | import | delete (models_cli.py)
+    decode-check  the replayed decode step on a config alone (decode_check.py)
 
 Flags and output formats of these commands are a contract other checks rely on. Bad input
 ends with a one-line `error: ...` on stderr and exit status 2.
@@ -25,7 +26,7 @@ MAX_TOKENS = 1 << 20  # the longest context any NemotronH checkpoint supports (1
 RANGES = {
     "max_new_tokens": (1, MAX_TOKENS), "thinking_budget": (0, MAX_TOKENS), "max_context": (16, MAX_TOKENS),
     "temperature": (0.0, 10.0), "top_p": (1e-9, 1.0), "top_k": (0, 1 << 24), "min_p": (0.0, 0.999999),
-    "seed": (0, (1 << 63) - 1), "context": (16, MAX_TOKENS), "stall_seconds": (0.1, 86400.0),
+    "seed": (0, (1 << 63) - 1), "context": (16, MAX_TOKENS), "stall_seconds": (0.1, 86400.0), "steps": (1, 4096),
 }
 TEXT_FLAGS = ("prompt", "system")
 
@@ -114,11 +115,18 @@ def main(argv: list[str] | None = None) -> int:
 
     models_cli.add_parser(sub)
 
+    p = sub.add_parser("decode-check", help="run the decode step on a model built from a config (no weights)")
+    p.add_argument("--config", required=True, help="a folder with config.json and elastic.json")
+    p.add_argument("--submodel", help="default: every submodel")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or meta")
+    p.add_argument("--steps", type=int, default=4)
+
     args = parser.parse_args(argv)
     _log_one_line()
     try:
         check_values(args)
-        return {"score": _score, "extract": _extract, "generate": _generate, "models": models_cli.run}[args.command](args)
+        return {"score": _score, "extract": _extract, "generate": _generate, "models": models_cli.run,
+                "decode-check": _decode_check}[args.command](args)
     except ElasticError as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
@@ -129,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
 def _device_flags(p):
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16, float16")
+
+
+def _decode_check(args) -> int:
+    from .decode_check import main as decode_check
+
+    return decode_check(args)
 
 
 def _score(args) -> int:

@@ -66,6 +66,7 @@ class EngineStatus:
     weight_bytes: int
     cache_bytes: int
     max_context: int
+    decode_path: str = "eager"  # "CUDA graph", or "eager (why)"
 
 
 class Engine:
@@ -81,7 +82,9 @@ class Engine:
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
              max_context: int = 4096, elastic: dict | None = None) -> "Engine":
-        return cls(ElasticModel.load(Path(folder), resident, device, dtype, elastic), max_context)
+        engine = cls(ElasticModel.load(Path(folder), resident, device, dtype, elastic), max_context)
+        engine.prepare_decode()
+        return engine
 
     # ------------------------------------------------------------------ what is available
 
@@ -111,7 +114,7 @@ class Engine:
         return EngineStatus(str(self.model.folder), self.model.resident.name, tuple(self.submodels_by_size()),
                             self.model.compute_path(),
                             self.model.resident_bytes(), sum(c.nbytes() for c in self.caches.values()),
-                            self.max_context)
+                            self.max_context, self.model.decode_path())
 
     # ------------------------------------------------------------------ caches
 
@@ -119,6 +122,21 @@ class Engine:
         if name not in self.caches:
             self.caches[name] = self.model.new_cache(name, self.max_context)
         return self.caches[name]
+
+    def decoder(self, name: str):
+        """Submodel `name`'s decode step over its cache (decode_step.DecodeStep)."""
+        return self.model.decoder(name, self.cache(name))
+
+    def prepare_decode(self) -> str:
+        """On a GPU, captures every submodel's decode step now (at the shortest key span), so a
+        capture failure shows in the status at load rather than mid-reply; returns the decode path."""
+        if self.model.graphs.enabled:
+            for name in self.model.views:
+                cache = self.cache(name)
+                cache.reset()
+                self.model.forward(name, cache, [0])
+                cache.reset()
+        return self.model.decode_path()
 
     def sync(self, name: str, context: list[int], boundary: int | None = None,
              controls: Controls | None = None) -> tuple[Prefill, torch.Tensor]:

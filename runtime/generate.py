@@ -25,7 +25,8 @@ import torch
 from .engine import Controls, Engine, StopRequested
 from .errors import ElasticError, UsageError
 from .events import (ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, Done, Event, Switch, Token)
-from .sampling import SamplingSettings, make_sampler
+from .decode_step import DeviceSampler
+from .sampling import SamplingSettings
 
 log = logging.getLogger(__name__)
 GRACE_TOKENS = 16  # after the budget, how long to wait for a line to end before forcing </think>
@@ -48,16 +49,22 @@ class ChatRequest:
 
 
 def decode_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=()) -> Iterator[int]:
-    """Layer 1: from the logits after the cached context, sample a token, yield it, run it, repeat.
-    The caller stops when it likes; the last yielded token is not yet in the cache.
+    """Layer 1: from the logits after the cached context, sample a token, run it, yield it, repeat.
+    The caller stops when it likes; the last yielded token is already in the cache (its step was
+    queued before the host read the token, so the GPU never waits for the host).
+    `sample` is a DeviceSampler (the token stays on the device) or any `logits -> int` sampler.
     `processors` see `context`, the caller's live list of the sequence's token ids."""
-    cache = engine.cache(name)
+    step = engine.decoder(name)
     while True:
         for process in processors:
             logits = process(context, logits)
-        token = sample(logits)
-        yield token
-        logits = engine.model.forward(name, cache, [token])
+        if isinstance(sample, DeviceSampler):
+            logits = step.send(sample.on_device(logits))
+            yield step.receive()
+        else:
+            token = sample(logits)
+            logits = step.forward_token(token)
+            yield token
 
 
 def reserve_for_answer(max_new_tokens: int) -> int:
@@ -109,7 +116,7 @@ class _Reply:
         self.soft_limit = min(self.budget if self.budget is not None else hard_limit, hard_limit)
         # ...and never exceed budget + GRACE_TOKENS tokens in all.
         self.hard_limit = max(self.soft_limit, min(self.soft_limit + GRACE_TOKENS - 2, hard_limit))
-        self.sample = make_sampler(request.sampling, engine.model.device)
+        self.sample = DeviceSampler(request.sampling, engine.model.device)
 
         self.context = list(self.prompt)
         self.phase = THINKING if self.think_sub else ANSWER

@@ -1,9 +1,12 @@
 """The Mamba-2 mixer: in_proj, causal conv, selective state space scan, gated RMSNorm, out_proj.
 
 Two scans compute the same thing: `ssm_step` advances the recurrent state by one token
-(decode, and the obviously-right reference the tests compare against), and `ssm_chunked`
-processes a whole prompt in chunks with the SSD block decomposition (prefill).
-Heads are in the rank-major order described in weights.py: head i reads group i % G.
+(the obviously-right reference the tests compare against), and `ssm_chunked` processes a
+whole prompt in chunks with the SSD block decomposition (prefill). `mamba_step` is the decode
+step: one token, static shapes, the conv window and SSM state updated in place, no host sync
+(it is what a CUDA graph replays).
+Heads are in the rank-major order described in weights.py: head i reads group i % G, so the
+heads viewed as (q, G) put group g in column g and B, C broadcast over q without copies.
 """
 
 from __future__ import annotations
@@ -42,6 +45,37 @@ def mamba_mixer(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelC
         y = ssm_chunked(xs, dt, w.A, B, C, w.D, state.ssm, cfg.chunk_size)
     y = gated_rms_norm(y, z, w.norm_w, G, cfg.layer_norm_epsilon)  # (T, H*P)
     return linear(y.to(x.dtype), w.out_proj, w.out_bias)
+
+
+def mamba_step(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelConfig) -> torch.Tensor:
+    """One token: x (1, hidden) -> (1, hidden), advancing `state` in place."""
+    G, P, N = cfg.n_groups, cfg.mamba_head_dim, cfg.ssm_state_size
+    H, gn = w.A.shape[0], cfg.n_groups * cfg.ssm_state_size
+    q = H // G
+    proj = linear(x, w.in_proj, w.in_bias).view(-1)  # (2GN + H*(2P+1),): [B, C, per head (z, x, dt)]
+    per_head = proj[2 * gn:].view(H, 2 * P + 1)
+    conv_in = torch.cat([proj[:2 * gn], per_head[:, P:2 * P].reshape(H * P)])  # (C,): [B, C, per head x]
+    window = torch.cat([state.conv, conv_in.view(-1, 1)], dim=1)  # (C, K)
+    state.conv.copy_(window[:, 1:])
+    conv = (window * w.conv_w).sum(-1)
+    if w.conv_b is not None:
+        conv = conv + w.conv_b
+    u = _fp32(F.silu(conv))  # (C,)
+    B, C = u[:gn].view(G, 1, N), u[gn:2 * gn].view(G, 1, N)  # group g's B and C serve heads j*G + g
+    xs = u[2 * gn:].view(q, G, P)
+    dt = F.softplus(_fp32(per_head[:, 2 * P]) + w.dt_bias).clamp(min=cfg.time_step_min).view(q, G, 1)
+    ssm = state.ssm.view(q, G, P, N)
+    ssm.mul_(torch.exp(dt * w.A.view(q, G, 1)).unsqueeze(-1))
+    ssm.add_((dt * xs).unsqueeze(-1) * B)
+    y = (ssm * C).sum(-1) + w.D.view(q, G, 1) * xs  # (q, G, P)
+    g = y * F.silu(_fp32(per_head[:, :P]).view(q, G, P))  # gated RMSNorm within each group
+    g = g * torch.rsqrt(g.pow(2).mean(dim=(0, 2), keepdim=True) + cfg.layer_norm_epsilon)
+    out = w.norm_w * g.view(1, H * P)
+    return linear(out if out.dtype == x.dtype else out.to(x.dtype), w.out_proj, w.out_bias)
+
+
+def _fp32(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dtype == torch.float32 else t.float()
 
 
 def causal_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, window: torch.Tensor) -> torch.Tensor:

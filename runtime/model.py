@@ -4,11 +4,14 @@ submodel as views into it, and the forward pass that runs any of them.
     model = ElasticModel.load("assets/demo")           # parent resident, all submodels ready
     cache = model.new_cache("12M", max_len=4096)
     logits = model.forward("12M", cache, [1, 2, 3])     # (1, vocab) logits of the last token
+
+Several tokens run as a prefill (`forward` below); one token runs through the decode step
+(decode_step.py), the same step the engine replays as a CUDA graph on a GPU.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -18,6 +21,8 @@ from .attention import attention
 from .cache import SequenceCache, new_cache
 from .checkpoint_check import inspect_checkpoint
 from .config import ATTENTION, MAMBA, MLP, ModelConfig
+from .cuda_graphs import GraphSet
+from .decode_step import DecodeStep, rms_norm
 from .device import pick_device
 from .elastic import Submodel, count_params
 from .matmul import describe as describe_kernel
@@ -29,15 +34,8 @@ from .moe import mlp, moe
 from .weights import ModelWeights, load_weights, resident_bytes, submodel_views
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm in fp32 (weight multiply included), cast back to x's dtype."""
-    xf = x.float()
-    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return (weight.float() * xf).to(x.dtype)
-
-
 def forward(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, ids: list[int], all_logits: bool = False):
-    """Runs tokens `ids` after the cache's sequence and appends them to it.
+    """Runs tokens `ids` (a prefill chunk) after the cache's sequence and appends them to it.
 
     Returns fp32 logits: (T, vocab) if all_logits else (1, vocab) for the last token.
     """
@@ -71,6 +69,10 @@ class ElasticModel:
     device: torch.device
     dtype: torch.dtype
     quant: QuantSpec | None = None  # None: a dense (BF16/FP16/FP32) checkpoint
+    graphs: GraphSet = field(init=False)  # whether decode steps replay as CUDA graphs, and why not
+
+    def __post_init__(self):
+        self.graphs = GraphSet(self.device)
 
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
@@ -127,7 +129,22 @@ class ElasticModel:
             raise UsageError(f"the context is full ({cache.max_len} tokens)")
         if min(ids) < 0 or max(ids) >= self.config.vocab_size:
             raise UsageError(f"token ids must lie in 0..{self.config.vocab_size - 1}")
+        if len(ids) == 1:
+            return self.decoder(name, cache).forward_token(ids[0]).clone()
         return forward(self.config, self.views[name], cache, ids, all_logits)
+
+    def decoder(self, name: str, cache: SequenceCache) -> DecodeStep:
+        """The decode step of submodel `name` over `cache` (made once per cache: its graphs
+        are bound to the cache's buffers)."""
+        if cache.submodel != name:
+            raise UsageError(f"this cache belongs to submodel {cache.submodel!r}, not {name!r}")
+        if cache.step is None:
+            cache.step = DecodeStep(self.config, self.views[name], cache, self.device, self.graphs)
+        return cache.step
+
+    def decode_path(self) -> str:
+        """How decode steps run, in words: "CUDA graph" or "eager (why)"."""
+        return self.graphs.status
 
     def resident_bytes(self) -> int:
         """Bytes of weights in memory: every available submodel together (views share storage)."""

@@ -179,7 +179,6 @@ def memory_table(folder: Path, label: str) -> dict:
 # ----------------------------------------------------------------------------- 5: profile
 
 def profile_step(folder: Path, steps: int = 200) -> dict:
-    import runtime.model as rm
     from runtime.sampling import SamplingSettings, make_sampler
 
     model = ElasticModel.load(folder)
@@ -195,10 +194,12 @@ def profile_step(folder: Path, steps: int = 200) -> dict:
             return out
         return wrapper
 
-    for attr, label in (("mamba_mixer", "Mamba-2 mixer"), ("attention", "attention"), ("moe", "MoE"),
+    import runtime.decode_step as step  # decode runs the step's functions; prefill runs model.py's
+
+    for attr, label in (("mamba_step", "Mamba-2 mixer"), ("attention_step", "attention"), ("moe_gathered", "MoE"),
                         ("mlp", "dense MLP"), ("rms_norm", "RMSNorms"), ("linear", "lm_head")):
-        originals[attr] = getattr(rm, attr)
-        setattr(rm, attr, timed(label, originals[attr]))
+        originals[attr] = getattr(step, attr)
+        setattr(step, attr, timed(label, originals[attr]))
     sample = timed("sampling", make_sampler(SamplingSettings(temperature=0.7, top_p=0.95, seed=0)))
     try:
         cache = model.new_cache(name, steps + 64)
@@ -210,7 +211,7 @@ def profile_step(folder: Path, steps: int = 200) -> dict:
         total = time.perf_counter() - t0
     finally:
         for attr, fn in originals.items():
-            setattr(rm, attr, fn)
+            setattr(step, attr, fn)
     parts = {k: round(1000 * v / steps, 4) for k, v in sorted(spent.items(), key=lambda kv: -kv[1])}
     parts["Python overhead (the rest)"] = round(1000 * total / steps - sum(parts.values()), 4)
     return {"submodel": name, "ms_per_step": round(1000 * total / steps, 3), "parts_ms": parts}
