@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -38,6 +38,7 @@ class Controls:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._submodel: str | None = None
+        self._thinking = ThinkingRequest()
 
     def stop(self) -> None:
         self._stop.set()
@@ -55,6 +56,46 @@ class Controls:
         with self._lock:
             name, self._submodel = self._submodel, None
             return name
+
+    # -- steering the thought in flight (ignored once the answer has started)
+
+    def request_depth(self, think_submodel: str | None, budget: int | None) -> None:
+        """Go on thinking on `think_submodel` with `budget` thinking tokens in all (what was already
+        thought counts); `think_submodel` None or budget 0 ends thinking now."""
+        with self._lock:
+            if think_submodel is None or budget == 0:
+                self._thinking = replace(self._thinking, answer_now=True)
+            else:
+                self._thinking = replace(self._thinking, think_submodel=think_submodel, budget=budget, more=0)
+
+    def answer_now(self) -> None:
+        """End thinking at once and answer (as a budget hit does)."""
+        with self._lock:
+            self._thinking = replace(self._thinking, answer_now=True)
+
+    def think_longer(self, tokens: int) -> None:
+        """Give the thought `tokens` more budget."""
+        with self._lock:
+            self._thinking = replace(self._thinking, more=self._thinking.more + max(0, int(tokens)))
+
+    def take_thinking_request(self) -> "ThinkingRequest":
+        with self._lock:
+            request, self._thinking = self._thinking, ThinkingRequest()
+            return request
+
+
+@dataclass(frozen=True)
+class ThinkingRequest:
+    """What the user asked of the thought since the last token (all empty: nothing)."""
+
+    think_submodel: str | None = None  # go on thinking on this submodel
+    budget: int | None = None  # the new budget, in thinking tokens in all
+    more: int = 0  # tokens to add to the budget
+    answer_now: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return self == ThinkingRequest()
 
 
 @dataclass(frozen=True)

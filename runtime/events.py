@@ -39,6 +39,7 @@ class Switch:
     reprefill_tokens: int
     ms: float
     exact: bool = True  # False for the approximate cache transplant
+    reason: str = "answer"  # answer (thinking ended), depth (the user moved it), escalate (Auto), request
     type: str = "switch"
 
 
@@ -60,6 +61,10 @@ class Done:
     switch_reprefill_tokens: int = 0
     switch_ms: float = 0.0
     error: str | None = None
+    # How thinking ended: "model" (it closed its thought), "budget", "user" (Answer now), "" (it did not think)
+    thinking_end: str = ""
+    # Thinking tokens per submodel, in the order they thought: (("0.5M", 40), ("1.5M", 12))
+    thinking_by_submodel: tuple[tuple[str, int], ...] = ()
     type: str = "done"
 
 

@@ -112,10 +112,8 @@ class _Reply:
             self.prompt = self._prompt(False)
         self.think_sub = request.think_submodel if thinking else None
         self.boundary = _last_index(self.prompt, self.special.turn_start)
-        self.budget = request.thinking_budget if thinking else 0
-        self.soft_limit = min(self.budget if self.budget is not None else hard_limit, hard_limit)
-        # ...and never exceed budget + GRACE_TOKENS tokens in all.
-        self.hard_limit = max(self.soft_limit, min(self.soft_limit + GRACE_TOKENS - 2, hard_limit))
+        self.think_cap = hard_limit
+        self._set_budget(request.thinking_budget if thinking else 0)
         self.sample = DeviceSampler(request.sampling, engine.model.device)
 
         self.context = list(self.prompt)
@@ -125,8 +123,17 @@ class _Reply:
         self.texts = {THINKING: [], ANSWER: []}
         self.decoder = self.chat.stream_decoder()
         self.budget_hit = False
+        self.thinking_end = ""
+        self.thought_by: dict[str, int] = {}  # thinking tokens per submodel
         self.phase_switch: Switch | None = None
         self.held = ""  # answer text held back while it could be the start of a stop string
+
+    def _set_budget(self, budget: int | None) -> None:
+        """Thinking ends at the first line end after `budget` tokens (all thinking so far counts)..."""
+        self.budget = budget
+        self.soft_limit = min(budget if budget is not None else self.think_cap, self.think_cap)
+        # ...and never exceeds budget + GRACE_TOKENS tokens in all, nor the answer's reserve.
+        self.hard_limit = max(self.soft_limit, min(self.soft_limit + GRACE_TOKENS - 2, self.think_cap))
 
     def _prompt(self, thinking: bool) -> list[int]:
         return self.chat.prompt_ids(list(self.req.messages), enable_thinking=thinking,
@@ -146,9 +153,12 @@ class _Reply:
                 if self.controls.stop_requested:
                     finish = STOPPED
                     break
+                steer = self.controls.take_thinking_request()
+                if self.phase == THINKING and not steer.empty:
+                    yield from self._steer(steer)
                 wanted = self.controls.take_submodel_request()
-                if wanted and wanted != self.current:
-                    yield self._switch(wanted)
+                if wanted and wanted != self.current and wanted in self.engine.model.views:
+                    yield self._switch(wanted, reason="request")
                 token = next(self.steps)
                 now = time.perf_counter()
                 latency = (now - (last or started)) * 1000
@@ -180,18 +190,36 @@ class _Reply:
         """Handles a token sampled while thinking; ends the phase when the model or the budget says so."""
         if token in self.special.end_of_turn:
             # The model tried to end the turn inside its thinking: never leave a reply with no answer.
+            self.thinking_end = "model"
             return self._start_answer(forced=self._end_thinking_tokens())
         self.counts[THINKING] += 1
+        self.thought_by[self.current] = self.thought_by.get(self.current, 0) + 1
         self.context.append(token)
         if token == self.special.think_end:  # the model ended its thinking itself
+            self.thinking_end = "model"
             return [Token("", token, THINKING, self.current, latency)] + self._start_answer(forced=[])
         text = self.decoder.push(token)
         self.texts[THINKING].append(text)
         events = [Token(text, token, THINKING, self.current, latency)]
         n = self.counts[THINKING]
         if n >= self.soft_limit and ("\n" in text or n >= self.hard_limit):
-            self.budget_hit = True
+            self.budget_hit, self.thinking_end = True, "budget"
             events += self._start_answer(forced=self._end_thinking_tokens())
+        return events
+
+    def _steer(self, steer) -> list[Event]:
+        """Applies what the user asked of the thought in flight (engine.Controls), before the next token."""
+        if steer.answer_now:
+            self.thinking_end = "user"
+            return self._start_answer(forced=self._end_thinking_tokens())
+        events = []
+        target = steer.think_submodel
+        if target and target != self.current and target in self.engine.model.views:
+            events.append(self._switch(target, reason="depth"))
+        if steer.budget is not None:
+            self._set_budget(steer.budget)
+        if steer.more and self.budget is not None:
+            self._set_budget(max(self.budget, self.counts[THINKING]) + steer.more)
         return events
 
     def _end_thinking_tokens(self) -> list[int]:
@@ -208,6 +236,7 @@ class _Reply:
             events.append(Token(text, t, THINKING, self.current, 0.0, forced=True))
         self.context.extend(forced)
         self.counts[THINKING] += len(forced)
+        self.thought_by[self.current] = self.thought_by.get(self.current, 0) + len(forced)
         self.texts[THINKING].append(self.decoder.flush())
         self.phase, self.decoder = ANSWER, self.chat.stream_decoder()
         target = self.req.answer_submodel
@@ -219,14 +248,15 @@ class _Reply:
             self.steps = self._steps(self.current, logits)
         return events
 
-    def _switch(self, target: str, approximate: bool = False) -> Switch:
+    def _switch(self, target: str, approximate: bool = False, reason: str = "answer") -> Switch:
         """The answering (or requested) submodel catches up on the context it has not seen: exactly by
         re-prefilling it, or (opt-in) approximately by taking over the thinking submodel's state."""
         if approximate:
             prefill, logits = self.engine.transplant(self.current, target, self.context, len(self.prompt), self.controls)
         else:
             prefill, logits = self.engine.sync(target, self.context, self.boundary, self.controls)
-        event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms, exact=not approximate)
+        event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms, exact=not approximate,
+                       reason=reason)
         self.current = target
         self.steps = self._steps(target, logits)
         return event
@@ -265,7 +295,8 @@ class _Reply:
             thinking_budget=self.budget if self.think_sub else 0,
             switch_from=sw.from_submodel if sw else None, switch_to=sw.to_submodel if sw else None,
             switch_reprefill_tokens=sw.reprefill_tokens if sw else 0, switch_ms=round(sw.ms, 3) if sw else 0.0,
-            error=error)
+            error=error, thinking_end=self.thinking_end,
+            thinking_by_submodel=tuple((name, n) for name, n in self.thought_by.items() if n))
 
 
 def _last_index(ids: list[int], token: int | None) -> int | None:
