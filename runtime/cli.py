@@ -3,6 +3,7 @@
     score     log-probabilities of a token sequence under one submodel (full or stepwise)
     extract   write one submodel as a standalone checkpoint
     generate  stream a chat reply with elastic budget control
+    serve     a local OpenAI-compatible server (runtime/server/)
     models    probe | list | download | verify | import | delete (models_cli.py)
 
 Flags and output formats of these commands are a contract other checks rely on. Bad input
@@ -56,11 +57,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="APPROXIMATE switch: reuse the thinking submodel's state instead of re-prefilling")
     _device_flags(p)
 
+    p = sub.add_parser("serve", help="a local OpenAI-compatible server: /v1/chat/completions, /v1/models, /health")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1; any other address needs --api-key")
+    p.add_argument("--port", type=int, default=8000, help="default 8000 (0: any free port)")
+    p.add_argument("--api-key", help="clients must send 'Authorization: Bearer KEY'")
+    p.add_argument("--max-context", type=int, default=4096)
+    p.add_argument("--max-queue", type=int, default=8, help="requests that may wait for the model (more get 429)")
+    _device_flags(p)
+
     models_cli.add_parser(sub)
 
     args = parser.parse_args(argv)
     try:
-        return {"score": _score, "extract": _extract, "generate": _generate, "models": models_cli.run}[args.command](args)
+        return {"score": _score, "extract": _extract, "generate": _generate, "serve": _serve,
+                "models": models_cli.run}[args.command](args)
     except ElasticError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -95,6 +106,12 @@ def _extract(args) -> int:
     out = extract(args.checkpoint, args.submodel, args.out)
     print(f"wrote submodel {args.submodel!r} to {out}")
     return 0
+
+
+def _serve(args) -> int:
+    from .server.runner import serve_command
+
+    return serve_command(args)
 
 
 def _generate(args) -> int:
