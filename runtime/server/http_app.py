@@ -21,6 +21,7 @@ from collections import deque
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse, format_sse_event
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..events import Done
@@ -37,8 +38,38 @@ def _dumps(obj) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+class BodyLimit:
+    """Refuses a request body over `limit` bytes with 413 in OpenAI's shape: at once when its
+    Content-Length says so, else as soon as the bytes read pass the limit. (Starlette's own limiter
+    answers in plain text.)"""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_large = ApiError(413, f"the request body is larger than {self.limit} bytes", None, "body_too_large")
+        length = Headers(scope=scope).get("content-length", "")
+        if length.isdigit() and int(length) > self.limit:
+            return await JSONResponse(too_large.body(), 413)(scope, receive, send)
+        total = 0
+
+        async def limited_receive():
+            nonlocal total
+            message = await receive()
+            if message["type"] == "http.request":
+                total += len(message.get("body", b""))
+                if total > self.limit:
+                    raise too_large  # inside the route's body read: answered by the ApiError handler
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
 def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    app = FastAPI(title="Elastic Chat", docs_url=None, redoc_url=None, openapi_url=None, max_body_size=max_body_bytes)
+    app = FastAPI(title="Elastic Chat", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
     app.state.queue = queue
     app.state.records = deque(maxlen=256)  # JobRecord of finished requests, newest last
     app.state.jobs = set()  # requests in line or running
@@ -82,8 +113,7 @@ def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: i
     async def _http(request, e: StarletteHTTPException):
         messages = {404: f"no route {request.method} {request.url.path}; this server has /v1/models, "
                          "/v1/chat/completions and /health",
-                    405: f"{request.method} is not allowed on {request.url.path}",
-                    413: f"the request body is larger than {max_body_bytes} bytes"}
+                    405: f"{request.method} is not allowed on {request.url.path}"}
         message = messages.get(e.status_code, str(e.detail))
         return JSONResponse(error_body(e.status_code, message, None, None), e.status_code)
 
