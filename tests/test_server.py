@@ -318,20 +318,26 @@ def test_api_key(engine):
 # ---------------------------------------------------------------------- one engine, one reply at a time
 
 
-def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine):
+@pytest.mark.parametrize("streamed", [True, False])
+def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine, streamed):
     with slow_engine(engine):
         before = len(server.records)
-        reply = client(server).chat.completions.create(model=MODEL, messages=QUESTION, stream=True,
-                                                       max_tokens=500, reasoning_effort="none")
-        for i, _ in enumerate(reply):
-            if i == 5:
-                break
-        reply.close()  # hang up mid-reply
+        if streamed:
+            reply = client(server).chat.completions.create(model=MODEL, messages=QUESTION, stream=True,
+                                                           max_tokens=500, reasoning_effort="none")
+            for i, _ in enumerate(reply):
+                if i == 5:
+                    break
+            reply.close()  # hang up mid-reply
+        else:
+            with pytest.raises(openai.APITimeoutError):  # the client gives up and closes the connection
+                client(server, timeout=1.0).chat.completions.create(model=MODEL, messages=QUESTION,
+                                                                    max_tokens=500, reasoning_effort="none")
         assert wait_for(lambda: len(server.records) > before)
         rec = server.records[-1]
     assert rec.finish_reason == "stopped" and rec.tokens_at_cancel is not None
     assert rec.tokens - rec.tokens_at_cancel <= 1  # the decode loop saw the flag at the next token
-    assert rec.tokens < 500
+    assert 0 < rec.tokens < 500
     assert server.queue.snapshot().running is None  # the engine is free for the next one
     assert ask(server, max_tokens=2, reasoning_effort="none").usage.completion_tokens == 2
 
@@ -436,3 +442,46 @@ def test_a_big_body_without_a_length_is_refused_too(server):
 
     r = requests.post(server.address + "/chat/completions", data=chunks())  # chunked: no Content-Length
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
+
+
+# ---------------------------------------------------------------------- in the app
+
+
+def test_the_app_serves_the_engine_it_loaded_and_the_strip_sees_the_request(qtbot, engine):
+    from app.server_control import ServerControl
+
+    queue = EngineQueue()
+    queue.set_engine(engine)  # what the engine worker does once a model has loaded
+    control = ServerControl(queue)
+    try:
+        control.start("0.0.0.0", 0, "")  # an open address without a key: refused in one line, no exception
+        qtbot.waitUntil(lambda: control.status().error != "", timeout=20000)
+        assert "--api-key" in control.status().error and not control.status().running
+        with qtbot.waitSignal(control.sig_status, timeout=20000,
+                              check_params_cb=lambda s: s.running and s.address.startswith("http://127.0.0.1:")):
+            control.start("127.0.0.1", 0, "")
+        srv = control.server
+        with slow_engine(engine):
+            reply = threading.Thread(target=lambda: ask(srv, max_tokens=40, reasoning_effort="none"))
+            reply.start()
+            qtbot.waitUntil(lambda: control.status().in_flight is not None, timeout=20000)
+            status = control.status()
+            assert status.in_flight.startswith("server 127.0.0.1:") and srv.address in status.summary
+            reply.join(60)
+        qtbot.waitUntil(lambda: control.status().in_flight is None, timeout=5000)
+    finally:
+        control.shutdown()
+    assert not control.status().running
+
+
+def test_the_settings_box_refuses_an_open_address_without_a_key(qtbot):
+    from app.widgets.server_settings import ServerSettingsBox
+
+    box = ServerSettingsBox(True, "0.0.0.0", 8000, "")
+    qtbot.addWidget(box)
+    assert "API key" in box.problem() and "API key" in box.note.text()
+    box.api_key.setText("long-enough-key")
+    assert box.problem() == "" and box.values() == (True, "0.0.0.0", 8000, "long-enough-key")
+    box.host.setText("127.0.0.1")
+    box.api_key.setText("")
+    assert box.problem() == "" and "http://127.0.0.1:8000/v1" in box.note.text()

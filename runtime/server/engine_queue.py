@@ -23,9 +23,12 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..engine import Controls, StopRequested
 from ..errors import ElasticError
+
+if TYPE_CHECKING:  # the engine module imports torch; this one stays light for the app's start-up
+    from ..engine import Controls
 
 POLL_S = 0.05  # how often a waiting ticket looks at its stop flag
 
@@ -47,7 +50,7 @@ class EngineUnavailable(ElasticError):
 @dataclass
 class Ticket:
     who: str  # shown in the live strip: "chat", "server 127.0.0.1:51234"
-    controls: Controls
+    controls: "Controls"
     bounded: bool
     number: int
     entered: float = field(default_factory=time.monotonic)
@@ -108,9 +111,11 @@ class EngineQueue:
 
     # ------------------------------------------------------------------ taking turns
 
-    def enter(self, who: str, controls: Controls | None = None, bounded: bool = False) -> Ticket:
+    def enter(self, who: str, controls: "Controls | None" = None, bounded: bool = False) -> Ticket:
         """Gets in line (does not wait). Bounded entries raise `QueueFull` when `max_waiting`
         bounded tickets already wait."""
+        from ..engine import Controls  # noqa: PLC0415
+
         with self._cond:
             if bounded and sum(t.bounded for t in self._line) >= self.max_waiting:
                 raise QueueFull(f"{len(self._line)} requests are already waiting for the model; "
@@ -124,6 +129,8 @@ class EngineQueue:
         """Blocks until `ticket` is first in line and the engine is free; returns the engine (which
         may be None while loading: the caller decides). Raises `StopRequested`, having left the line,
         when the ticket's controls are stopped while it waits."""
+        from ..engine import StopRequested  # noqa: PLC0415
+
         with self._cond:
             while self._holder is not None or self._line[0] is not ticket:
                 if ticket.controls.stop_requested:
@@ -145,7 +152,7 @@ class EngineQueue:
             self._cond.notify_all()
 
     @contextmanager
-    def turn(self, controls: Controls | None = None, who: str = "chat", bounded: bool = False):
+    def turn(self, controls: "Controls | None" = None, who: str = "chat", bounded: bool = False):
         """`with queue.turn(controls) as engine:` waits its turn, holds the engine, then lets go."""
         ticket = self.enter(who, controls, bounded)
         try:
