@@ -21,7 +21,9 @@ import pytest
 
 from runtime.depth import load_table
 from runtime.engine import Controls, Engine
-from runtime.server.engine_queue import EngineQueue
+from runtime.events import STOPPED, Done, Prefill
+from runtime.generate import ChatRequest
+from runtime.server.engine_queue import EngineQueue, stream_in_turn
 from runtime.server.openai_api import EFFORT_DEPTHS
 from runtime.server.runner import ServerThread
 
@@ -391,6 +393,65 @@ def test_two_clients_and_the_chat_window_take_turns_in_order_and_a_third_gets_42
     assert results["a"].usage.completion_tokens == 30 and results["b"].usage.completion_tokens == 10
 
 
+def in_thread(fn, *args, **kw):
+    """Runs fn in a thread; returns (thread, box) where box gets the result or the exception."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn(*args, **kw)
+        except Exception as e:  # the test inspects it
+            box["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, box
+
+
+def test_the_chat_window_waits_its_turn_through_stream_in_turn(server, engine):
+    """What the app's engine worker does for a chat reply while the server is busy."""
+    request = ChatRequest(tuple(QUESTION), None, "1.5M", 0, 5)
+    with slow_engine(engine):
+        a, a_box = in_thread(ask, server, max_tokens=30, reasoning_effort="none")  # noqa: F841
+        assert wait_for(lambda: server.queue.snapshot().running is not None)
+        chat, chat_box = in_thread(lambda: [(e, time.monotonic()) for e in stream_in_turn(server.queue, request, Controls())])
+        assert wait_for(lambda: server.queue.waiting == 1)
+        impatient = Controls()
+        gave_up, gave_up_box = in_thread(lambda: list(stream_in_turn(server.queue, request, impatient)))
+        assert wait_for(lambda: server.queue.waiting == 2)
+        impatient.stop()  # Esc while still waiting: it leaves the line at once, with a Done
+        gave_up.join(5)
+        a.join(60)
+        chat.join(60)
+    (done,) = gave_up_box["value"]
+    assert isinstance(done, Done) and done.finish_reason == STOPPED and done.answer_tokens == 0
+    events = chat_box["value"]
+    assert isinstance(events[0][0], Prefill) and isinstance(events[-1][0], Done)
+    assert events[-1][0].answer_tokens == 5
+    a_record = next(r for r in reversed(server.records) if r.tokens == 30)
+    assert a_record.finished <= events[0][1]  # the chat began only after the server's reply ended
+
+
+def test_a_model_swap_stops_server_replies_with_503(server, engine):
+    """What the app's engine worker does when the user loads another model."""
+    with slow_engine(engine):
+        running, running_box = in_thread(ask, server, max_tokens=300, reasoning_effort="none")
+        assert wait_for(lambda: server.queue.snapshot().running is not None)
+        waiting, waiting_box = in_thread(ask, server, max_tokens=5, reasoning_effort="none")
+        assert wait_for(lambda: server.queue.waiting == 1)
+        with server.queue.exclusive("loading another model"):
+            running.join(10)
+            waiting.join(10)
+            with pytest.raises(openai.InternalServerError) as err:
+                ask(server, max_tokens=5)
+            assert err.value.status_code == 503 and err.value.code == "model_loading"
+            server.queue.set_engine(engine)  # the new model (the same one here)
+    for box, code in ((running_box, "reply_stopped"), (waiting_box, "model_not_ready")):
+        e = box["error"]
+        assert isinstance(e, openai.InternalServerError) and e.status_code == 503 and e.code == code
+    assert ask(server, max_tokens=2, reasoning_effort="none").usage.completion_tokens == 2
+
+
 # ---------------------------------------------------------------------- the command line
 
 
@@ -485,3 +546,11 @@ def test_the_settings_box_refuses_an_open_address_without_a_key(qtbot):
     box.host.setText("127.0.0.1")
     box.api_key.setText("")
     assert box.problem() == "" and "http://127.0.0.1:8000/v1" in box.note.text()
+
+
+def test_a_finished_reply_is_not_counted_as_cancelled(server):
+    before = len(server.records)
+    ask(server, max_tokens=3, reasoning_effort="none")
+    stream(server, max_tokens=3, reasoning_effort="none")
+    assert wait_for(lambda: len(server.records) >= before + 2)
+    assert all(r.finish_reason == "length" and r.tokens_at_cancel is None for r in list(server.records)[before:])

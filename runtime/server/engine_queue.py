@@ -160,6 +160,16 @@ class EngineQueue:
         finally:
             self.leave(ticket)
 
+    @contextmanager
+    def exclusive(self, message: str = "the model is loading"):
+        """For loading or unloading a model: stops every reply (waiting ones leave the line), waits
+        for the engine to be free, then holds it with the state LOADING (the server answers 503).
+        Inside, call `set_engine` (or `set_failed`) before leaving."""
+        self.stop_all()
+        with self.turn(None, message):
+            self.set_loading(message)
+            yield
+
     def stop_all(self) -> None:
         """Stops the running reply and every waiting one (before a model is unloaded)."""
         with self._cond:
@@ -178,3 +188,30 @@ class EngineQueue:
     def waiting(self) -> int:
         with self._cond:
             return len(self._line)
+
+
+def stream_in_turn(queue: EngineQueue, request, controls: "Controls", who: str = "chat"):
+    """`stream_chat` on the queue's engine, in turn: waits in line, then yields the reply's events.
+    Like `stream_chat`, the last event is always a Done: stopped while still waiting, it is a Done
+    with finish reason STOPPED and nothing generated; with no engine loaded, ERROR."""
+    from ..engine import StopRequested  # noqa: PLC0415
+    from ..events import ERROR, STOPPED, Done  # noqa: PLC0415
+    from ..generate import stream_chat  # noqa: PLC0415
+
+    def nothing(finish: str, error: str | None = None) -> Done:
+        return Done(finish, 0, 0, False, 0.0, 0.0, "", "", request.think_submodel, request.answer_submodel,
+                    request.thinking_budget if request.think_submodel else 0, error=error)
+
+    ticket = queue.enter(who, controls)
+    try:
+        try:
+            engine = queue.wait(ticket)
+        except StopRequested:
+            yield nothing(STOPPED)
+            return
+        if engine is None:
+            yield nothing(ERROR, "no model is loaded")
+            return
+        yield from stream_chat(engine, request, controls)
+    finally:
+        queue.leave(ticket)

@@ -144,7 +144,7 @@ def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: i
     async def chat_completions(request: Request):
         try:
             body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             raise ApiError(400, "the request body is not valid JSON", None, "invalid_json") from None
         parsed = parse_chat(body, served())
         client = request.client

@@ -49,6 +49,7 @@ class Job:
         self.tokens = 0
         self.tokens_at_cancel: int | None = None
         self.started: float | None = None
+        self.replied = False  # the engine's Done event came: there is nothing left to cancel
         self.thread = threading.Thread(target=self._run, name=f"reply {self.ticket.number}", daemon=True)
         self.thread.start()
 
@@ -68,7 +69,9 @@ class Job:
         finish = "refused"
         try:
             engine = self.queue.wait(self.ticket)
-        except StopRequested:
+        except StopRequested:  # the client hung up, or the app is replacing the model
+            self._post(ApiError(503, "the model is being replaced or unloaded; try again shortly", None,
+                                "model_not_ready"))
             self._finish("cancelled")
             return
         self.started = time.monotonic()
@@ -89,7 +92,7 @@ class Job:
                     t = self.ticket
                     t.tokens, t.phase, t.submodel = self.tokens, event.phase, event.submodel
                 elif isinstance(event, Done):
-                    finish = event.finish_reason
+                    finish, self.replied = event.finish_reason, True
                 self._post(event)
         except Exception as e:  # the reply fails, the server does not
             log.exception("reply %s failed", self.ticket.number)
@@ -121,6 +124,6 @@ class Job:
 
     def cancel(self) -> None:
         """The client hung up: stop the reply (or leave the line)."""
-        if not self.controls.stop_requested:
+        if not self.replied and not self.controls.stop_requested:
             self.tokens_at_cancel = self.tokens
             self.controls.stop()

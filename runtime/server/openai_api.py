@@ -37,7 +37,7 @@ DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.6, 0.95  # the model card's recommendatio
 MAX_STOPS, MAX_STOP_CHARS = 4, 256
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 ELASTIC_FIELDS = {"think_submodel", "answer_submodel", "thinking_budget", "depth", "keep_reasoning"}
-FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length", STOPPED: "stop"}
+FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length"}
 
 
 class ApiError(Exception):
@@ -197,7 +197,7 @@ def _refuse_unsupported(body: dict) -> None:
     for key in ("tools", "functions"):
         if body.get(key):
             raise bad(key, "tool calling is not supported by this server")
-    if body.get("tool_choice") not in (None, "none"):
+    if body.get("tool_choice") not in (None, "none", "auto"):  # "auto" with no tools means no tool calls
         raise bad("tool_choice", "tool calling is not supported by this server")
     if body.get("function_call") not in (None, "none"):
         raise bad("function_call", "tool calling is not supported by this server")
@@ -386,6 +386,9 @@ def elastic_info(done: Done, depth: str | None, queue_ms: float) -> dict:
 def check_done(done: Done) -> None:
     if done.finish_reason == ERROR:
         raise ApiError(500, f"the reply failed: {done.error}", None, "generation_failed")
+    if done.finish_reason == STOPPED:  # not by its client (a client that hung up reads nothing more)
+        raise ApiError(503, "the reply was stopped before it finished: the model is being replaced or "
+                            "unloaded; try again shortly", None, "reply_stopped")
 
 
 def completion(parsed: ParsedChat, prompt: Prefill | None, done: Done, completion_id: str, created: int,
