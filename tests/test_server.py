@@ -190,6 +190,8 @@ def test_elastic_fields_and_pinned_submodels(server):
     assert r.usage.completion_tokens_details.reasoning_tokens <= 5 + 16
     r = ask(server, seed=2, extra_body={"thinking_token_budget": 0})
     assert extra(r, "elastic")["think_submodel"] is None
+    r = ask(server, seed=2, extra_body={"thinking_budget_tokens": 7})  # llama.cpp's spelling
+    assert extra(r, "elastic")["thinking_budget"] == 7
     assert extra(ask(server, seed=2, extra_body={"elastic": {"depth": "deep"}}), "elastic")["depth"] == "Deep"
 
 
@@ -254,6 +256,9 @@ def test_max_tokens_ends_with_length(server):
     ({"extra_body": {"elastic": {"depth": "Deepest"}}}, "elastic.depth"),
     ({"extra_body": {"elastic": {"budget": 3}}}, "elastic.budget"),
     ({"reasoning_effort": "none", "extra_body": {"thinking_token_budget": 20}}, "thinking_token_budget"),
+    ({"extra_body": {"thinking_token_budget": 20, "elastic": {"thinking_budget": 30}}}, "elastic.thinking_budget"),
+    ({"extra_body": {"thinking_budget_tokens": -1}}, "thinking_budget_tokens"),
+    ({"reasoning_effort": "none", "extra_body": {"elastic": {"thinking_budget": 9}}}, "elastic.thinking_budget"),
     ({"model": f"{MODEL}:1.0M", "extra_body": {"elastic": {"answer_submodel": "1.5M"}}}, "elastic.answer_submodel"),
 ])
 def test_bad_parameters_get_400_naming_the_parameter(server, fields, param):

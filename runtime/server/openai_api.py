@@ -159,11 +159,11 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
         else:
             answer = name
         depth = None
-    chosen = _budget(body, elastic, served)
+    chosen, budget_param = _budget(body, elastic, served)
     if chosen is not None:
         if chosen > 0 and think is None:
-            raise bad("thinking_token_budget", f"depth {stop.name} turns thinking off, so a thinking budget "
-                                               "cannot apply; drop one of them")
+            raise bad(budget_param, f"depth {stop.name} turns thinking off, so a thinking budget cannot apply; "
+                                    "drop one of them")
         budget, depth = chosen, None
     if budget == 0:
         think = None
@@ -294,15 +294,17 @@ def _depth(body: dict, elastic: dict, served: ServedModel) -> tuple[DepthStop, s
     raise bad(param, f"no depth for {param} {effort!r} fits in memory here; choose a lower effort")
 
 
-def _budget(body: dict, elastic: dict, served: ServedModel) -> int | None:
+def _budget(body: dict, elastic: dict, served: ServedModel) -> tuple[int | None, str | None]:
+    """The thinking budget asked for, if any, and the parameter that asked."""
     values = {}
-    for param, source, key in (("thinking_token_budget", body, "thinking_token_budget"),
+    for param, source, key in (("thinking_token_budget", body, "thinking_token_budget"),  # vLLM
+                               ("thinking_budget_tokens", body, "thinking_budget_tokens"),  # llama.cpp
                                ("elastic.thinking_budget", elastic, "thinking_budget")):
         if source.get(key) is not None:
             values[param] = _int(source, key, None, 0, served.max_context, param)
     if len(set(values.values())) > 1:
-        raise bad("elastic.thinking_budget", "thinking_token_budget and elastic.thinking_budget disagree; send one")
-    return next(iter(values.values()), None)
+        raise bad(list(values)[-1], f"{' and '.join(values)} disagree; send one of them")
+    return next(iter(values.values()), None), next(iter(values), None)
 
 
 def _max_tokens(body: dict, served: ServedModel) -> int:

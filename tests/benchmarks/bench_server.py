@@ -85,8 +85,11 @@ def main() -> int:
     parser.add_argument("--checkpoint", default=str(ROOT / "assets" / "demo-nvfp4"))
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-server"))
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: the demo's matrices are tiny, and on a shared machine "
+                             "two threads waiting on each other at every barrier swamp what is measured)")
     args = parser.parse_args()
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(args.threads)
 
     engine = Engine.load(args.checkpoint, device="cpu", max_context=1024)
     queue = EngineQueue()
@@ -122,6 +125,7 @@ def main() -> int:
     finally:
         server.stop()
     meta = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "torch": torch.__version__,
+            "threads": args.threads, "load": round(os.getloadavg()[0], 1),
             "checkpoint": Path(args.checkpoint).name, "runs": args.runs, "date": time.strftime("%Y-%m-%d")}
     out = Path(args.out)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
@@ -141,7 +145,8 @@ def main() -> int:
 
 
 def report(meta, rows) -> str:
-    lines = [f"Written by `python tests/benchmarks/bench_server.py` on {meta['machine']}, torch {meta['torch']}, "
+    lines = [f"Written by `python tests/benchmarks/bench_server.py` on {meta['machine']} (load average "
+             f"{meta['load']} at the end), torch {meta['torch']} with {meta['threads']} thread(s), "
              f"{meta['checkpoint']} on the CPU; medians of {meta['runs']} alternating runs of the same greedy reply, "
              "in-process (`stream_chat`) and streamed through the server to the `openai` client on 127.0.0.1.", "",
              "| reply | tokens | first token in-process (ms) | first token via server (ms) | added (ms) "
