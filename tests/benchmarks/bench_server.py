@@ -1,10 +1,11 @@
 """The local server's overhead: the same reply in-process (`stream_chat`) and through the server
-(the official `openai` client, streamed over HTTP on 127.0.0.1), side by side on one engine.
+(`python -m runtime serve` in its own process, as users run it, read by the official `openai` client
+streaming over HTTP on 127.0.0.1), side by side.
 
     python tests/benchmarks/bench_server.py [--runs 15] [--checkpoint assets/demo-nvfp4] [--out docs/benchmarks-server]
 
 Both paths run the same request (greedy, so the replies are identical, which the script checks), in
-alternating order, on the same engine with the same cache state; medians are reported. Time to first
+alternating order (never at the same time), each engine warmed on it first; medians are reported. Time to first
 token runs from the call (in-process) or from sending the request (server) to the first token; tokens/s
 counts the tokens after the first over the time after the first. Writes OUT.md and OUT.json and
 replaces the server section of docs/benchmarks.md.
@@ -17,6 +18,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,9 +34,7 @@ import torch  # noqa: E402
 from runtime.engine import Engine  # noqa: E402
 from runtime.events import Token  # noqa: E402
 from runtime.generate import stream_chat  # noqa: E402
-from runtime.server.engine_queue import EngineQueue  # noqa: E402
 from runtime.server.openai_api import ServedModel, parse_chat  # noqa: E402
-from runtime.server.runner import ServerThread  # noqa: E402
 
 BEGIN, END = "<!-- bench_server: begin -->", "<!-- bench_server: end -->"
 CASES = {  # name: request body fields (greedy)
@@ -92,10 +92,13 @@ def main() -> int:
     torch.set_num_threads(args.threads)
 
     engine = Engine.load(args.checkpoint, device="cpu", max_context=1024)
-    queue = EngineQueue()
-    queue.set_engine(engine)
-    server = ServerThread(queue, "127.0.0.1", 0).start()
-    client = openai.OpenAI(base_url=server.address, api_key="unused", max_retries=0)
+    server = subprocess.Popen([sys.executable, "-m", "runtime", "serve", "--checkpoint", args.checkpoint, "--port", "0",
+                               "--max-context", "1024", "--device", "cpu"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
+    address = server.stdout.readline().split()[2]  # "listening on http://127.0.0.1:PORT/v1 ..."
+    if not server.stdout.readline().startswith("ready"):
+        raise SystemExit("the server did not start")
+    client = openai.OpenAI(base_url=address, api_key="unused", max_retries=0)
     served = ServedModel.from_engine(engine)
     rows = []
     try:
@@ -123,7 +126,8 @@ def main() -> int:
                          "tokens_per_s_server": round(med["server"][1], 1)})
             print(rows[-1], flush=True)
     finally:
-        server.stop()
+        server.terminate()
+        server.wait(30)
     meta = {"machine": f"{platform.machine()}, {os.cpu_count()} cores", "torch": torch.__version__,
             "threads": args.threads, "load": round(os.getloadavg()[0], 1),
             "checkpoint": Path(args.checkpoint).name, "runs": args.runs, "date": time.strftime("%Y-%m-%d")}
