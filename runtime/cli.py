@@ -3,6 +3,7 @@
     score     log-probabilities of a token sequence under one submodel (full or stepwise)
     extract   write one submodel as a standalone checkpoint
     generate  stream a chat reply with elastic budget control
+    serve     a local OpenAI-compatible server (runtime/server/)
     models    probe | list | download | verify | import | delete (models_cli.py)
     decode-check  the replayed decode step on a config alone (decode_check.py)
 
@@ -27,6 +28,7 @@ RANGES = {
     "max_new_tokens": (1, MAX_TOKENS), "thinking_budget": (0, MAX_TOKENS), "max_context": (16, MAX_TOKENS),
     "temperature": (0.0, 10.0), "top_p": (1e-9, 1.0), "top_k": (0, 1 << 24), "min_p": (0.0, 0.999999),
     "seed": (0, (1 << 63) - 1), "context": (16, MAX_TOKENS), "stall_seconds": (0.1, 86400.0), "steps": (1, 4096),
+    "port": (0, 65535), "max_queue": (1, 1024),
 }
 TEXT_FLAGS = ("prompt", "system")
 
@@ -113,6 +115,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="APPROXIMATE switch: reuse the thinking submodel's state instead of re-prefilling")
     _device_flags(p)
 
+    p = sub.add_parser("serve", help="a local OpenAI-compatible server: /v1/chat/completions, /v1/models, /health")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1; any other address needs --api-key")
+    p.add_argument("--port", type=int, default=8000, help="default 8000 (0: any free port)")
+    p.add_argument("--api-key", help="clients must send 'Authorization: Bearer KEY'")
+    p.add_argument("--max-context", type=int, default=4096)
+    p.add_argument("--max-queue", type=int, default=8, help="requests that may wait for the model (more get 429)")
+    _device_flags(p)
+
     models_cli.add_parser(sub)
 
     p = sub.add_parser("decode-check", help="run the decode step on a model built from a config (no weights)")
@@ -125,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     _log_one_line()
     try:
         check_values(args)
-        return {"score": _score, "extract": _extract, "generate": _generate, "models": models_cli.run,
-                "decode-check": _decode_check}[args.command](args)
+        return {"score": _score, "extract": _extract, "generate": _generate, "serve": _serve,
+                "models": models_cli.run, "decode-check": _decode_check}[args.command](args)
     except ElasticError as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
@@ -174,6 +185,12 @@ def _extract(args) -> int:
     out = extract(args.checkpoint, args.submodel, args.out)
     print(f"wrote submodel {args.submodel!r} to {printable(out)}")
     return 0
+
+
+def _serve(args) -> int:
+    from .server.runner import serve_command
+
+    return serve_command(args)
 
 
 def _generate(args) -> int:

@@ -30,7 +30,7 @@ from .cache import SequenceCache
 from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .attention import attention_step
 from .cuda_graphs import GraphSet
-from .errors import UsageError
+from .errors import ElasticError, UsageError
 from .mamba import mamba_step
 from .matmul import linear
 from .moe import grouped_experts, mlp, moe_gathered
@@ -111,6 +111,8 @@ class DecodeStep:
         """Runs a token the host knows; returns the logits buffer (valid until the next step)."""
         if self.pending:
             raise RuntimeError("a sent token was not received")
+        if token < 0:
+            raise InvalidLogits()
         with torch.inference_mode():
             self.token.fill_(token)
         logits = self._run()
@@ -123,10 +125,13 @@ class DecodeStep:
         if self.pending:
             raise RuntimeError("a sent token was not received")
         with torch.inference_mode():
-            self.token.copy_(token.reshape(1))
+            self.sent = token.reshape(1)
             if self.copied is not None:
-                self.host.copy_(self.token, non_blocking=True)
+                self.host.copy_(self.sent, non_blocking=True)
                 self.copied.record()
+            # A sampler marks logits that are not finite with -1 (see DeviceSampler): the host learns
+            # it from the copy, the embedding never sees it.
+            torch.clamp(self.sent, min=0, out=self.token)
         logits = self._run()
         self.pending = True
         return logits
@@ -142,9 +147,17 @@ class DecodeStep:
         elif self.device.type == "meta":
             token = 0  # no values on the meta device; the sequence length is what matters there
         else:
-            token = int(self.token[0])
+            token = int(self.sent[0])
+        if token < 0:
+            raise InvalidLogits()
         self.cache.tokens.append(token)
         return token
+
+
+class InvalidLogits(ElasticError):
+    def __init__(self):
+        super().__init__("the model computed invalid numbers (NaN or infinity): its weights may be damaged; "
+                         "verify the checkpoint (python -m runtime models verify DIR) or download it again")
 
 
 class DeviceSampler:
@@ -166,9 +179,9 @@ class DeviceSampler:
     @torch.inference_mode()
     def on_device(self, logits: torch.Tensor) -> torch.Tensor:
         s = self.settings
-        logits = logits.reshape(-1).float()  # (vocab,)
+        logits = raw = logits.reshape(-1).float()  # (vocab,)
         if s.temperature == 0:
-            return logits.argmax().reshape(1)
+            return self._mark_invalid(raw, logits.argmax().reshape(1))
         logits = logits / s.temperature
         if s.top_k and s.top_k < logits.numel():
             kth = torch.topk(logits, s.top_k).values[-1]
@@ -183,7 +196,13 @@ class DeviceSampler:
         # argmax of p / E with E ~ Exp(1) picks token i with probability p_i (the exponential race),
         # with no normalisation and no host-side search.
         race = torch.empty_like(probs).exponential_(generator=self.generator).clamp_(min=1e-30)
-        return (probs / race).argmax().reshape(1)
+        return self._mark_invalid(raw, (probs / race).argmax().reshape(1))
+
+    @staticmethod
+    def _mark_invalid(logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        """-1 instead of a token when the logits hold NaN or infinity (damaged weights), decided on
+        the device so the step never waits for the host; `DecodeStep.receive` turns it into an error."""
+        return token.masked_fill(~torch.isfinite(logits).all(), -1)
 
     def __call__(self, logits: torch.Tensor) -> int:
         return int(self.on_device(logits))

@@ -1,0 +1,124 @@
+"""The app's local server: serves the engine the app already loaded (one copy of the weights) to other
+programs over the OpenAI-compatible API, taking turns with the chat window in one first-in-first-out line.
+
+It lives on the GUI thread next to the chat controller and never blocks it: starting and stopping run
+in a short-lived thread, and the live strip learns what the server is doing from `sig_status`, polled
+at 4 Hz from the engine queue (never once per token).
+
+The engine queue is the one the engine worker uses: the worker puts the engine in it when a model has
+loaded and takes a turn for every chat reply (see runtime/server/engine_queue.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from runtime.errors import ElasticError
+from runtime.server.engine_queue import EngineQueue
+
+log = logging.getLogger(__name__)
+POLL_MS = 250
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    running: bool
+    address: str  # e.g. "http://127.0.0.1:8000/v1" while running, else ""
+    in_flight: str | None  # the server request holding the engine, with its progress
+    waiting: int  # requests (the chat's included) waiting for the engine
+    error: str = ""  # why the server is not running, in one line
+
+    @property
+    def summary(self) -> str:
+        """One line for the live strip."""
+        if self.error:
+            return f"Server: {self.error}"
+        if not self.running:
+            return ""
+        busy = f" · {self.in_flight}" if self.in_flight else " · idle"
+        return f"Serving {self.address}{busy}" + (f" · {self.waiting} waiting" if self.waiting else "")
+
+
+class ServerControl(QObject):
+    sig_status = Signal(object)  # ServerStatus, whenever it changes
+
+    def __init__(self, queue: EngineQueue, parent=None):
+        super().__init__(parent)
+        self.queue = queue
+        self.server = None  # runtime.server.runner.ServerThread
+        self.error = ""
+        self._busy = threading.Lock()  # one start or stop at a time
+        self._last: ServerStatus | None = None
+        self._wanted = 0  # bumped by every start and stop: a start that finishes late sees it was undone
+        self.timer = QTimer(self)
+        self.timer.setInterval(POLL_MS)
+        self.timer.timeout.connect(self._poll)
+        self.timer.start()
+
+    def start(self, host: str = "127.0.0.1", port: int = 8000, api_key: str = "") -> None:
+        """Starts serving in the background; the outcome arrives as `sig_status` (address or error)."""
+        self.stop()
+        self._wanted += 1
+        threading.Thread(target=self._start, args=(host, port, api_key or None, self._wanted), name="server start",
+                         daemon=True).start()
+
+    def _start(self, host: str, port: int, api_key: str | None, wanted: int) -> None:
+        from runtime.server.runner import ServerThread  # noqa: PLC0415 (FastAPI loads only when serving)
+
+        with self._busy:
+            if wanted != self._wanted:
+                return  # stopped (or started again) before this start began
+            try:
+                server, self.error = ServerThread(self.queue, host, port, api_key).start(), ""
+            except ElasticError as e:  # a taken port, an open host without a key: one line for the user
+                self.error = str(e)
+                return
+            except Exception as e:
+                log.exception("the server did not start")
+                self.error = f"{type(e).__name__}: {e}"
+                return
+            if wanted != self._wanted:
+                server.stop()
+            else:
+                self.server = server
+
+    def stop(self, wait: bool = False) -> None:
+        """Stops the server's replies and the server (the chat window's reply is not touched)."""
+        self._wanted += 1
+        self.error = ""
+        server, self.server = self.server, None
+        if server is None:
+            return
+        thread = threading.Thread(target=self._stop, args=(server,), name="server stop", daemon=True)
+        thread.start()
+        if wait:
+            thread.join()
+
+    def _stop(self, server) -> None:
+        with self._busy:
+            server.stop()
+
+    def shutdown(self) -> None:
+        """At app exit: stop polling, stop the server and wait for it."""
+        self.timer.stop()
+        self.stop(wait=True)
+        with self._busy:  # a start still in progress finishes first, sees it was undone and stops
+            pass
+
+    def status(self) -> ServerStatus:
+        server = self.server
+        running = server is not None and server.running
+        state = self.queue.snapshot()
+        in_flight = state.running if state.running and state.running.startswith("server") else None
+        error = self.error or (f"stopped: {server.error}" if server is not None and server.error else "")
+        return ServerStatus(running, server.address if running else "", in_flight, len(state.waiting), error)
+
+    def _poll(self) -> None:
+        status = self.status()
+        if status != self._last:
+            self._last = status
+            self.sig_status.emit(status)

@@ -1,0 +1,59 @@
+"""The settings' "Local server" box: serve the loaded model to other programs (OpenAI-compatible).
+A dumb view: it shows values and says what the user chose; the window saves them and starts or stops
+the server (app/server_control.py)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QCheckBox, QFormLayout, QGroupBox, QLabel, QLineEdit, QSpinBox
+
+from runtime.server.runner import is_loopback
+
+
+class ServerSettingsBox(QGroupBox):
+    def __init__(self, enabled: bool, host: str, port: int, api_key: str, address: str = "", parent=None):
+        super().__init__("Local server", parent)
+        form = QFormLayout(self)
+        self.enabled = QCheckBox("Serve the loaded model to other programs (OpenAI-compatible API)")
+        self.enabled.setChecked(enabled)
+        self.host = QLineEdit(host)
+        self.host.setToolTip("127.0.0.1: only this computer. Any other address needs an API key.")
+        self.port = QSpinBox()
+        self.port.setRange(1, 65535)
+        self.port.setValue(port)
+        self.api_key = QLineEdit(api_key)
+        self.api_key.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
+        self.api_key.setPlaceholderText("optional on 127.0.0.1; clients send it as a Bearer token")
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        form.addRow(self.enabled)
+        form.addRow("Address", self.host)
+        form.addRow("Port", self.port)
+        form.addRow("API key", self.api_key)
+        form.addRow(self.note)
+        for w in (self.enabled, self.host, self.api_key):
+            (w.toggled if w is self.enabled else w.textChanged).connect(self._explain)
+        self.address = address
+        self._explain()
+
+    def values(self) -> tuple[bool, str, int, str]:
+        return self.enabled.isChecked(), self.host.text().strip() or "127.0.0.1", self.port.value(), \
+            self.api_key.text().strip()
+
+    def problem(self) -> str:
+        """Why these values cannot be served ("" when they can)."""
+        on, host, _, key = self.values()
+        if on and not is_loopback(host) and len(key) < 8:
+            return f"{host} lets other computers reach the model: set an API key of at least 8 characters."
+        return ""
+
+    def _explain(self, *_) -> None:
+        problem = self.problem()
+        if problem:
+            self.note.setText(problem)
+        elif self.enabled.isChecked():
+            _, host, port, _ = self.values()
+            self.note.setText(self.address and f"Serving at {self.address}" or
+                              f"Clients use base URL http://{host}:{port}/v1 and the model's name as model id.")
+        else:
+            self.note.setText("Editors, agents and scripts that speak OpenAI's API can use the model the app "
+                              "has loaded; they take turns with this window.")

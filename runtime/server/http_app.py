@@ -1,0 +1,236 @@
+"""The HTTP side: a FastAPI app with OpenAI's routes over one `EngineQueue`.
+
+    GET  /health                 200 when a model is ready, 503 while loading
+    GET  /v1/models              the checkpoint's id and one id per submodel in memory
+    GET  /v1/models/{id}
+    POST /v1/chat/completions    JSON, or server-sent events with "stream": true
+
+FastAPI/Starlette do the HTTP, the body limit and the SSE framing; this file only routes, checks the
+key, and turns the engine's events into responses (the protocol itself is in openai_api.py). No route
+reads or writes a file. Every error leaves in OpenAI's shape: {"error": {message, type, param, code}}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+from collections import deque
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.sse import EventSourceResponse, format_sse_event
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..events import Done
+from .engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
+from .jobs import STARTED, Job
+from .openai_api import ApiError, ChunkStream, ServedModel, completion, error_body, new_id, parse_chat
+
+MAX_BODY_BYTES = 4 * 1024 * 1024  # a long conversation is well under this; anything bigger is refused (413)
+DISCONNECT_POLL_S = 0.25  # a non-streamed reply looks for a hung-up client this often
+DONE_LINE = format_sse_event(data_str="[DONE]")
+
+
+def _dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+class BodyLimit:
+    """Refuses a request body over `limit` bytes with 413 in OpenAI's shape: at once when its
+    Content-Length says so, else as soon as the bytes read pass the limit. (Starlette's own limiter
+    answers in plain text.)"""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        too_large = ApiError(413, f"the request body is larger than {self.limit} bytes", None, "body_too_large")
+        length = Headers(scope=scope).get("content-length", "")
+        if length.isdigit() and int(length) > self.limit:
+            return await JSONResponse(too_large.body(), 413)(scope, receive, send)
+        total = 0
+
+        async def limited_receive():
+            nonlocal total
+            message = await receive()
+            if message["type"] == "http.request":
+                total += len(message.get("body", b""))
+                if total > self.limit:
+                    raise too_large  # inside the route's body read: answered by the ApiError handler
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+    app = FastAPI(title="Elastic Chat", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.state.queue = queue
+    app.state.records = deque(maxlen=256)  # JobRecord of finished requests, newest last
+    app.state.jobs = set()  # requests in line or running
+    served_cache: list = [None, None]  # (engine, ServedModel): recomputed when the app loads another model
+
+    def served() -> ServedModel:
+        engine = queue.check_ready()
+        if served_cache[0] is not engine:
+            served_cache[:] = [engine, ServedModel.from_engine(engine)]
+        return served_cache[1]
+
+    def authorized(request: Request) -> bool:
+        if not api_key:
+            return True
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), api_key.encode())
+
+    def require_key(request: Request) -> None:
+        if not authorized(request):
+            raise ApiError(401, "missing or incorrect API key: send it as 'Authorization: Bearer KEY'", None,
+                           "invalid_api_key")
+
+    # ------------------------------------------------------------------ errors, all in OpenAI's shape
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request, e: ApiError):
+        headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
+        return JSONResponse(e.body(), e.status, headers=headers)
+
+    @app.exception_handler(EngineUnavailable)
+    async def _unavailable(request, e: EngineUnavailable):
+        code = "model_loading" if e.state == "loading" else "model_not_ready"
+        return JSONResponse(error_body(503, str(e), None, code), 503, headers={"Retry-After": "5"})
+
+    @app.exception_handler(QueueFull)
+    async def _full(request, e: QueueFull):
+        return JSONResponse(error_body(429, str(e), None, "queue_full"), 429, headers={"Retry-After": "1"})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request, e: StarletteHTTPException):
+        messages = {404: f"no route {request.method} {request.url.path}; this server has /v1/models, "
+                         "/v1/chat/completions and /health",
+                    405: f"{request.method} is not allowed on {request.url.path}"}
+        message = messages.get(e.status_code, str(e.detail))
+        return JSONResponse(error_body(e.status_code, message, None, None), e.status_code)
+
+    # ------------------------------------------------------------------ routes
+
+    @app.get("/health")
+    async def health(request: Request):
+        state = queue.snapshot()
+        if state.state != READY:
+            return JSONResponse({"status": state.state, "message": state.message}, 503, headers={"Retry-After": "5"})
+        if not authorized(request):
+            return {"status": "ok"}
+        return {"status": "ok", "model": served().id, "running": state.running is not None,
+                "waiting": len(state.waiting)}
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_key)])
+
+    @v1.get("/models")
+    async def models():
+        model = served()
+        return {"object": "list", "data": [model.model_object(i) for i in model.ids()]}
+
+    @v1.get("/models/{model_id:path}")
+    async def model(model_id: str):
+        return served().model_object(model_id)
+
+    @v1.post("/chat/completions")
+    async def chat_completions(request: Request):
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            raise ApiError(400, "the request body is not valid JSON", None, "invalid_json") from None
+        parsed = parse_chat(body, served())
+        client = request.client
+        who = f"server {client.host}:{client.port}" if client else "server"
+        job = Job(queue, parsed.request, who, asyncio.get_running_loop(), app.state.records.append)
+        app.state.jobs.add(job)
+        try:
+            pending = await _first_items(job, request)
+        except BaseException:
+            _close(job)
+            raise
+        if pending is None:  # the client hung up while waiting in line
+            _close(job)
+            return Response(status_code=499)
+        first = pending.pop(0)
+        if isinstance(first, ApiError):
+            _close(job)
+            raise first
+        completion_id, created = new_id(), int(time.time())
+        if parsed.stream:
+            return EventSourceResponse(_sse(job, parsed, pending, completion_id, created),
+                                       headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            return await _whole(job, parsed, pending, request, completion_id, created)
+        finally:
+            _close(job)
+
+    app.include_router(v1)
+
+    # ------------------------------------------------------------------ a reply's life
+
+    def _close(job: Job) -> None:
+        job.cancel()  # a no-op once the reply is done
+        app.state.jobs.discard(job)
+
+    async def _first_items(job: Job, request: Request) -> list | None:
+        """Waits for the reply to begin (or fail), watching for a client that hangs up meanwhile."""
+        while True:
+            batch = await job.next_batch(DISCONNECT_POLL_S)
+            if batch:
+                return batch
+            if await request.is_disconnected():
+                return None
+
+    async def _whole(job: Job, parsed, pending: list, request: Request, completion_id: str, created: int):
+        prompt, last_check = None, time.monotonic()
+        while True:
+            for event in pending:
+                if isinstance(event, ApiError):
+                    raise event
+                if prompt is None and getattr(event, "type", "") == "prefill":
+                    prompt = event
+                if isinstance(event, Done):
+                    return completion(parsed, prompt, event, completion_id, created, job.queue_ms)
+            if time.monotonic() - last_check > DISCONNECT_POLL_S:
+                last_check = time.monotonic()
+                if await request.is_disconnected():
+                    return Response(status_code=499)
+            pending = await job.next_batch(DISCONNECT_POLL_S)
+
+    async def _sse(job: Job, parsed, pending: list, completion_id: str, created: int):
+        """Server-sent events; Starlette cancels this generator when the client hangs up, and the
+        `finally` then stops the reply."""
+        chunks = ChunkStream(parsed, completion_id, created)
+        try:
+            while True:
+                out, finished = [], False
+                for event in pending:
+                    try:
+                        if isinstance(event, ApiError):
+                            raise event
+                        out += [format_sse_event(data_str=_dumps(c)) for c in chunks.on_event(event, job.queue_ms)]
+                    except ApiError as e:  # the reply failed after it began: OpenAI's in-stream error
+                        out.append(format_sse_event(data_str=_dumps(e.body())))
+                        finished = True
+                    if isinstance(event, Done):
+                        finished = True
+                    if finished:
+                        out.append(DONE_LINE)
+                        break
+                if out:
+                    yield b"".join(out)
+                if finished:
+                    return
+                pending = await job.next_batch()
+        finally:
+            _close(job)
+
+    return app

@@ -1,0 +1,180 @@
+"""Running the server: uvicorn in a thread of its own, over an `EngineQueue` shared with whoever else
+uses the engine (the app's chat window), and `python -m runtime serve`.
+
+Safe by default: it listens on 127.0.0.1; any address that is not loopback needs an API key.
+The port is bound before anything slow happens, so a taken port fails at once, in one line.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import signal
+import socket
+import string
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..errors import UsageError
+from .engine_queue import EngineQueue
+
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
+KEY_CHARS = set(string.ascii_letters + string.digits + string.punctuation)
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen(host: str, port: int, api_key: str | None) -> None:
+    """Refuses an address that is not safe or not valid, in one line that says what to do."""
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port {port} must be between 1 and 65535 (0: any free port)")
+    if api_key is not None:
+        if len(api_key) < 8 or not set(api_key) <= KEY_CHARS:
+            raise UsageError("--api-key must be at least 8 printable characters with no spaces")
+    if not is_loopback(host) and not api_key:
+        raise UsageError(f"--host {host} lets other computers reach the model; add --api-key KEY "
+                         "(clients send it as 'Authorization: Bearer KEY'), or leave --host at 127.0.0.1")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise UsageError(f"--host {host} is not an address of this computer ({e.strerror})") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        hint = "; choose another with --port" if e.errno in (98, 10048, 48) else ""
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}{hint}") from None
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+class ServerThread:
+    """The HTTP server in a daemon thread. `start()` binds (raising UsageError) and returns once it
+    accepts connections; `stop()` ends every server reply and the thread."""
+
+    def __init__(self, queue: EngineQueue, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+                 api_key: str | None = None, log_level: str = "warning"):
+        check_listen(host, port, api_key)
+        self.queue, self.host, self.port, self.api_key = queue, host, port, api_key or None
+        self.log_level = log_level
+        self.app = None
+        self.server = None
+        self.thread: threading.Thread | None = None
+        self.error: str | None = None
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    @property
+    def running(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def start(self, timeout: float = 30.0) -> "ServerThread":
+        try:
+            import uvicorn  # noqa: PLC0415 (only when serving)
+
+            from .http_app import create_app  # noqa: PLC0415
+        except ImportError as e:
+            raise UsageError(f"the server needs FastAPI and uvicorn ({e.name} is missing): "
+                             "pip install -e . in the app's environment") from None
+
+        sock = bind(self.host, self.port)
+        self.port = sock.getsockname()[1]
+        self.app = create_app(self.queue, self.api_key)
+        config = uvicorn.Config(self.app, log_level=self.log_level, access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=3, server_header=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self._run, args=(sock,), name="http server", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started and self.thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self.server.started:
+            self.stop()
+            raise UsageError(f"the server did not start on {self.host}:{self.port}: {self.error or 'timed out'}")
+        return self
+
+    def _run(self, sock: socket.socket) -> None:
+        try:
+            self.server.run(sockets=[sock])
+        except BaseException as e:  # reported by start() or the caller's status, never a traceback
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            sock.close()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.app is not None:
+            for job in list(self.app.state.jobs):
+                job.cancel()
+        if self.server is not None:
+            self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+    @property
+    def records(self):
+        return self.app.state.records if self.app is not None else ()
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def serve_command(args) -> int:
+    """`python -m runtime serve`: listen first (so a taken port fails at once), load the model while
+    answering 503, then serve until Ctrl+C."""
+    from ..engine import Engine  # noqa: PLC0415
+
+    if args.max_queue < 0:
+        raise UsageError("--max-queue must be 0 or more")
+    if args.max_context < 16:
+        raise UsageError("--max-context must be at least 16 tokens")
+    folder = Path(args.checkpoint)
+    if not folder.is_dir():
+        raise UsageError(f"--checkpoint {args.checkpoint} is not a folder; point it at a checkpoint folder")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    queue = EngineQueue(max_waiting=args.max_queue)
+    queue.set_loading(f"the model {folder.name} is loading")
+    server = ServerThread(queue, args.host, args.port, args.api_key).start()
+    print(f"listening on {server.address} (OpenAI-compatible); loading {folder} ...", flush=True)
+    try:
+        engine = Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context)
+    except BaseException:
+        server.stop()
+        raise
+    queue.set_engine(engine)
+    models = ", ".join([folder.name] + [f"{folder.name}:{s}" for s in engine.submodels_by_size()])
+    print(f"ready: models {models}; Ctrl+C stops", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # a service manager's stop ends replies cleanly too
+    try:
+        while server.running:
+            server.join(0.5)
+    except KeyboardInterrupt:
+        print("stopping", file=sys.stderr, flush=True)
+    finally:
+        server.stop()
+    if server.error:
+        raise UsageError(f"the server stopped: {server.error}")
+    return 0
