@@ -260,8 +260,9 @@ def _checked_record(data) -> dict:
         for key, pattern in (("sha256", _HEX64), ("git_sha1", _HEX40)):
             if e.get(key) is not None and not (isinstance(e[key], str) and pattern.fullmatch(e[key])):
                 raise TypeError(f"the {key} of {show(name)} is malformed")
-        if "mtime_ns" in e and type(e["mtime_ns"]) is not int:
-            raise TypeError(f"the mtime of {show(name)} is malformed")
+        for key in ("mtime_ns", "ino"):
+            if e.get(key) is not None and type(e[key]) is not int:
+                raise TypeError(f"the {key} of {show(name)} is malformed")
     return data
 
 
@@ -400,7 +401,7 @@ class Download:
             raise DownloadError(f"{final} is not a plain file, but {show(f.path)} goes there; move it away "
                                 "and run the download again")
         entry = self._entry(f)
-        if entry and entry["size"] == f.size == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns:
+        if entry and entry["size"] == f.size == st.st_size and _unchanged(entry, st):
             return True
         if st.st_size == f.size:
             self._emit(VERIFYING, file=f.path, message="checking a file already on disk")
@@ -486,14 +487,16 @@ class Download:
                     self._active = None
 
     def _check_range(self, response, fd: int, have: int) -> int:
-        """Where the body starts: at `have` for a matching 206, else from the beginning."""
-        if have and response.status == 206:
+        """Where the body starts: at `have` for a matching 206, at 0 for a whole file (200)."""
+        if response.status == 206:
             m = re.fullmatch(r"bytes (\d+)-\d+/(\d+|\*)", response.headers.get("Content-Range", "").strip())
-            if m and int(m.group(1)) == have:
+            if have and m and int(m.group(1)) == have:
                 return have
         if have:  # the server ignored the range, or answered another one: start the file over
             self._done_bytes -= have
             os.ftruncate(fd, 0)
+        if response.status == 206:  # a piece from somewhere else: ask again for the whole file
+            raise _Retry("the server answered with another part of the file; starting it over", wait=0)
         return 0
 
     def _read_body(self, f: RemoteFile, response, fd: int, have: int) -> None:
@@ -598,7 +601,7 @@ class Download:
             final = self._final(f)
             st, entry = _lstat(final), self._entry(f)
             if st is None or not stat.S_ISREG(st.st_mode) or st.st_size != f.size or not entry \
-                    or entry.get("mtime_ns") != st.st_mtime_ns:
+                    or not _unchanged(entry, st):
                 raise DownloadError(f"{final} changed after it was verified (another program writes into "
                                     f"{self.dest}?); run the download again")
 
@@ -654,7 +657,8 @@ class Download:
             m = self._manifest = {"repo": self.remote.repo, "revision": self.remote.revision, "files": {}}
         if f is not None:
             m["files"][f.path] = {"size": f.size, "sha256": f.sha256, "git_sha1": f.git_sha1,
-                                  "mtime_ns": st.st_mtime_ns if st is not None else None}
+                                  "mtime_ns": st.st_mtime_ns if st is not None else None,
+                                  "ino": st.st_ino if st is not None else None}
             self._ours.add(f.path)
         m["complete"] = complete or len(m["files"]) == len(self.remote.files)
         folder = bookkeeping_dir(self.dest, create=True)
@@ -692,6 +696,11 @@ def _lstat(path: Path) -> os.stat_result | None:
         return os.lstat(path)
     except FileNotFoundError:
         return None
+
+
+def _unchanged(entry: dict, st: os.stat_result) -> bool:
+    """The file is the one the record describes: same modification time and, when known, same inode."""
+    return entry.get("mtime_ns") == st.st_mtime_ns and entry.get("ino") in (None, st.st_ino)
 
 
 def _identity(st: os.stat_result) -> tuple:
