@@ -9,7 +9,7 @@ per file path on `HubStub.faults`:
     corrupt=True     flip one byte in the first full serve of the file (once)
     stall=S          send half the requested bytes, then go silent for S seconds (once)
     status=CODE      answer CODE instead of the file (every time, or `times` times)
-    throttle=S       sleep S seconds after every 64 KiB (slow link)
+    throttle=S       sleep S seconds after every 64 KiB (slow link; lifting the fault speeds it up)
 
 Hostile modes, for the downloader's input classes:
 
@@ -200,8 +200,6 @@ class HubStub:
                 drop_after = fault.pop("drop_after", None)
                 stall = fault.pop("stall", None)
                 silent = fault.pop("silent", None)
-                throttle = fault.get("throttle", 0)
-                trickle = fault.get("trickle", 0)
                 limit = length if drop_after is None else min(drop_after, length)
                 if stall is not None:
                     limit = length // 2
@@ -210,6 +208,8 @@ class HubStub:
                     if silent is not None:
                         time.sleep(silent)
                     while sent < limit:
+                        live = stub.faults.get(path, {})  # read per piece: a test may lift a slow link
+                        throttle, trickle = live.get("throttle", 0), live.get("trickle", 0)
                         step = 1 if trickle else min(65536, limit - sent)
                         piece = data[start + sent:start + sent + step]
                         if corrupt_at is not None and sent <= corrupt_at < sent + len(piece):
