@@ -310,7 +310,7 @@ class Download:
         self.token = token
         self._pause, self._cancel = threading.Event(), threading.Event()
         self._active = None  # the HTTP response being read, so pause can close it from another thread
-        self._active_lock = threading.Lock()
+        self._active_lock = threading.RLock()  # re-entrant: pause may run in a signal handler on this thread
         self._done_bytes = 0
         self._manifest: dict = {}
         self._ours: set[str] = set()  # names this folder's record says we wrote: ours to replace
@@ -608,7 +608,11 @@ class Download:
     # -------------------------------------------------------------- bookkeeping
 
     def _adopt_legacy_parts(self) -> None:
-        """Partial files of versions before 0.2 lay next to their file as NAME.part: move them to parts/."""
+        """Partial files of versions before 0.2 lay next to their file as NAME.part: move them to parts/.
+        Only in a folder whose old record says it was ours: a user's own NAME.part is left alone."""
+        legacy = _lstat(self.dest / LEGACY_MANIFEST)
+        if legacy is None or not stat.S_ISREG(legacy.st_mode):
+            return
         names = {f.path for f in self.remote.files}
         for f in self.remote.files:
             if f.path + ".part" in names or _lstat(self._part(f)) is not None:

@@ -379,7 +379,11 @@ def delete(name: str) -> str:
 
 def _delete_download(model: LocalModel) -> str:
     path = model.path
-    if is_link(os.lstat(path)):
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        raise UsageError(f"{path} cannot be deleted: {e.strerror}") from None
+    if is_link(st):
         raise UsageError(f"{path} is a link to a folder elsewhere; remove the link yourself (its target is not "
                          "deleted by Elastic Chat)")
     if path.resolve().parent != models_dir().resolve():
