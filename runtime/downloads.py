@@ -285,7 +285,7 @@ class _NoAuthAcrossHosts(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         new_url, old_url = urllib.request.urlparse(newurl), urllib.request.urlparse(req.full_url)
         if new_url.scheme not in ("http", "https"):
-            raise urllib.error.HTTPError(newurl, 502, "redirect to a non-http address refused", headers, fp)
+            raise urllib.error.HTTPError(newurl, code, "redirect to a non-http address refused", headers, fp)
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and (new_url.netloc, new_url.scheme) != (old_url.netloc, old_url.scheme):
             new.remove_header("Authorization")
@@ -471,6 +471,9 @@ class Download:
         try:
             response = _opener.open(request, timeout=self.stall_seconds)
         except urllib.error.HTTPError as e:
+            if 300 <= e.code < 400:  # a redirect urllib or we refused (file:, ftp:, a loop)
+                raise DownloadError(f"the hub redirected {show(f.path)} to {show(str(e.filename or ''))}, which is "
+                                    "not an http(s) address it may follow; refusing it") from None
             self._http_error(e)
         except TimeoutError:
             raise _Retry(f"stalled: no answer for {self.stall_seconds:.0f} s", STALLED) from None

@@ -18,6 +18,7 @@ Hostile modes, for the downloader's input classes:
     trickle=S        one byte every S seconds (every time): a connection that never quite stalls
     silent=S         headers, then nothing for S seconds (once)
     wrong_range=True answer a Range request with 206 and a Content-Range that starts elsewhere (once)
+    redirect=URL     answer 302 to URL (once); `{path}` in it is replaced by the file's path
 
 `virtual={repo: {name: bytes}}` adds files that exist only in memory, under any name at all (a
 traversal, an absolute path, a NUL...): they are listed with correct sizes and hashes and served
@@ -46,6 +47,7 @@ class HubStub:
         self.repos = {name: Path(folder) for name, folder in repos.items()}
         self.virtual = {repo: dict(files) for repo, files in (virtual or {}).items()}
         self.raw_siblings: dict[str, list] = {}
+        self.headers_seen: list[dict] = []  # every file request: path, Host, Authorization
         self.gated = set(gated)
         self.faults: dict[str, dict] = {}
         self.requests: list[dict] = []  # every file request: path, range start, bytes sent, status
@@ -159,6 +161,15 @@ class HubStub:
                 if repo in stub.gated:
                     return self._error(403, "GatedRepo", "Access to model is restricted")
                 fault = stub.faults.get(path, {})
+                with stub.lock:
+                    stub.headers_seen.append({"path": path, "host": self.headers.get("Host"),
+                                              "auth": self.headers.get("Authorization")})
+                if fault.get("redirect"):
+                    self.send_response(302)
+                    self.send_header("Location", fault.pop("redirect").replace("{path}", path))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if fault.get("status") and fault.get("times", 1) > 0:
                     if "times" in fault:
                         fault["times"] -= 1

@@ -342,3 +342,20 @@ def test_a_download_of_an_older_version_keeps_going(hub, tmp_path):
     assert req[0]["start"] == 100_000
     assert (dest / "config.json").read_bytes() == GOOD["config.json"] and not (dest / ".elastic-chat-download.json").exists()
     shutil.rmtree(dest)
+
+
+@pytest.mark.parametrize("target", ["file:///etc/hostname", "ftp://127.0.0.1/x", "gopher://x/y"])
+def test_a_redirect_to_a_non_http_address_is_refused(hub, tmp_path, target):
+    hub.faults["model.safetensors"] = {"redirect": target}
+    with pytest.raises(DownloadError, match="not an http.s. address it may follow; refusing it"):
+        Download(resolve(REPO), tmp_path / "dl").run()
+    assert not (tmp_path / "dl" / "model.safetensors").exists()
+
+
+def test_the_token_does_not_follow_a_redirect_to_another_host(hub, tmp_path):
+    port = hub.url.rsplit(":", 1)[1]
+    hub.faults["model.safetensors"] = {"redirect": f"http://localhost:{port}/{REPO}/resolve/x/{{path}}"}
+    assert Download(resolve(REPO), tmp_path / "dl", token="secret").run().state == DONE
+    seen = [h for h in hub.headers_seen if h["path"] == "model.safetensors"]
+    assert seen[0]["auth"] == "Bearer secret" and seen[0]["host"].startswith("127.0.0.1")
+    assert seen[1]["host"].startswith("localhost") and seen[1]["auth"] is None
