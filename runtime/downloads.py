@@ -1,16 +1,12 @@
 """Downloading a checkpoint from the Hugging Face hub so that it survives anything, a hostile hub included.
 
-- Files, sizes, commit and SHA-256 come from the hub library's metadata call
-  (`HfApi.model_info(files_metadata=True)`), which honours HF_ENDPOINT, HF_TOKEN and the
-  stored login. Offline mode (HF_HUB_OFFLINE=1) fails at once with a clear message.
-- The file list is checked as a whole before anything touches the disk (`RemoteModel` cannot be
-  built from an unsafe one): names by `remote_names` (strictly inside the folder on every OS),
-  sizes, hashes and the commit by their types. Each path is then built through no symbolic link.
+- What to fetch comes from `hub_files.resolve`: a `RemoteModel`, which cannot be built from a file
+  list that is unsafe to write. Each path is then built through no symbolic link (`remote_names`).
 - One writer per folder (`folder_lock`): a second download of the same folder, in this process or
   another, is refused with who holds it; a lock left by a killed process is free again.
 - Our own records live in the folder's hidden `.elastic-chat/` (no repo name can reach it): the
-  download record, the lock, and each file's partial copy, fetched with Range requests so a
-  download resumes where it stopped, even after the app was closed or crashed.
+  download record (`download_record`), the lock, and each file's partial copy, fetched with Range
+  requests so a download resumes where it stopped, even after the app was closed or crashed.
 - Reads are small and bounded in time: a socket timeout, a minimum rate over a window (a trickle
   is a stall), and pause or cancel closes the connection at once (Ctrl+C is prompt). A server
   that sends more than the hub listed is cut off at the listed size.
@@ -26,7 +22,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import http.client
-import json
 import os
 import re
 import shutil
@@ -41,85 +36,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import ElasticError
+from .download_record import (HASH_BLOCK, LEGACY_MANIFEST, git_blob_sha1, read_manifest, reason,  # noqa: F401
+                              record_path, sha256_of, write_record)  # noqa: F401 (re-exported)
 from .folder_lock import FolderLock, bookkeeping_dir
-from .remote_names import (UnsafeName, check_remote_name, check_remote_names, is_link, open_no_follow, show,
-                           target_path)
+from .hub_files import (DownloadError, RemoteFile, RemoteModel, check_repo_id, file_url,  # noqa: F401
+                        http_message, hub_endpoint, hub_token, offline, resolve)  # noqa: F401 (re-exported)
+from .remote_names import UnsafeName, is_link, open_no_follow, show, target_path
 
 QUEUED, DOWNLOADING, STALLED, VERIFYING, DONE, FAILED, PAUSED, CANCELLED = (
     "queued", "downloading", "stalled", "verifying", "done", "failed", "paused", "cancelled")
-RECORD = "download.json"  # inside .elastic-chat/
-LEGACY_MANIFEST = ".elastic-chat-download.json"  # where versions before 0.2 kept the record
 READ = 64 * 1024  # one socket read: small, so pause and the stall watchdog act between reads
-HASH_BLOCK = 1 << 20
 DISK_MARGIN = 512 * 1024 * 1024
-MAX_FILE_BYTES = 1 << 48
-MAX_RECORD_BYTES = 32 << 20
-_HEX40, _HEX64 = re.compile(r"[0-9a-f]{40}"), re.compile(r"[0-9a-f]{64}")
-_REPO_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
-
-
-class DownloadError(ElasticError):
-    """A download problem, with a message that says what to do."""
-
-
-def check_repo_id(repo) -> str:
-    """A hub repo id (`owner/name`): it names a folder and goes into URLs, so it is checked like a name."""
-    parts = repo.split("/") if isinstance(repo, str) else []
-    if not 1 <= len(parts) <= 2 or not all(_REPO_PART.fullmatch(p) for p in parts) or ".." in repo or "--" in repo:
-        shown = show(repo) if isinstance(repo, str) else repr(repo)[:80]
-        raise DownloadError(f"{shown} is not a hub repo id: use "
-                            "owner/name, letters, digits, '.', '_' and '-' (for example nvidia/Some-Model)")
-    return repo
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    path: str
-    size: int
-    sha256: str | None  # LFS files
-    git_sha1: str | None  # small files: the git blob id
-
-    def check_hash(self) -> str:
-        return "sha256" if self.sha256 else "git-sha1" if self.git_sha1 else "size"
-
-
-@dataclass(frozen=True)
-class RemoteModel:
-    """A hub repo's files at one commit. Built only from a list that is safe to write: the one check
-    of everything the hub says (names, sizes, hashes, commit), before anything touches the disk."""
-
-    repo: str
-    revision: str  # the commit sha the files belong to
-    files: tuple[RemoteFile, ...]
-
-    def __post_init__(self):
-        try:
-            check_repo_id(self.repo)
-            if not isinstance(self.revision, str) or not _HEX40.fullmatch(self.revision):
-                raise DownloadError(f"the commit {show(str(self.revision))} is not a 40-digit git hash")
-            if not self.files:
-                raise DownloadError("it lists no files")
-            for f in self.files:
-                _check_remote_file(f)
-            check_remote_names(f.path for f in self.files)
-        except ElasticError as e:
-            raise DownloadError(f"the hub's file list for {show(str(self.repo))} cannot be used: {e}. Nothing "
-                                "was written; report it to the repo's owner") from None
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
-
-
-def _check_remote_file(f: RemoteFile) -> None:
-    check_remote_name(f.path)
-    if type(f.size) is not int or not 0 <= f.size <= MAX_FILE_BYTES:
-        raise DownloadError(f"{show(f.path)} has an impossible size {show(str(f.size))}")
-    if f.sha256 is not None and not (isinstance(f.sha256, str) and _HEX64.fullmatch(f.sha256)):
-        raise DownloadError(f"{show(f.path)} has a malformed SHA-256 {show(str(f.sha256))}")
-    if f.git_sha1 is not None and not (isinstance(f.git_sha1, str) and _HEX40.fullmatch(f.git_sha1)):
-        raise DownloadError(f"{show(f.path)} has a malformed git hash {show(str(f.git_sha1))}")
 
 
 @dataclass(frozen=True)
@@ -135,135 +62,6 @@ class Progress:
     @property
     def fraction(self) -> float:
         return self.done_bytes / self.total_bytes if self.total_bytes else 1.0
-
-
-# ----------------------------------------------------------------------------- metadata
-
-def hub_endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-
-
-def offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def hub_token() -> str | None:
-    from huggingface_hub import get_token
-
-    return get_token()  # HF_TOKEN, else the stored login
-
-
-def resolve(repo: str, revision: str | None = None) -> RemoteModel:
-    """Files, sizes, hashes and the commit of `repo` at `revision`, from the hub's metadata."""
-    check_repo_id(repo)
-    if offline():
-        raise DownloadError("offline mode is on (HF_HUB_OFFLINE=1): unset it to download models")
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
-
-    api = HfApi(endpoint=hub_endpoint(), token=hub_token())
-    try:
-        info = api.model_info(repo, revision=revision, files_metadata=True, timeout=30)
-    except GatedRepoError:
-        raise DownloadError(f"{repo} is gated: accept its licence on {hub_endpoint()}/{repo} "
-                            "(logged in as the same user), then try again") from None
-    except RevisionNotFoundError:
-        raise DownloadError(f"{repo} has no revision {show(str(revision))}") from None
-    except RepositoryNotFoundError:
-        raise DownloadError(f"{repo} was not found on {hub_endpoint()}; check the name, or log in "
-                            "(`hf auth login` or HF_TOKEN) if it is private") from None
-    except HfHubHTTPError as e:
-        status = e.response.status_code if e.response is not None else None
-        raise DownloadError(http_message(status, repo, e.response.headers if e.response is not None else {})) from None
-    except (KeyError, TypeError, ValueError, AttributeError) as e:  # the answer arrived but is not what the hub sends
-        raise DownloadError(f"the hub's answer about {repo} could not be read ({type(e).__name__}); try again "
-                            "later, or check HF_ENDPOINT") from None
-    except Exception as e:  # connection refused, DNS, TLS ...
-        raise DownloadError(f"cannot reach {hub_endpoint()} ({type(e).__name__}): check the network") from None
-    siblings = info.siblings or []
-    if not isinstance(siblings, list):
-        raise DownloadError(f"the hub's file list for {repo} is not a list")
-    files = []
-    for s in siblings:
-        lfs = getattr(s, "lfs", None)
-        sha256 = lfs.get("sha256") if isinstance(lfs, dict) else None
-        files.append(RemoteFile(getattr(s, "rfilename", None), s.size if s.size is not None else 0, sha256,
-                                None if lfs else getattr(s, "blob_id", None)))
-    return RemoteModel(repo, info.sha, tuple(files))
-
-
-def http_message(status: int | None, repo: str, headers) -> str:
-    if status == 401:
-        return f"{repo} needs you to log in: run `hf auth login` or set HF_TOKEN, then try again"
-    if status == 403:
-        return (f"access to {repo} is refused: it is gated; accept its licence on {hub_endpoint()}/{repo} "
-                "with the account whose token you use")
-    if status == 404:
-        return f"{repo} or one of its files was not found on the hub"
-    if status == 429:
-        wait = headers.get("Retry-After") if headers else None
-        wait = wait if wait and wait.isdigit() else None
-        return f"the hub is rate limiting downloads: wait {wait + ' s' if wait else 'a minute'} and try again"
-    if status and status >= 500:
-        return f"the hub answered with a server error ({status}); it is usually temporary, try again later"
-    return f"the hub answered with HTTP {status}"
-
-
-def file_url(repo: str, revision: str, path: str) -> str:
-    from urllib.parse import quote
-
-    return f"{hub_endpoint()}/{repo}/resolve/{revision}/{quote(path)}"
-
-
-# ----------------------------------------------------------------------------- the download record
-
-def record_path(folder: Path) -> Path:
-    return Path(folder) / ".elastic-chat" / RECORD
-
-
-def read_manifest(folder: Path) -> dict:
-    """The download record of `folder`, checked: {} when there is none; DownloadError (one line) when
-    it is damaged. Its file names pass the same check as the hub's, so a planted record cannot
-    point a check outside the folder."""
-    for path in (record_path(folder), Path(folder) / LEGACY_MANIFEST):
-        try:
-            fd = open_no_follow(path, os.O_RDONLY)
-        except FileNotFoundError:
-            continue
-        except (OSError, ElasticError) as e:
-            raise DownloadError(f"the download record {path} cannot be read ({_reason(e)})") from None
-        try:
-            with os.fdopen(fd, "rb") as src:
-                raw = src.read(MAX_RECORD_BYTES + 1)
-            if len(raw) > MAX_RECORD_BYTES:
-                raise ValueError(f"larger than {MAX_RECORD_BYTES >> 20} MB")
-            return _checked_record(json.loads(raw.decode("utf-8")))
-        except (OSError, ValueError, TypeError, ElasticError) as e:
-            raise DownloadError(f"the download record {path} is damaged ({_reason(e)}); delete it and run the "
-                                "download again (files in place are checked, not fetched again)") from None
-    return {}
-
-
-def _checked_record(data) -> dict:
-    if not isinstance(data, dict):
-        raise TypeError("not an object")
-    repo, revision, files, complete = data.get("repo"), data.get("revision"), data.get("files"), data.get("complete")
-    if not isinstance(repo, str) or not isinstance(revision, str) or not isinstance(files, dict):
-        raise TypeError("repo, revision or files has the wrong type")
-    if not isinstance(complete, bool):
-        raise TypeError("complete is not true or false")
-    check_remote_names(files)
-    for name, e in files.items():
-        if not isinstance(e, dict) or type(e.get("size")) is not int or e["size"] < 0:
-            raise TypeError(f"the entry of {show(name)} is malformed")
-        for key, pattern in (("sha256", _HEX64), ("git_sha1", _HEX40)):
-            if e.get(key) is not None and not (isinstance(e[key], str) and pattern.fullmatch(e[key])):
-                raise TypeError(f"the {key} of {show(name)} is malformed")
-        for key in ("mtime_ns", "ino"):
-            if e.get(key) is not None and type(e[key]) is not int:
-                raise TypeError(f"the {key} of {show(name)} is malformed")
-    return data
 
 
 # ----------------------------------------------------------------------------- the download
@@ -478,7 +276,7 @@ class Download:
         except TimeoutError:
             raise _Retry(f"stalled: no answer for {self.stall_seconds:.0f} s", STALLED) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as e:
-            raise _Retry(f"network connection lost ({_reason(e)})") from None
+            raise _Retry(f"network connection lost ({reason(e)})") from None
         with response:
             with self._active_lock:
                 self._active = response
@@ -515,7 +313,7 @@ class Download:
                 raise _Retry(f"stalled: no data for {self.stall_seconds:.0f} s", STALLED, progress=progressed) from None
             except (OSError, http.client.HTTPException, ValueError) as e:
                 self._check_stop()  # pause closes the socket under the read
-                raise _Retry(f"network connection lost ({_reason(e)})", progress=progressed) from None
+                raise _Retry(f"network connection lost ({reason(e)})", progress=progressed) from None
             if not chunk:
                 self._check_stop()
                 raise _Retry("the connection closed early", progress=progressed)
@@ -668,15 +466,8 @@ class Download:
                                   "ino": st.st_ino if st is not None else None}
             self._ours.add(f.path)
         m["complete"] = complete or len(m["files"]) == len(self.remote.files)
-        folder = bookkeeping_dir(self.dest, create=True)
-        tmp = folder / (RECORD + ".tmp")
-        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        with os.fdopen(fd, "w") as out:
-            out.write(json.dumps(m, indent=2) + "\n")
-        os.replace(tmp, folder / RECORD)
-        legacy = _lstat(self.dest / LEGACY_MANIFEST)
-        if legacy is not None and stat.S_ISREG(legacy.st_mode):
-            (self.dest / LEGACY_MANIFEST).unlink()
+        bookkeeping_dir(self.dest, create=True)
+        write_record(self.dest, m)
 
 
 def _write_all(fd: int, data: bytes, name: str) -> None:
@@ -713,24 +504,3 @@ def _unchanged(entry: dict, st: os.stat_result) -> bool:
 def _identity(st: os.stat_result) -> tuple:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
-
-def _reason(e: Exception) -> str:
-    reason = getattr(e, "reason", None) or e
-    return str(reason) or type(e).__name__
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with os.fdopen(open_no_follow(path, os.O_RDONLY), "rb") as f:
-        for block in iter(lambda: f.read(HASH_BLOCK), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def git_blob_sha1(path: Path) -> str:
-    h = hashlib.sha1()
-    with os.fdopen(open_no_follow(path, os.O_RDONLY), "rb") as f:
-        h.update(f"blob {os.fstat(f.fileno()).st_size}\0".encode())
-        for block in iter(lambda: f.read(HASH_BLOCK), b""):
-            h.update(block)
-    return h.hexdigest()

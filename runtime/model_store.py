@@ -22,10 +22,11 @@ from pathlib import Path
 
 from .catalog import load_catalog
 from .config import ModelConfig, read_json
-from .downloads import LEGACY_MANIFEST, check_repo_id, git_blob_sha1, read_manifest, record_path, sha256_of
+from .download_record import LEGACY_MANIFEST, git_blob_sha1, read_manifest, record_path, sha256_of
 from .elastic import load_elastic
 from .errors import CheckpointError, ElasticError, UsageError
 from .folder_lock import FolderBusy, FolderLock, holder
+from .hub_files import check_repo_id
 from .quant import read_quant_spec
 from .remote_names import is_link, show, target_path
 from .safetensors_io import tensor_table
