@@ -134,6 +134,10 @@ class Download:
     def run(self) -> Progress:
         self._pause.clear()
         try:
+            home = Path.home().resolve()
+            if home == self.dest.resolve() or home.is_relative_to(self.dest.resolve()):
+                raise DownloadError(f"{self.dest} holds your home folder: give the download a folder of its own "
+                                    "(a repo's files, dotfiles included, would land among yours)")
             if self.dest.exists() and not self.dest.is_dir():
                 raise DownloadError(f"{self.dest} is a file, not a folder: choose another destination")
             self.dest.mkdir(parents=True, exist_ok=True)

@@ -205,6 +205,15 @@ def test_a_destination_that_is_itself_a_link_is_the_users_choice(hub, tmp_path):
     assert (real / "config.json").read_bytes() == GOOD["config.json"]
 
 
+@pytest.mark.parametrize("where", ["home", "root"])
+def test_the_home_folder_or_above_is_not_a_destination(hub, tmp_path, monkeypatch, where):
+    monkeypatch.setenv("HOME", str(tmp_path / "me"))
+    (tmp_path / "me").mkdir()
+    with pytest.raises(DownloadError, match="holds your home folder"):
+        Download(resolve(REPO), tmp_path / "me" if where == "home" else Path("/")).run()
+    assert not hub.requests and list((tmp_path / "me").iterdir()) == []
+
+
 def test_a_destination_that_is_a_file_is_one_line(hub, tmp_path):
     (tmp_path / "dl").write_text("x")
     with pytest.raises(DownloadError, match="is a file, not a folder"):
