@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 
 from .errors import ElasticError
-from .hub_files import HEX40, HEX64, DownloadError
+from .hub_files import HEX40, HEX64, DownloadError, check_repo_id
 from .remote_names import check_remote_names, open_no_follow, show
 
 RECORD = "download.json"  # inside .elastic-chat/
@@ -45,7 +45,7 @@ def read_manifest(folder: Path) -> dict:
             if len(raw) > MAX_RECORD_BYTES:
                 raise ValueError(f"larger than {MAX_RECORD_BYTES >> 20} MB")
             return _checked_record(json.loads(raw.decode("utf-8")))
-        except (OSError, ValueError, TypeError, ElasticError) as e:
+        except (OSError, ValueError, TypeError, RecursionError, ElasticError) as e:
             raise DownloadError(f"the download record {path} is damaged ({reason(e)}); delete it and run the "
                                 "download again (files in place are checked, not fetched again)") from None
     return {}
@@ -80,6 +80,7 @@ def _checked_record(data) -> dict:
         raise TypeError("repo, revision or files has the wrong type")
     if not isinstance(complete, bool):
         raise TypeError("complete is not true or false")
+    check_repo_id(repo)
     check_remote_names(files)
     for name, e in files.items():
         if not isinstance(e, dict) or type(e.get("size")) is not int or e["size"] < 0:

@@ -123,7 +123,7 @@ def resolve(repo: str, revision: str | None = None) -> RemoteModel:
     except HfHubHTTPError as e:
         status = e.response.status_code if e.response is not None else None
         raise DownloadError(http_message(status, repo, e.response.headers if e.response is not None else {})) from None
-    except (KeyError, TypeError, ValueError, AttributeError) as e:  # the answer arrived but is not what the hub sends
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:  # an answer, but not the hub's kind
         raise DownloadError(f"the hub's answer about {repo} could not be read ({type(e).__name__}); try again "
                             "later, or check HF_ENDPOINT") from None
     except Exception as e:  # connection refused, DNS, TLS ...

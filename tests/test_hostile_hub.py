@@ -368,3 +368,15 @@ def test_the_token_does_not_follow_a_redirect_to_another_host(hub, tmp_path):
     seen = [h for h in hub.headers_seen if h["path"] == "model.safetensors"]
     assert seen[0]["auth"] == "Bearer secret" and seen[0]["host"].startswith("127.0.0.1")
     assert seen[1]["host"].startswith("localhost") and seen[1]["auth"] is None
+
+
+@pytest.mark.parametrize("record", ["{", "[" * 100_000 + "]" * 100_000, '{"repo": 5}', '{"repo": "o/r", "revision": "x", '
+                                    '"complete": false, "files": {"../../x": {"size": 1}}}'])
+def test_a_damaged_record_in_the_destination_starts_a_new_one(hub, tmp_path, record):
+    dest = tmp_path / "dl"
+    (dest / ".elastic-chat").mkdir(parents=True)
+    (dest / ".elastic-chat" / "download.json").write_text(record)
+    states = []
+    assert Download(resolve(REPO), dest, states.append).run().state == DONE
+    assert any("is damaged" in s.message and "starting a new record" in s.message for s in states)
+    assert all((dest / n).read_bytes() == data for n, data in GOOD.items())

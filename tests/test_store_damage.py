@@ -81,6 +81,8 @@ DAMAGE = {
                                                    "files": {"../../../etc/hostname": {"size": 1}}}),
     "record-escape-name": lambda f: write_record(f, {"repo": "a/b", "revision": "x", "complete": True,
                                                      "files": {"\x1b[2Jx": {"size": 1}}}),
+    "record-deep-nesting": lambda f: write_record(f, "[" * 200_000 + "]" * 200_000),
+    "record-bad-repo": lambda f: write_record(f, {"repo": "../../x", "revision": "x", "complete": True, "files": {}}),
     "record-link": lambda f: (record_path(f).parent.mkdir(), record_path(f).symlink_to("/etc/hostname")),
     "legacy-record-damaged": lambda f: (f / ".elastic-chat-download.json").write_text('{"files": 7}'),
     "name-with-escape": lambda f: None,  # the folder's own name holds a terminal escape (below)
