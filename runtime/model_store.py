@@ -28,7 +28,7 @@ from .errors import CheckpointError, ElasticError, UsageError
 from .folder_lock import FolderBusy, FolderLock, holder
 from .hub_files import check_repo_id
 from .quant import read_quant_spec
-from .remote_names import is_link, show, target_path
+from .remote_names import is_link, one_line, show, target_path
 from .safetensors_io import tensor_table
 from .weights import check_tensor_table
 
@@ -116,12 +116,6 @@ def _problem(fn, folder: Path) -> str:
         return one_line(f"{e.filename or folder}: cannot be read ({e.strerror or type(e).__name__})")
     except Exception as e:  # noqa: BLE001 (hostile bytes reaching a reader's blind spot)
         return one_line(f"{folder}: its files are damaged and cannot be read ({type(e).__name__}: {e})")
-
-
-def one_line(text: str, limit: int = 500) -> str:
-    """`text` as one printable line: control characters (terminal escapes, newlines) escaped."""
-    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 # ----------------------------------------------------------------------------- listing

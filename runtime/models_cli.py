@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from .errors import UsageError
+from .remote_names import one_line
 
 
 def add_parser(sub) -> None:
@@ -66,7 +67,7 @@ def _probe(args) -> int:
 
 def _list(args) -> int:
     from .catalog import load_catalog
-    from .model_store import list_models, models_dir, one_line
+    from .model_store import list_models, models_dir
 
     local = list_models()
     print(f"Models folder: {one_line(str(models_dir()))}")
@@ -126,15 +127,11 @@ class _ProgressPrinter:
         eta = f"ETA {int(p.eta_s) // 60}m{int(p.eta_s) % 60:02d}s" if p.eta_s is not None else ""
         line = (f"{p.state:11} {100 * p.fraction:5.1f}%  {p.done_bytes / 1e9:.2f}/{p.total_bytes / 1e9:.2f} GB  "
                 f"{speed:>10} {eta:>11}  {p.file}")
-        print(_printable(line + (f"  ({p.message})" if p.message else "")), flush=True)
-
-
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+        print(one_line(line + (f"  ({p.message})" if p.message else ""), 2000), flush=True)
 
 
 def _verify(args) -> int:
-    from .model_store import one_line, verify
+    from .model_store import verify
 
     if not args.folder.is_dir():
         raise UsageError(f"{one_line(str(args.folder))} is not a folder; pass a checkpoint folder")

@@ -47,6 +47,12 @@ def show(text: str, limit: int = 80) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in out)
 
 
+def one_line(text: str, limit: int = 500) -> str:
+    """`text` as one printable line: control characters (terminal escapes, newlines) escaped."""
+    text = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _problem(name) -> str | None:
     if not isinstance(name, str):
         return f"is not text ({type(name).__name__})"
