@@ -232,7 +232,8 @@ class Download:
                 if failures >= self.max_failures:
                     raise DownloadError(f"{show(f.path)}: {r.message}; gave up after {failures} tries in a row. "
                                         "Run the download again to resume") from None
-                wait = r.wait if r.wait is not None else self.backoff[min(failures, len(self.backoff)) - 1]
+                # after progress (failures back at 0) the shortest wait, not the longest
+                wait = r.wait if r.wait is not None else self.backoff[min(max(failures, 1), len(self.backoff)) - 1]
                 self._emit(r.state, file=f.path, message=f"{r.message}; retrying in {wait:.0f} s")
                 self._sleep(wait)
 
