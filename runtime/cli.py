@@ -27,7 +27,7 @@ MAX_TOKENS = 1 << 20  # the longest context any NemotronH checkpoint supports (1
 RANGES = {
     "max_new_tokens": (1, MAX_TOKENS), "thinking_budget": (0, MAX_TOKENS), "max_context": (16, MAX_TOKENS),
     "temperature": (0.0, 10.0), "top_p": (1e-9, 1.0), "top_k": (0, 1 << 24), "min_p": (0.0, 0.999999),
-    "seed": (0, (1 << 63) - 1), "context": (16, MAX_TOKENS), "stall_seconds": (0.1, 86400.0), "steps": (1, 4096),
+    "seed": (0, (1 << 63) - 1), "context": (16, MAX_TOKENS), "stall_seconds": (0.1, 3600.0), "steps": (1, 4096),
     "port": (0, 65535), "max_queue": (1, 1024),
 }
 TEXT_FLAGS = ("prompt", "system")

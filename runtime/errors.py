@@ -25,9 +25,10 @@ def printable(text, keep_newlines: bool = False) -> str:
     return _CONTROL.sub(escape, str(text))
 
 
-def one_line(text) -> str:
-    """A message as one printable line (newlines become ' / ')."""
-    return printable(" / ".join(part.strip() for part in str(text).splitlines() if part.strip()))
+def one_line(text, limit: int | None = None) -> str:
+    """A message as one printable line (newlines become ' / '), cut to `limit` characters if given."""
+    line = printable(" / ".join(part.strip() for part in str(text).splitlines() if part.strip()))
+    return line if limit is None or len(line) <= limit else line[:limit] + "…"
 
 
 class ElasticError(Exception):

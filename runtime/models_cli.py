@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import nesting_cli
 from .errors import UsageError
+from .remote_names import one_line
 
 
 def add_parser(sub) -> None:
@@ -38,6 +39,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    # Numbers were range-checked with every other flag (cli.check_values).
     return {"probe": _probe, "list": _list, "download": _download, "verify": _verify, "import": _import,
             "delete": _delete, "nesting": nesting_cli.run}[args.models_command](args)
 
@@ -67,11 +69,11 @@ def _list(args) -> int:
     from .model_store import list_models, models_dir
 
     local = list_models()
-    print(f"Models folder: {models_dir()}")
-    for m in local:
+    print(f"Models folder: {one_line(str(models_dir()))}")
+    for m in local:  # every field through one_line: names and problems may hold a folder's hostile text
         state = "ready" if not m.problem else m.problem
-        print(f"  {m.name:40} {m.source:10} {m.format:9} {_size(m.size_bytes):>9}  "
-              f"{'/'.join(m.submodels) or '-':16} {state}")
+        print(one_line(f"  {m.name:40} {m.source:10} {m.format:9} {_size(m.size_bytes):>9}  "
+                       f"{'/'.join(m.submodels) or '-':16} {state}", 2000))
     print("Catalog:")
     for v in load_catalog().variants:
         if not v.bundled:
@@ -85,9 +87,12 @@ def _size(n: int) -> str:
 
 def _download(args) -> int:
     from .downloads import DONE, Download, hub_token, resolve
-    from .model_store import download_dir
+    from .model_store import download_dir, models_dir
 
     dest = args.dest or download_dir(args.repo)
+    if args.dest and Path(args.dest).resolve() == models_dir().resolve():
+        raise UsageError(f"--dest is the models folder itself; give a folder inside it, or leave --dest out "
+                         f"(it downloads to {download_dir(args.repo)})")
     remote = resolve(args.repo, args.revision)
     print(f"{args.repo} at {remote.revision[:12]}: {len(remote.files)} files, {remote.total_bytes / 1e9:.2f} GB "
           f"-> {dest}", flush=True)
@@ -121,16 +126,18 @@ class _ProgressPrinter:
         eta = f"ETA {int(p.eta_s) // 60}m{int(p.eta_s) % 60:02d}s" if p.eta_s is not None else ""
         line = (f"{p.state:11} {100 * p.fraction:5.1f}%  {p.done_bytes / 1e9:.2f}/{p.total_bytes / 1e9:.2f} GB  "
                 f"{speed:>10} {eta:>11}  {p.file}")
-        print(line + (f"  ({p.message})" if p.message else ""), flush=True)
+        print(one_line(line + (f"  ({p.message})" if p.message else ""), 2000), flush=True)
 
 
 def _verify(args) -> int:
     from .model_store import verify
 
+    if not args.folder.is_dir():
+        raise UsageError(f"{one_line(str(args.folder))} is not a folder; pass a checkpoint folder")
     report = verify(args.folder)
     for problem in report.problems:
-        print(f"problem: {problem}")
-    print(f"{'ok' if report.ok else 'FAILED'}: {report.folder} ({report.checked} file hashes checked)")
+        print(f"problem: {one_line(problem)}")
+    print(one_line(report.summary, 2000))
     return 0 if report.ok else 1
 
 

@@ -239,7 +239,7 @@ class HubSource(TensorSource):
         except urllib.error.HTTPError as e:
             raise d.DownloadError(d.http_message(e.code, self.repo, e.headers)) from None
         except (urllib.error.URLError, OSError) as e:
-            raise d.DownloadError(f"cannot reach {d.hub_endpoint()} ({d._reason(e)}): check the network") from None
+            raise d.DownloadError(f"cannot reach {d.hub_endpoint()} ({d.reason(e)}): check the network") from None
         return data[:length] if len(data) > length else data
 
 

@@ -9,7 +9,22 @@ per file path on `HubStub.faults`:
     corrupt=True     flip one byte in the first full serve of the file (once)
     stall=S          send half the requested bytes, then go silent for S seconds (once)
     status=CODE      answer CODE instead of the file (every time, or `times` times)
-    throttle=S       sleep S seconds after every 64 KiB (slow link)
+    throttle=S       sleep S seconds after every 64 KiB (slow link; lifting the fault speeds it up)
+
+Hostile modes, for the downloader's input classes:
+
+    extra=N          send N junk bytes after the file, with a Content-Length that declares them
+    endless=True     no Content-Length: the file, then junk until the client hangs up
+    trickle=S        one byte every S seconds (every time): a connection that never quite stalls
+    silent=S         headers, then nothing for S seconds (once)
+    wrong_range=True answer a Range request with 206 and a Content-Range that starts elsewhere (once)
+    redirect=URL     answer 302 to URL (once); `{path}` in it is replaced by the file's path
+
+`virtual={repo: {name: bytes}}` adds files that exist only in memory, under any name at all (a
+traversal, an absolute path, a NUL...): they are listed with correct sizes and hashes and served
+as they are, so the downloader's own checks are what stands between them and the disk. The stub
+itself never serves a path outside its repo folder. `raw_siblings[repo] = [...]` replaces the
+file list with arbitrary JSON (wrong types, missing fields).
 """
 
 from __future__ import annotations
@@ -27,8 +42,12 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 class HubStub:
-    def __init__(self, repos: dict[str, Path], gated: set[str] = frozenset()):
+    def __init__(self, repos: dict[str, Path], gated: set[str] = frozenset(),
+                 virtual: dict[str, dict[str, bytes]] | None = None):
         self.repos = {name: Path(folder) for name, folder in repos.items()}
+        self.virtual = {repo: dict(files) for repo, files in (virtual or {}).items()}
+        self.raw_siblings: dict[str, list] = {}
+        self.headers_seen: list[dict] = []  # every file request: path, Host, Authorization
         self.gated = set(gated)
         self.faults: dict[str, dict] = {}
         self.requests: list[dict] = []  # every file request: path, range start, bytes sent, status
@@ -51,7 +70,15 @@ class HubStub:
         self.server.server_close()
 
     def files(self, repo: str) -> list[dict]:
+        if repo in self.raw_siblings:
+            return self.raw_siblings[repo]
         folder, out = self.repos[repo], []
+        for name, data in self.virtual.get(repo, {}).items():
+            entry = {"rfilename": name, "size": len(data),
+                     "blobId": hashlib.sha1(f"blob {len(data)}\0".encode() + data).hexdigest()}
+            if name.endswith(LFS_SUFFIXES):
+                entry["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+            out.append(entry)
         for f in sorted(p for p in folder.rglob("*") if p.is_file()):
             key = (str(f), f.stat().st_mtime_ns, f.stat().st_size)
             if key not in self._hashes:  # hashed in chunks: the stub shares the interpreter with the app
@@ -112,7 +139,9 @@ class HubStub:
                     return self._error(404, "RepoNotFound", "Repository not found")
                 if repo in stub.gated:
                     return self._error(403, "GatedRepo", "Access to model is restricted")
-                if len(rest) > 2 and rest[2] == "tree":
+                if repo in stub.raw_siblings:
+                    body = {"id": repo, "modelId": repo, "sha": COMMIT, "siblings": stub.raw_siblings[repo]}
+                elif len(rest) > 2 and rest[2] == "tree":
                     body = [{"type": "file", "path": f["rfilename"], "size": f["size"], "oid": f["blobId"],
                              **({"lfs": {"oid": f["lfs"]["sha256"], "size": f["size"]}} if "lfs" in f else {})}
                             for f in stub.files(repo)]
@@ -132,14 +161,27 @@ class HubStub:
                 if repo in stub.gated:
                     return self._error(403, "GatedRepo", "Access to model is restricted")
                 fault = stub.faults.get(path, {})
+                with stub.lock:
+                    stub.headers_seen.append({"path": path, "host": self.headers.get("Host"),
+                                              "auth": self.headers.get("Authorization")})
+                if fault.get("redirect"):
+                    self.send_response(302)
+                    self.send_header("Location", fault.pop("redirect").replace("{path}", path))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if fault.get("status") and fault.get("times", 1) > 0:
                     if "times" in fault:
                         fault["times"] -= 1
                     return self._error(fault["status"], "", f"injected {fault['status']}")
-                f = stub.repos[repo] / path
-                if not f.is_file():
-                    return self._error(404, "EntryNotFound", "Entry not found")
-                size = f.stat().st_size
+                data = stub.virtual.get(repo, {}).get(path)
+                if data is None:
+                    root = stub.repos[repo].resolve()
+                    f = (root / path).resolve()
+                    if not f.is_relative_to(root) or not f.is_file():
+                        return self._error(404, "EntryNotFound", "Entry not found")
+                    data = f.read_bytes()
+                size = len(data)
                 start, end = 0, size - 1
                 rng = self.headers.get("Range")
                 if rng and rng.startswith("bytes="):
@@ -148,10 +190,17 @@ class HubStub:
                     end = min(int(last), size - 1) if last else size - 1
                 length = end - start + 1
                 corrupt_at = length // 2 if fault.pop("corrupt", False) and start == 0 and length else None
+                extra = fault.get("extra", 0)
+                endless = fault.get("endless", False)
                 self.send_response(206 if rng else 200)
-                self.send_header("Content-Length", str(length))
+                if endless:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                else:
+                    self.send_header("Content-Length", str(length + extra))
                 if rng:
-                    self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+                    shown = start + 7 if fault.pop("wrong_range", False) else start
+                    self.send_header("Content-Range", f"bytes {shown}-{end}/{size}")
                 self.send_header("Accept-Ranges", "bytes")
                 self.send_header("X-Repo-Commit", COMMIT)
                 self.send_header("ETag", f'"{COMMIT}-{size}"')
@@ -163,28 +212,42 @@ class HubStub:
                     return
                 drop_after = fault.pop("drop_after", None)
                 stall = fault.pop("stall", None)
-                throttle = fault.get("throttle", 0)
+                silent = fault.pop("silent", None)
                 limit = length if drop_after is None else min(drop_after, length)
                 if stall is not None:
                     limit = length // 2
                 sent = 0
                 try:
-                    with open(f, "rb") as src:
-                        src.seek(start)
-                        while sent < limit:
-                            piece = src.read(min(65536, limit - sent))
-                            if corrupt_at is not None and sent <= corrupt_at < sent + len(piece):
-                                i = corrupt_at - sent
-                                piece = piece[:i] + bytes([piece[i] ^ 0xFF]) + piece[i + 1:]
-                            self.wfile.write(piece)
-                            self.wfile.flush()
-                            sent += len(piece)
-                            record["sent"] = sent
-                            if throttle:
-                                time.sleep(throttle)
+                    if silent is not None:
+                        time.sleep(silent)
+                    while sent < limit:
+                        live = stub.faults.get(path, {})  # read per piece: a test may lift a slow link
+                        throttle, trickle = live.get("throttle", 0), live.get("trickle", 0)
+                        step = 1 if trickle else min(65536, limit - sent)
+                        piece = data[start + sent:start + sent + step]
+                        if corrupt_at is not None and sent <= corrupt_at < sent + len(piece):
+                            i = corrupt_at - sent
+                            piece = piece[:i] + bytes([piece[i] ^ 0xFF]) + piece[i + 1:]
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                        sent += len(piece)
+                        record["sent"] = sent
+                        if throttle:
+                            time.sleep(throttle)
+                        if trickle:
+                            time.sleep(trickle)
                     if stall is not None:
                         time.sleep(stall)
-                except (BrokenPipeError, ConnectionResetError):
+                    junk = b"\xee" * 65536
+                    while sent == length and (extra > 0 or endless):  # more than the file: the client must stop at the listed size
+                        piece = junk[:extra] if not endless else junk
+                        self.wfile.write(piece)
+                        self.wfile.flush()
+                        extra -= len(piece)
+                        record["extra_sent"] = record.get("extra_sent", 0) + len(piece)
+                        if endless and record["extra_sent"] > 1 << 30:
+                            break
+                except (BrokenPipeError, ConnectionResetError, OSError):
                     pass
                 if sent < length:
                     self.close_connection = True

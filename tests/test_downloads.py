@@ -41,6 +41,13 @@ def same_files(a: Path, b: Path) -> bool:
     return all((b / n).exists() and sha256_of(a / n) == sha256_of(b / n) for n in names)
 
 
+def part_of(dest: Path, name: str) -> Path:
+    """Where the download keeps `name`'s partial copy (its hidden bookkeeping folder)."""
+    import hashlib
+
+    return dest / ".elastic-chat" / "parts" / (hashlib.sha256(name.encode()).hexdigest()[:40] + ".part")
+
+
 def run_download(dest, **kw):
     states = []
     job = Download(resolve(REPO), dest, lambda p: states.append(p), **kw)
@@ -63,9 +70,9 @@ def test_cli_download_completes_and_verifies(hub, tmp_path):
     assert out.returncode == 0, out.stderr
     assert "done" in out.stdout and "%" in out.stdout
     assert same_files(hub.source, dest)
-    manifest = json.loads((dest / downloads.MANIFEST).read_text())
+    manifest = json.loads(downloads.record_path(dest).read_text())
     assert manifest["complete"] and manifest["files"][WEIGHTS]["sha256"] == sha256_of(dest / WEIGHTS)
-    assert not list(dest.glob("*.part"))
+    assert not list(dest.rglob("*.part"))
     verify = subprocess.run([sys.executable, "-m", "runtime", "models", "verify", str(dest)],
                             capture_output=True, text=True, cwd=ROOT)
     assert verify.returncode == 0 and verify.stdout.startswith("ok")
@@ -76,7 +83,7 @@ def test_killed_download_resumes_in_a_new_process_without_refetching(hub, tmp_pa
     hub.faults[WEIGHTS] = {"throttle": 0.05}
     cmd = [sys.executable, "-m", "runtime", "models", "download", REPO, "--dest", str(dest)]
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    part = dest / (WEIGHTS + ".part")
+    part = part_of(dest, WEIGHTS)
     deadline = time.time() + 60
     while time.time() < deadline and (not part.exists() or part.stat().st_size < 300_000):
         time.sleep(0.02)
@@ -149,7 +156,8 @@ def test_too_small_a_disk_is_refused_before_any_byte(hub, tmp_path, monkeypatch)
     dest = tmp_path / "dl"
     with pytest.raises(DownloadError, match="not enough disk space"):
         run_download(dest)
-    assert not hub.requests and not [p for p in dest.iterdir()]
+    assert not hub.requests and not [p for p in dest.iterdir() if p.name != ".elastic-chat"]
+    assert not list((dest / ".elastic-chat" / "parts").iterdir())
 
 
 def test_offline_mode_fails_fast(hub, monkeypatch):
@@ -165,7 +173,7 @@ def test_pause_resume_and_cancel(hub, tmp_path):
     dest = tmp_path / "dl"
     job = Download(resolve(REPO), dest, lambda p: job.pause() if p.done_bytes > 300_000 else None)
     assert job.run().state == PAUSED
-    had = (dest / (WEIGHTS + ".part")).stat().st_size
+    had = part_of(dest, WEIGHTS).stat().st_size
     assert had >= 300_000
     job.on_progress = lambda p: None
     assert job.run().state == DONE and same_files(hub.source, dest)
@@ -174,7 +182,7 @@ def test_pause_resume_and_cancel(hub, tmp_path):
     other = tmp_path / "dl2"
     job = Download(resolve(REPO), other, lambda p: job.cancel() if p.done_bytes > 300_000 else None)
     assert job.run().state == CANCELLED
-    assert not list(other.glob("*.part"))
+    assert not list(other.rglob("*.part"))
 
 
 def test_speed_and_eta_are_reported(hub, tmp_path):

@@ -42,13 +42,14 @@ def test_import_refuses_a_broken_folder(home, tmp_path):
 
 
 def test_verify_uses_the_download_manifest(home, tmp_path):
-    from runtime.downloads import MANIFEST, git_blob_sha1, sha256_of
+    from runtime.downloads import git_blob_sha1, record_path, sha256_of
 
     folder = shutil.copytree(ROOT / "assets" / "demo-nvfp4", home / "models" / "nvidia--Demo")
     files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of(p) if p.suffix == ".safetensors" else None,
                       "git_sha1": None if p.suffix == ".safetensors" else git_blob_sha1(p)}
              for p in folder.iterdir()}
-    (folder / MANIFEST).write_text(json.dumps({"repo": "nvidia/Demo", "revision": "x", "files": files, "complete": True}))
+    record_path(folder).parent.mkdir()
+    record_path(folder).write_text(json.dumps({"repo": "nvidia/Demo", "revision": "x", "files": files, "complete": True}))
     report = verify(folder)
     assert report.ok and report.checked == len(files)
     data = bytearray((folder / "model.safetensors").read_bytes())

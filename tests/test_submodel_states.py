@@ -36,20 +36,21 @@ def test_a_folder_with_its_own_elastic_json_declares_its_submodels(tmp_path):
 
 
 def test_a_downloaded_official_checkpoint_without_elastic_json_gets_the_catalog_estimate(tmp_path):
-    from runtime.downloads import MANIFEST
+    from runtime.download_record import record_path, write_record
 
     catalog = load_catalog()
     family = catalog.families["star-elastic-30b"]
     folder = tmp_path / "official"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(family.raw_config))
-    (folder / MANIFEST).write_text(json.dumps({"repo": catalog.variant(NVFP4).repo, "complete": True}))
+    record_path(folder).parent.mkdir()
+    write_record(folder, {"repo": catalog.variant(NVFP4).repo, "revision": "0" * 40, "files": {}, "complete": True})
     table = folder_table(folder, catalog)
     assert table.elastic == family.elastic
     assert [table.state(s["name"]) for s in family.elastic["submodels"]] == [VERIFIED, ESTIMATED, ESTIMATED]
     assert "estimate" in table.note("12B") and "verify" in table.note("12B")
     # Recognised by its config alone too (an imported copy has no download record).
-    (folder / MANIFEST).unlink()
+    record_path(folder).unlink()
     assert folder_table(folder, catalog).elastic == family.elastic
 
 
