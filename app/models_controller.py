@@ -237,7 +237,7 @@ class ModelsController(QObject):
         if key not in self.downloads:
             return ""
         p = self.progress.get(key)
-        return f"{p.state} {100 * p.fraction:.0f}%" if p is not None else "queued"
+        return f"{p.state} {int(100 * p.fraction)}%" if p is not None else "queued"
 
     def set_active(self, folder: str) -> None:
         """The checkpoint the engine has loaded (its row says "active" and cannot be used again)."""

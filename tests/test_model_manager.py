@@ -190,7 +190,7 @@ def test_an_imported_checkpoint_is_planned_from_its_own_files(qtbot, models, tmp
 def test_long_model_names_elide_with_a_tooltip(qtbot, models):
     dialog = open_dialog(qtbot, models)
     dialog.resize(700, 400)
-    assert not dialog.table.wordWrap() and dialog.table.textElideMode().name == "ElideRight"
+    assert not dialog.table.wordWrap() and dialog.table.textElideMode().name == "ElideMiddle"
     for i, r in enumerate(dialog.rows):
         assert dialog.table.item(i, 0).toolTip().startswith(r.title)
 

@@ -46,11 +46,13 @@ class ModelManager(QDialog):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.table.setWordWrap(False)  # names elide (the tooltip has them whole) instead of breaking mid-word
+        # Names elide in the middle, keeping the end that tells variants apart ("… (FP8)"); the
+        # tooltip has them whole. Wrapping broke them mid-word and made rows uneven.
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
         for column in range(len(COLUMNS)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch if column in (0, 3)
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch if column == 0
                                         else QHeaderView.ResizeMode.ResizeToContents)
         header.setMinimumSectionSize(48)
         self.table.verticalHeader().setVisible(False)
@@ -158,7 +160,7 @@ class ModelManager(QDialog):
         self.progress_text.setText(progress_text(p))
         index = next((i for i, r in enumerate(self.rows) if r.key == key), None)
         if index is not None and key in self.models.downloads:
-            self._set_status(index, f"{p.state} {100 * p.fraction:.0f}%")
+            self._set_status(index, f"{p.state} {int(100 * p.fraction)}%")
 
     @Slot(str)
     def _show_message(self, text: str) -> None:
