@@ -66,7 +66,9 @@ def main():
     source = shutil.copytree(ROOT / "assets" / "demo-nvfp4", work / "repo")
     probes = ROOT / "tests" / "probes"
     with HubStub({REPO: source}) as hub:
-        hub.faults["model.safetensors"] = {"throttle": 0.25}
+        (source / "extra-shard.bin").write_bytes(bytes(range(256)) * (12 << 12))  # 12 MiB: time for two shots
+        for name in ("model.safetensors", "extra-shard.bin"):
+            hub.faults[name] = {"throttle": 0.06}  # about 1 MB/s
         os.environ["HF_ENDPOINT"] = hub.url
         apply_theme(app, "light", 11)
         models = ModelsController(str(probes / "rtx4090.json"), active=str(demo.path))
@@ -75,7 +77,7 @@ def main():
         wait(lambda: bool(m.rows) and not models.refreshing)
         m.select("star-elastic-30b-nvfp4")
         m.buttons["Download"].click()
-        wait(lambda: "DOWNLOADING" in m.progress_text.text() and m.progress.value() > 250, 60)
+        wait(lambda: "DOWNLOADING" in m.progress_text.text() and m.progress.value() > 150, 60)
         shoot(m, "model-manager-downloading.png")
         m.close()
         m.deleteLater()
@@ -85,7 +87,7 @@ def main():
         m = ModelManager(models=models)
         m.show()
         wait(lambda: bool(m.rows) and not models.refreshing)
-        wait(lambda: m.progress.value() > 500, 60)
+        wait(lambda: m.progress.value() > 400, 60)
         m.select("star-elastic-30b-nvfp4")
         shoot(m, "model-manager-dark.png")
         models.shutdown()
