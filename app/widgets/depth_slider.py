@@ -13,6 +13,8 @@ from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QSizePolicy, QSlider, QStyle, QStyleOptionSlider, QVBoxLayout, QWidget
 
+from .elided_label import ElidedLabel
+
 
 @dataclass(frozen=True)
 class SliderStop:
@@ -195,10 +197,8 @@ class DepthSlider(QWidget):
         layout.addWidget(self.slider)
         self.ticks = _TickLabels(self.slider)
         layout.addWidget(self.ticks)
-        self.detail = QLabel("")
+        self.detail = ElidedLabel("", min_chars=8)  # one line whatever the font; the tooltip has the rest
         self.detail.setObjectName("depthDetail")
-        self.detail.setWordWrap(True)
-        self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.detail)
         self._current = 0
 

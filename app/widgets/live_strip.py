@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPainterPath
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from .elided_label import ElidedLabel
@@ -18,7 +18,8 @@ from .priority_row import PriorityRow
 PALETTE = ["#3b82f6", "#f59e0b", "#a855f7", "#ec4899"]  # smaller submodels, smallest first
 PARENT_COLOR = "#76b900"  # the largest submodel
 SPARKLINE_TIP = ("Latency of each token in ms, newest on the right, coloured by the submodel that produced it. "
-                 "The bars are scaled to the slowest token shown (the \"max\" label).")
+                 "The bars are scaled to the slowest token shown (the \"max\" label); the first token, which "
+                 "waits for the prompt's prefill (TTFT, on the right), is drawn but not used for the scale.")
 
 
 class Sparkline(QWidget):
@@ -28,16 +29,27 @@ class Sparkline(QWidget):
         super().__init__()
         self.points: deque[tuple[float, str]] = deque(maxlen=capacity)
         self.colors: dict[str, str] = {}
+        self._first_shown = False  # the leftmost point is a reply's first token
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setToolTip(SPARKLINE_TIP)
 
-    def sizeHint(self) -> QSize:  # noqa: N802
-        return QSize(220, max(30, self.fontMetrics().height() * 2 + 4))
+    def _label_font(self) -> QFont:
+        font = QFont(self.font())
+        font.setPointSizeF(max(6.0, font.pointSizeF() * 0.85))
+        return font
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
-        return QSize(self.fontMetrics().horizontalAdvance("max 888 ms") + 8, self.sizeHint().height())
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(max(220, self.minimumSizeHint().width() + 60), max(30, self.fontMetrics().height() * 2 + 4))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802: room for the scale's label
+        return QSize(QFontMetrics(self._label_font()).horizontalAdvance("max 88888 ms") + 8,
+                     max(30, self.fontMetrics().height() * 2 + 4))
 
     def add(self, ms: float, submodel: str) -> None:
+        if len(self.points) == self.points.maxlen:
+            self._first_shown = False  # the oldest point, perhaps the first token, drops off
+        elif not self.points:
+            self._first_shown = True
         self.points.append((ms, submodel))
         self.update()
 
@@ -50,7 +62,12 @@ class Sparkline(QWidget):
         return f"max {self._top():.0f} ms" if self.points else ""
 
     def _top(self) -> float:
-        return max(ms for ms, _ in self.points) or 1.0
+        """The slowest token, not counting the reply's first: its wait for the prefill (the TTFT,
+        shown on its own) would flatten every other bar."""
+        values = [ms for ms, _ in self.points]
+        if self._first_shown and len(values) > 1:
+            values = values[1:]
+        return max(values) or 1.0
 
     def paintEvent(self, _event) -> None:  # noqa: N802
         # One filled path per submodel rather than one drawLine per token: a handful of painter
@@ -73,6 +90,7 @@ class Sparkline(QWidget):
             for sub, path in bars.items():
                 p.fillPath(path, QColor(self.colors.get(sub, "#888888")))
             p.setPen(self.palette().text().color())
+            p.setFont(self._label_font())
             p.drawText(QRectF(4, 1, w - 8, h - 2), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop,
                        self.scale_label())
         p.end()
