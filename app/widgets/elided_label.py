@@ -18,9 +18,15 @@ class ElidedLabel(QLabel):
 
     # The full text is the label's value; what is painted is a shortened copy.
     def setText(self, text: str) -> None:  # noqa: N802 (Qt's name)
-        self._full = text or ""
+        text = text or ""
+        if text == self._full:
+            return
+        fm = self.fontMetrics()
+        wider = fm.horizontalAdvance(text) != fm.horizontalAdvance(self._full)
+        self._full = text
         self._elide()
-        self.updateGeometry()
+        if wider:  # a new width: the row shares out its room again (not on every token's new number)
+            self.updateGeometry()
 
     def text(self) -> str:
         return self._full
