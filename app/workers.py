@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,14 +133,41 @@ def _describe(e: Exception) -> str:
     return text
 
 
+class Throttle:
+    """Lets a stream of updates through at most every `interval_s`, and always when its kind
+    changes (so a state change is never hidden behind a fresh progress tick)."""
+
+    def __init__(self, interval_s: float, clock=time.monotonic):
+        self.interval_s, self.clock = interval_s, clock
+        self._last_at, self._last_kind = None, None
+
+    def ready(self, kind) -> bool:
+        now = self.clock()
+        if kind != self._last_kind or self._last_at is None or now - self._last_at >= self.interval_s:
+            self._last_at, self._last_kind = now, kind
+            return True
+        return False
+
+
+PROGRESS_INTERVAL_S = 0.1  # about 10 updates a second cross to the GUI, whatever the link speed
+
+
 class DownloadWorker(QObject):
-    sig_progress = Signal(object)  # runtime.downloads.Progress
+    sig_progress = Signal(object)  # runtime.downloads.Progress, throttled to about 10 Hz
     sig_finished = Signal(object, str)  # final Progress (or None), error message ("" when none)
 
     def __init__(self, repo: str, dest: Path, revision: str | None = None, stall_seconds: float = 30.0):
         super().__init__()
         self.repo, self.dest, self.revision, self.stall_seconds = repo, Path(dest), revision, stall_seconds
         self.job = None
+        self.throttle = Throttle(PROGRESS_INTERVAL_S)
+        self.reports = 0  # progress reports from the download, emitted or not
+
+    def _report(self, progress) -> None:
+        """The download's thread, once per chunk: only a few cross to the GUI thread."""
+        self.reports += 1
+        if self.throttle.ready(progress.state):
+            self.sig_progress.emit(progress)
 
     @Slot()
     def run(self) -> None:
@@ -149,7 +177,7 @@ class DownloadWorker(QObject):
         try:
             if self.job is None:
                 remote = resolve(self.repo, self.revision)
-                self.job = Download(remote, self.dest, self.sig_progress.emit, stall_seconds=self.stall_seconds,
+                self.job = Download(remote, self.dest, self._report, stall_seconds=self.stall_seconds,
                                     token=hub_token())
             final = self.job.run()
             self.sig_finished.emit(final, "")

@@ -16,7 +16,6 @@ from PySide6.QtCore import Qt
 from app.history import History
 from app.main_window import MainWindow
 from app.settings import Settings
-from app.widgets.depth_slider import DepthSlider, slider_stops
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = Path(__file__).parent / "probes"
@@ -96,33 +95,6 @@ def test_the_badge_changes_at_the_switch(qtbot, window):
     assert switches and switches[0][:2] == (smallest, parent)
     assert "re-prefilled" in window.strip.switch_note.text()
     assert len(window.strip.sparkline.points) == len(badges)
-
-
-def test_the_slider_disables_stops_from_a_recorded_small_gpu_probe(qtbot):
-    from runtime.catalog import load_catalog
-    from runtime.depth import depth_stops
-    from runtime.hardware import load_probe
-    from runtime.planner import make_plan
-
-    catalog = load_catalog()
-    plan = make_plan(load_probe(PROBES / "rtx4070.json"), catalog)
-    nvfp4 = plan.variant("star-elastic-30b-nvfp4")
-    names = [f.name for f in reversed(nvfp4.submodels)]  # smallest first
-    loaded = {f.name for f in nvfp4.submodels if f.verdict != "does not fit"}
-    assert loaded == {"12B"}
-    stops = depth_stops(names, 32768, loaded=loaded)
-    reasons = {f.name: f.reason for f in nvfp4.submodels}
-    slider = DepthSlider()
-    qtbot.addWidget(slider)
-    slider.set_stops(slider_stops(stops, reasons), "Max")
-    enabled = {s.name: s.enabled for s in slider.stops}
-    assert enabled == {"Off": True, "Quick": True, "Balanced": False, "Deep": False, "Max": False}
-    assert slider.selected == "Quick"  # Max is unavailable: the nearest available stop
-    labels = [slider.labels.itemAt(i).widget() for i in range(slider.labels.count())]
-    assert labels[4].toolTip().startswith("Unavailable: 30B does not fit: needs")
-    assert not labels[2].isEnabled() and "23B does not fit" in labels[2].toolTip()
-    slider.slider.setValue(3)  # the user drags onto Deep: it snaps back and says why
-    assert slider.selected == "Quick" and "23B does not fit" in slider.detail.text()
 
 
 def test_history_survives_closing_and_reopening(qtbot, tmp_path):
@@ -216,45 +188,6 @@ def test_edit_and_regenerate(qtbot, window):
     with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000):
         window.chat.widgets[-1].buttons["Regenerate"].click()
     assert len(window.controller.history.messages(window.controller.current)) == 2
-
-
-def test_the_model_manager_drives_a_download(qtbot, tmp_path, monkeypatch):
-    import huggingface_hub.constants
-
-    from app.widgets.model_manager import ModelManager
-    from tests.hub_stub import HubStub
-
-    repo = "nvidia/NVIDIA-Nemotron-Labs-3-Elastic-30B-A3B-NVFP4"
-    source = shutil.copytree(ROOT / "assets" / "demo-nvfp4", tmp_path / "repo")
-    monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    with HubStub({repo: source}) as hub:
-        hub.faults["model.safetensors"] = {"throttle": 0.03}
-        monkeypatch.setenv("HF_ENDPOINT", hub.url)
-        manager = ModelManager(probe_file=str(PROBES / "rtx5090.json"))
-        qtbot.addWidget(manager)
-        qtbot.waitUntil(lambda: bool(manager.rows), timeout=30000)
-        assert "RTX 5090" in manager.hardware.text()
-        manager.select("star-elastic-30b-nvfp4")
-        row = manager.row()
-        assert row.status == "not downloaded" and [f.verdict for f in row.fits] == ["fits"] * 3
-        assert manager.buttons["Download"].isEnabled()
-        states = []
-        with qtbot.waitSignal(manager.sig_changed, timeout=60000):
-            manager.buttons["Download"].click()
-            qtbot.waitUntil(lambda: "DOWNLOADING" in manager.progress_text.text(), timeout=30000)
-            states.append(manager.progress_text.text())
-        assert "complete and verified" in manager.progress_text.text()
-        qtbot.waitUntil(lambda: manager.row("star-elastic-30b-nvfp4").status == "ready", timeout=30000)
-        dest = tmp_path / "home" / "models" / repo.replace("/", "--")
-        assert (dest / "model.safetensors").read_bytes() == (source / "model.safetensors").read_bytes()
-        assert "MB/s" in states[0]
-        manager.select("star-elastic-30b-nvfp4")
-        with qtbot.waitSignal(manager.sig_use, timeout=5000) as used:
-            manager.buttons["Use"].click()
-        assert used.args[0] == str(dest)
-        manager.shutdown()
 
 
 def test_out_of_memory_offers_the_next_smaller_stop(window):

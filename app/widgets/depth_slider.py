@@ -1,12 +1,19 @@
 """The reasoning-depth slider: stops from the runtime's depth table; a stop whose submodel does
-not fit is disabled, with the planner's reason as its tooltip."""
+not fit is disabled, with the planner's reason as its tooltip.
+
+Each stop's label sits under its tick and says who thinks and with what budget (the runtime's
+table, sized from the checkpoint's ceiling). Clicking a label or anywhere on the groove jumps
+straight to that stop; the handle shows a focus ring when the keyboard is on it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QGridLayout, QLabel, QSlider, QVBoxLayout, QWidget
+from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtWidgets import QLabel, QSizePolicy, QSlider, QStyle, QStyleOptionSlider, QVBoxLayout, QWidget
+
+from .elided_label import ElidedLabel
 
 
 @dataclass(frozen=True)
@@ -15,6 +22,7 @@ class SliderStop:
     detail: str  # "0.5M thinks ≤12 tokens → 1.5M answers"
     enabled: bool
     reason: str  # why it is disabled
+    budget: str = ""  # under the name: who thinks and its budget in tokens, "0.5M ≤12"; "none"
 
 
 def slider_stops(stops, reasons: dict[str, str]) -> list[SliderStop]:
@@ -25,8 +33,151 @@ def slider_stops(stops, reasons: dict[str, str]) -> list[SliderStop]:
         detail = (f"{s.think} thinks ≤{s.budget} tokens → {s.answer} answers" if s.think
                   else f"no thinking → {s.answer} answers")
         reason = "" if s.available else reasons.get(s.missing, f"{s.missing} is not in memory")
-        out.append(SliderStop(s.name, detail, s.available, reason))
+        budget = f"{s.think} ≤{s.budget}" if s.think else "none"
+        out.append(SliderStop(s.name, detail, s.available, reason, budget))
     return out
+
+
+class StopSlider(QSlider):
+    """A slider that jumps to where it is clicked and rings its handle when it has focus."""
+
+    def __init__(self):
+        super().__init__(Qt.Orientation.Horizontal)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setTickPosition(QSlider.TickPosition.TicksBelow)
+        self.setPageStep(1)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def _option(self) -> QStyleOptionSlider:
+        opt = QStyleOptionSlider()
+        self.initStyleOption(opt)
+        return opt
+
+    def _rect(self, control):
+        return self.style().subControlRect(QStyle.ComplexControl.CC_Slider, self._option(), control, self)
+
+    def tick_x(self, value: int) -> float:
+        """Where the tick of `value` is, in this widget's coordinates."""
+        groove, handle = self._rect(QStyle.SubControl.SC_SliderGroove), self._rect(QStyle.SubControl.SC_SliderHandle)
+        span = groove.width() - handle.width()
+        return groove.x() + handle.width() / 2 + QStyle.sliderPositionFromValue(self.minimum(), self.maximum(),
+                                                                                value, span)
+
+    def value_at(self, x: float) -> int:
+        return min(range(self.minimum(), self.maximum() + 1), key=lambda v: abs(self.tick_x(v) - x))
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        if (event.button() == Qt.MouseButton.LeftButton
+                and not self._rect(QStyle.SubControl.SC_SliderHandle).contains(event.position().toPoint())):
+            self.setValue(self.value_at(event.position().x()))  # a jump, not Qt's one page step
+        super().mousePressEvent(event)  # the handle is under the pointer now: a drag may follow
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        super().paintEvent(event)
+        handle = QRectF(self._rect(QStyle.SubControl.SC_SliderHandle))
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        outline = QColor(self.palette().text().color())  # the handle stands out on a dark groove too
+        outline.setAlpha(150)
+        p.setPen(QPen(outline, 1))
+        p.drawRoundedRect(handle.adjusted(0.5, 0.5, -0.5, -0.5), 3, 3)
+        if self.hasFocus():  # the keyboard is here: a ring in the accent colour, on the handle's edge
+            p.setPen(QPen(self.palette().highlight().color(), 2.5))  # (outside it would be clipped)
+            p.drawRoundedRect(handle.adjusted(1.25, 1.25, -1.25, -1.25), 3, 3)
+        p.end()
+
+
+class _StopLabel(QLabel):
+    """A stop's name over its thinking budget; just the name where two lines do not fit."""
+
+    clicked = Signal()
+
+    def __init__(self, name: str, budget: str):
+        super().__init__()
+        self.setTextFormat(Qt.TextFormat.RichText)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.long = f"{name}<br><small>{budget}</small>" if budget else name
+        self.short = name
+        self.setText(self.long)
+
+    def size_of(self, long: bool) -> QSize:
+        shown = self.text()
+        self.setText(self.long if long else self.short)
+        size = self.sizeHint()
+        self.setText(shown)
+        return size
+
+    def use(self, long: bool) -> None:
+        text = self.long if long else self.short
+        if self.text() != text:
+            self.setText(text)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit()
+        super().mousePressEvent(event)
+
+
+class _TickLabels(QWidget):
+    """The stops' labels, each centred under its tick; the end ones kept inside the edges."""
+
+    GAP = 6
+
+    def __init__(self, slider: StopSlider):
+        super().__init__()
+        self.slider = slider
+        self.labels: list[_StopLabel] = []
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def set_labels(self, labels: list[_StopLabel]) -> None:
+        for old in self.labels:
+            old.hide()
+            old.deleteLater()
+        self.labels = labels
+        for label in labels:
+            label.setParent(self)
+            label.show()
+        self.updateGeometry()
+        self.place()
+
+    def place(self) -> None:
+        long = self.width() >= self._needed(long=True)
+        offset = self.mapFromGlobal(self.slider.mapToGlobal(QPoint(0, 0))).x()
+        for i, label in enumerate(self.labels):
+            label.use(long)
+            size = label.sizeHint()
+            size.setHeight(self.height())
+            x = round(offset + self.slider.tick_x(i) - size.width() / 2)
+            label.setGeometry(max(0, min(x, self.width() - size.width())), 0, size.width(), size.height())
+
+    def _needed(self, long: bool) -> int:
+        """Wide enough that neighbouring labels, centred on evenly spaced ticks, do not touch."""
+        if not self.labels:
+            return 0
+        widths = [label.size_of(long).width() for label in self.labels]
+        pitch = max(((a + b) / 2 + self.GAP for a, b in zip(widths, widths[1:])), default=0)
+        # the ends sit inside the edges, so half an end label is needed beyond its tick
+        handle = self.slider.style().pixelMetric(QStyle.PixelMetric.PM_SliderLength, None, self.slider)
+        ends = max(widths[0] / 2, handle / 2) + max(widths[-1] / 2, handle / 2)
+        return round(pitch * (len(widths) - 1) + ends)
+
+    def _height(self) -> int:  # the two-line height whichever is shown, so nothing below jumps
+        return max((label.size_of(long=True).height() for label in self.labels), default=0)
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(self._needed(long=True), self._height())
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return QSize(self._needed(long=False), self._height())
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.place()
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        self.place()
 
 
 class DepthSlider(QWidget):
@@ -41,31 +192,30 @@ class DepthSlider(QWidget):
         title = QLabel("Reasoning depth")
         title.setObjectName("sectionTitle")
         layout.addWidget(title)
-        self.slider = QSlider(Qt.Orientation.Horizontal)
-        self.slider.setTickPosition(QSlider.TickPosition.TicksBelow)
-        self.slider.setPageStep(1)
+        self.slider = StopSlider()
         self.slider.valueChanged.connect(self._moved)
         layout.addWidget(self.slider)
-        self.labels = QGridLayout()
-        layout.addLayout(self.labels)
-        self.detail = QLabel("")
+        self.ticks = _TickLabels(self.slider)
+        layout.addWidget(self.ticks)
+        self.detail = ElidedLabel("", min_chars=8)  # one line whatever the font; the tooltip has the rest
         self.detail.setObjectName("depthDetail")
-        self.detail.setWordWrap(True)
         layout.addWidget(self.detail)
         self._current = 0
 
+    @property
+    def labels(self) -> list[QLabel]:
+        return self.ticks.labels
+
     def set_stops(self, stops: list[SliderStop], selected: str) -> None:
         self.stops = stops
-        while self.labels.count():
-            old = self.labels.takeAt(0).widget()
-            old.hide()
-            old.deleteLater()
+        labels = []
         for i, s in enumerate(stops):
-            label = QLabel(s.name)
-            label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            label = _StopLabel(s.name, s.budget)
             label.setEnabled(s.enabled)
-            label.setToolTip(s.detail if s.enabled else f"Unavailable: {s.reason}")
-            self.labels.addWidget(label, 0, i)
+            label.setToolTip(f"{s.name}: {s.detail}" if s.enabled else f"Unavailable: {s.reason}")
+            label.setCursor(Qt.CursorShape.PointingHandCursor)
+            label.clicked.connect(lambda i=i: self.jump(i))
+            labels.append(label)
         self.slider.blockSignals(True)
         self.slider.setRange(0, max(0, len(stops) - 1))
         index = self._index(selected)
@@ -74,7 +224,17 @@ class DepthSlider(QWidget):
         self._current = index
         self.slider.setValue(index)
         self.slider.blockSignals(False)
+        self.ticks.set_labels(labels)
         self._show(index)
+
+    def jump(self, index: int) -> None:
+        """A click on a stop's label: go straight there (or say why not)."""
+        if 0 <= index < len(self.stops):
+            if index == self.slider.value():
+                self._moved(index)
+            else:
+                self.slider.setValue(index)
+            self.slider.setFocus(Qt.FocusReason.MouseFocusReason)
 
     def _index(self, name: str) -> int | None:
         return next((i for i, s in enumerate(self.stops) if s.name.lower() == (name or "").lower()), None)
@@ -84,6 +244,8 @@ class DepthSlider(QWidget):
         return min(enabled, key=lambda i: (abs(i - index), -i)) if enabled else 0
 
     def _moved(self, index: int) -> None:
+        if not 0 <= index < len(self.stops):
+            return
         stop = self.stops[index]
         if not stop.enabled:
             back = self._current
@@ -100,8 +262,8 @@ class DepthSlider(QWidget):
     def _show(self, index: int) -> None:
         if self.stops:
             s = self.stops[index]
-            self.detail.setText(f"{s.name}: {s.detail}  (applies to the next reply)")
-            self.slider.setToolTip(s.detail)
+            self.detail.setText(f"{s.name} · {s.detail} (applies to the next reply)")
+            self.slider.setToolTip(f"{s.name}: {s.detail}")
 
     @property
     def selected(self) -> str:

@@ -1,16 +1,25 @@
 """The live strip: which submodel is producing tokens, a per-token latency sparkline coloured
-by submodel, time to first token, tokens/s, memory in use, and the compute path."""
+by submodel, time to first token, tokens/s, memory in use, and the compute path.
+
+Every text in it elides (the whole text goes to its tooltip), so a long compute path or switch
+note never widens the window."""
 
 from __future__ import annotations
 
 from collections import deque
 
-from PySide6.QtCore import QPointF, Qt
-from PySide6.QtGui import QColor, QPainter, QPen
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from .elided_label import ElidedLabel
+from .priority_row import PriorityRow
 
 PALETTE = ["#3b82f6", "#f59e0b", "#a855f7", "#ec4899"]  # smaller submodels, smallest first
 PARENT_COLOR = "#76b900"  # the largest submodel
+SPARKLINE_TIP = ("Latency of each token in ms, newest on the right, coloured by the submodel that produced it. "
+                 "The bars are scaled to the slowest token shown (the \"max\" label); the first token, which "
+                 "waits for the prompt's prefill (TTFT, on the right), is drawn but not used for the scale.")
 
 
 class Sparkline(QWidget):
@@ -20,10 +29,27 @@ class Sparkline(QWidget):
         super().__init__()
         self.points: deque[tuple[float, str]] = deque(maxlen=capacity)
         self.colors: dict[str, str] = {}
-        self.setMinimumSize(220, 34)
-        self.setToolTip("Latency of each token (ms), coloured by the submodel that produced it")
+        self._first_shown = False  # the leftmost point is a reply's first token
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setToolTip(SPARKLINE_TIP)
+
+    def _label_font(self) -> QFont:
+        font = QFont(self.font())
+        font.setPointSizeF(max(6.0, font.pointSizeF() * 0.85))
+        return font
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(max(220, self.minimumSizeHint().width() + 60), max(30, self.fontMetrics().height() * 2 + 4))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802: room for the scale's label
+        return QSize(QFontMetrics(self._label_font()).horizontalAdvance("max 88888 ms") + 8,
+                     max(30, self.fontMetrics().height() * 2 + 4))
 
     def add(self, ms: float, submodel: str) -> None:
+        if len(self.points) == self.points.maxlen:
+            self._first_shown = False  # the oldest point, perhaps the first token, drops off
+        elif not self.points:
+            self._first_shown = True
         self.points.append((ms, submodel))
         self.update()
 
@@ -31,54 +57,74 @@ class Sparkline(QWidget):
         self.points.clear()
         self.update()
 
-    def paintEvent(self, _event) -> None:
+    def scale_label(self) -> str:
+        """The scale's top: the slowest token shown."""
+        return f"max {self._top():.0f} ms" if self.points else ""
+
+    def _top(self) -> float:
+        """The slowest token, not counting the reply's first: its wait for the prefill (the TTFT,
+        shown on its own) would flatten every other bar."""
+        values = [ms for ms, _ in self.points]
+        if self._first_shown and len(values) > 1:
+            values = values[1:]
+        return max(values) or 1.0
+
+    def paintEvent(self, _event) -> None:  # noqa: N802
+        # One filled path per submodel rather than one drawLine per token: a handful of painter
+        # calls per frame whatever the token count.
         p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing)
         w, h = self.width(), self.height()
-        p.setPen(QPen(self.palette().mid().color(), 1))
-        p.drawRect(0, 0, w - 1, h - 1)
-        if not self.points:
-            return
-        top = max(ms for ms, _ in self.points) or 1.0
-        step = (w - 4) / max(1, self.points.maxlen - 1)
-        x0 = w - 2 - step * (len(self.points) - 1)
-        for i, (ms, sub) in enumerate(self.points):
-            x = x0 + i * step
-            y = h - 3 - (h - 6) * min(ms / top, 1.0)
-            p.setPen(QPen(QColor(self.colors.get(sub, "#888888")), max(1.5, step - 0.5)))
-            p.drawLine(QPointF(x, h - 3), QPointF(x, y))
-        p.setPen(self.palette().text().color())
-        p.drawText(4, 12, f"{top:.0f} ms")
+        frame = QPainterPath()
+        frame.addRoundedRect(QRectF(0.5, 0.5, w - 1, h - 1), 3, 3)
+        p.setPen(self.palette().mid().color())
+        p.drawPath(frame)
+        if self.points:
+            top = self._top()
+            step = (w - 4) / max(1, self.points.maxlen - 1)
+            bar = max(1.5, step - 0.5)
+            x0 = w - 2 - step * (len(self.points) - 1) - bar / 2
+            bars: dict[str, QPainterPath] = {}
+            for i, (ms, sub) in enumerate(self.points):
+                height = max(1.0, (h - 6) * min(ms / top, 1.0))
+                bars.setdefault(sub, QPainterPath()).addRect(QRectF(x0 + i * step, h - 3 - height, bar, height))
+            for sub, path in bars.items():
+                p.fillPath(path, QColor(self.colors.get(sub, "#888888")))
+            p.setPen(self.palette().text().color())
+            p.setFont(self._label_font())
+            p.drawText(QRectF(4, 1, w - 8, h - 2), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop,
+                       self.scale_label())
+        p.end()
 
 
 class LiveStrip(QWidget):
     def __init__(self):
         super().__init__()
         self.setObjectName("liveStrip")
-        row = QHBoxLayout(self)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        row = PriorityRow(self)
         row.setContentsMargins(8, 4, 8, 4)
-        self.badge = QLabel("idle")
+        self.badge = ElidedLabel("idle", "The submodel producing the current token", min_chars=4)
         self.badge.setObjectName("badge")
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.badge.setMinimumWidth(120)
-        self.badge.setToolTip("The submodel producing the current token")
-        self.switch_note = QLabel("")
-        self.switch_note.setObjectName("stat")
+        self.switch_note = ElidedLabel("", "The switch from the thinking to the answering submodel", min_chars=1)
         self.sparkline = Sparkline()
-        self.ttft = QLabel("TTFT –")
-        self.speed = QLabel("– tok/s")
-        self.memory = QLabel("")
-        self.path = QLabel("")
-        for w in (self.ttft, self.speed, self.memory, self.path):
+        self.ttft = ElidedLabel("TTFT –", "Time to first token", min_chars=1)
+        self.speed = ElidedLabel("– tok/s", "Tokens per second after the first token", min_chars=1)
+        self.memory = ElidedLabel("", "Memory this app holds", min_chars=1)
+        self.path = ElidedLabel("", "The compute path running the model's matmuls", min_chars=1)
+        for w in (self.switch_note, self.ttft, self.speed, self.memory, self.path):
             w.setObjectName("stat")
-        row.addWidget(self.badge)
-        row.addWidget(self.switch_note)
-        row.addWidget(self.sparkline, 1)
-        for w in (self.ttft, self.speed, self.memory, self.path):
-            row.addWidget(w)
+        # Who is producing tokens and how fast come first; the long texts elide first.
+        row.add(self.badge, priority=0)
+        row.add(self.switch_note, priority=5, stretch=1)
+        row.add(self.sparkline, priority=3, stretch=2)
+        row.add(self.ttft, priority=1)
+        row.add(self.speed, priority=2)
+        row.add(self.memory, priority=4)
+        row.add(self.path, priority=6, stretch=1)
         self.colors: dict[str, str] = {}
         self.tokens = 0
-        self.first_token_s = None
+        self._badge_key = ""
 
     def set_submodels(self, names_by_size) -> None:
         n = len(names_by_size)
@@ -88,25 +134,29 @@ class LiveStrip(QWidget):
 
     def set_path(self, text: str) -> None:
         self.path.setText(text)
-        self.path.setToolTip("The compute path running the model's matmuls")
 
     def set_memory(self, text: str) -> None:
         self.memory.setText(text)
 
-    def reset(self) -> None:
+    def reset(self, submodel: str = "", phase: str = "") -> None:
+        """A reply starts. `submodel` is the one about to produce the first token (it is shown
+        during the time to first token, instead of whichever produced the last one)."""
         self.sparkline.clear()
         self.switch_note.setText("")
         self.ttft.setText("TTFT …")
         self.speed.setText("– tok/s")
         self.tokens = 0
+        if submodel:
+            self.set_badge(submodel, phase)
 
     def set_badge(self, submodel: str, phase: str = "") -> None:
-        color = self.colors.get(submodel, "#888888")
         text = f"{submodel} {phase}".strip()
         self.badge.setText(text)
-        self.badge.setMinimumWidth(max(120, self.badge.fontMetrics().horizontalAdvance(text) + 32))
-        self.badge.setStyleSheet(f"background:{color}; color:white; border-radius:9px; padding:2px 8px;"
-                                 "font-weight:bold;")
+        if submodel != self._badge_key:  # a style sheet per change of submodel, not per token
+            self._badge_key = submodel
+            color = self.colors.get(submodel, "#888888")
+            self.badge.setStyleSheet(f"background:{color}; color:white; border-radius:9px; padding:2px 8px;"
+                                     "font-weight:bold;")
 
     def on_token(self, submodel: str, phase: str, latency_ms: float, elapsed_s: float) -> None:
         if self.badge.text() != f"{submodel} {phase}":
@@ -120,7 +170,7 @@ class LiveStrip(QWidget):
 
     def on_switch(self, old: str, new: str, tokens: int, ms: float) -> None:
         self.set_badge(new)
-        self.switch_note.setText(f"{old} → {new}: re-prefilled {tokens} tokens in {ms:.0f} ms")
+        self.switch_note.setText(f"{old} → {new}: re-prefilled {tokens} tok in {ms:.0f} ms")
 
     def on_done(self, done) -> None:
         self.ttft.setText(f"TTFT {done.ttft_ms:.0f} ms")

@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QPushButton, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (QHBoxLayout, QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSizePolicy,
+                               QVBoxLayout, QWidget)
+
+
+class ElidedButton(QPushButton):
+    """A push button whose text elides when the sidebar is narrow (at a large font size), so the
+    sidebar's minimum width does not follow its buttons' text; the tooltip names the action."""
+
+    def __init__(self, text: str, tooltip: str):
+        super().__init__(text)
+        self.full = text
+        self.setToolTip(tooltip)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        hint = super().minimumSizeHint()
+        return QSize(min(hint.width(), self.fontMetrics().horizontalAdvance("xx…") + 16), hint.height())
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        margin = self.sizeHint().width() - self.fontMetrics().horizontalAdvance(self.text())
+        shown = self.fontMetrics().elidedText(self.full, Qt.TextElideMode.ElideRight, self.width() - margin)
+        if shown != self.text():
+            self.setText(shown)
+
+    def sizeHint(self) -> QSize:  # noqa: N802: as wide as the whole text
+        hint = super().sizeHint()
+        fm = self.fontMetrics()
+        return QSize(hint.width() - fm.horizontalAdvance(self.text()) + fm.horizontalAdvance(self.full), hint.height())
 
 
 class Sidebar(QWidget):
@@ -21,8 +48,7 @@ class Sidebar(QWidget):
         self.setMinimumWidth(210)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
-        self.new_button = QPushButton("New chat")
-        self.new_button.setToolTip("New chat (Ctrl+N)")
+        self.new_button = ElidedButton("New chat", "New chat (Ctrl+N)")
         self.new_button.clicked.connect(self.sig_new.emit)
         layout.addWidget(self.new_button)
         self.search = QLineEdit()
@@ -38,11 +64,9 @@ class Sidebar(QWidget):
         self.list.itemChanged.connect(self._renamed)
         layout.addWidget(self.list, 1)
         buttons = QHBoxLayout()
-        self.rename_button = QPushButton("Rename")
-        self.rename_button.setToolTip("Rename (F2)")
+        self.rename_button = ElidedButton("Rename", "Rename (F2)")
         self.rename_button.clicked.connect(self.start_rename)
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.setToolTip("Delete (Del); you can undo")
+        self.delete_button = ElidedButton("Delete", "Delete (Del); you can undo")
         self.delete_button.clicked.connect(self._delete)
         buttons.addWidget(self.rename_button)
         buttons.addWidget(self.delete_button)

@@ -1,0 +1,365 @@
+"""The model manager's state and work, outside any window: the hardware probe and the fit plan,
+the rows the dialog shows, downloads and the slow tasks (verify, import, delete), each in its
+own thread.
+
+One `ModelsController` lives as long as the app; the model manager dialog only shows what it
+says and asks it to act, so closing the dialog neither stops nor orphans a download, and a
+reopened dialog shows the download where it is. Download progress arrives throttled (about
+10 Hz, see `workers.DownloadWorker`). Probing (NVML), planning and reading checkpoint headers
+run in a worker thread; the GUI thread only formats what they found.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from PySide6.QtCore import QMetaObject, QObject, QThread, Qt, Signal, Slot
+
+from .workers import DownloadWorker, TaskRunner, start_in_thread, stop_thread
+
+log = logging.getLogger(__name__)
+
+ACTIONS = ("Download", "Pause", "Resume", "Cancel", "Verify", "Delete", "Import folder…", "Use", "Refresh")
+FINAL_WORDS = {"done": "Download complete and verified.",
+               "paused": "Paused. Resume continues where it stopped, even after a restart.",
+               "cancelled": "Cancelled; the partial files were removed."}
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    key: str  # catalog variant id, or a local model's name
+    title: str
+    format: str
+    size: str
+    path_text: str  # the compute path that would run it here
+    fits: tuple  # runtime.planner.SubmodelFit, parent first
+    repo: str | None
+    folder: Path | None  # on disk, when it is
+    local_name: str | None
+    status: str  # "not downloaded", "ready", "active", "downloading 40%", a problem…
+    resident: str = ""  # the submodel to load ("" = the largest that fits)
+
+    @property
+    def on_disk(self) -> bool:
+        return self.folder is not None and self.folder.exists()
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What a refresh found: one line about the hardware, the suggested variant, the rows."""
+    hardware: str
+    suggestion: str
+    rows: tuple[ModelRow, ...]
+
+
+def size_text(n: int | None) -> str:
+    if not n:
+        return "–"
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+def hardware_text(hw) -> str:
+    """The probe in one line. Without a GPU, the reason follows a colon: it often ends in the
+    driver's own words in brackets, and `HardwareProbe.summary` would bracket it again."""
+    if hw.gpu is None:
+        ram = f"{hw.ram_total_bytes / 2**30:.0f} GB RAM, {hw.disk_free_bytes / 2**30:.0f} GB free disk"
+        return f"No NVIDIA GPU: {hw.no_gpu_reason or 'none found'}; {ram}"
+    return hw.summary()
+
+
+def progress_text(p) -> str:
+    """A download's state in words: "DOWNLOADING: 1.2 GB of 17.0 GB, 48.0 MB/s, 5 min 36 s left"."""
+    speed = f"{p.speed_bps / 1e6:.1f} MB/s" if p.speed_bps else "0 MB/s"
+    eta = f", {int(p.eta_s) // 60} min {int(p.eta_s) % 60} s left" if p.eta_s is not None else ""
+    return (f"{p.state.upper()}: {size_text(p.done_bytes)} of {size_text(p.total_bytes)}, {speed}{eta}"
+            + (f" — {p.message}" if p.message else ""))
+
+
+def verify_text(report) -> str:
+    if not report.ok:
+        return "Problems: " + "; ".join(report.problems)
+    if report.checked == 0:  # an imported folder has no record of the hub's hashes to compare with
+        return (f"{report.folder.name}: its config, tensors and submodel table check out; it has no download "
+                "record, so there were no file hashes to compare.")
+    return f"{report.folder.name} is intact: {report.checked} file hashes match the download record."
+
+
+def actions(row: ModelRow | None, downloading: bool) -> dict[str, bool]:
+    """Which buttons make sense for `row` (None: nothing selected)."""
+    if row is None:
+        return {name: name in ("Import folder…", "Refresh") for name in ACTIONS}
+    can_get = row.repo is not None and row.status not in ("ready", "active") and not downloading
+    usable = row.on_disk and row.status in ("ready", "active") and (
+        any(f.verdict != "does not fit" for f in row.fits) or not row.fits)
+    return {
+        "Download": can_get and row.status == "not downloaded",
+        "Resume": can_get and row.status != "not downloaded",
+        "Pause": downloading,
+        "Cancel": downloading,
+        "Verify": row.on_disk and not downloading,
+        "Delete": row.on_disk and not downloading and row.local_name not in (None, "demo"),
+        "Use": usable and row.status != "active",  # the active model is already in use
+        "Import folder…": True,
+        "Refresh": True,
+    }
+
+
+def gather(probe_file: str | None, context: int):
+    """Worker thread: probe, plan and list (reads safetensors headers, not weights)."""
+    from runtime.catalog import load_catalog
+    from runtime.errors import ElasticError
+    from runtime.hardware import load_probe, probe
+    from runtime.model_store import list_models, models_dir
+    from runtime.planner import checkpoint_sizing, make_plan, plan_checkpoint
+
+    hw = load_probe(probe_file) if probe_file else probe(models_dir())
+    catalog = load_catalog()
+    models = list_models()
+    local, imported = {}, {}
+    for m in models:
+        v = catalog.for_repo(m.repo) if m.repo else None
+        usable = m.complete and not m.problem
+        try:
+            if v is not None and usable:
+                local[v.id] = checkpoint_sizing(m.path)
+            elif m.source == "imported" and usable:
+                imported[m.name] = plan_checkpoint(m.path, hw, context)
+        except ElasticError as e:  # a damaged folder: its row says why, the rest still show
+            log.info("cannot plan %s: %s", m.path, e)
+    return hw, catalog, make_plan(hw, catalog, context, local), models, imported
+
+
+def build_rows(catalog, plan, models, imported: dict, active: str, status_of_download) -> list[ModelRow]:
+    """The dialog's rows: every catalog variant, then imported folders (planned from their own files)."""
+    by_repo = {m.repo: m for m in models if m.repo}
+    rows = []
+    for vp in plan.variants:
+        v = catalog.variant(vp.variant)
+        local = by_repo.get(v.repo) if v.repo else next((m for m in models if m.source == "bundled"), None)
+        folder = local.path if local else (v.path if v.bundled else None)
+        status = status_of_download(v.id) or _status(local, active)
+        resident = vp.resident if vp.resident and vp.submodels and vp.resident != vp.submodels[0].name else ""
+        rows.append(ModelRow(v.id, v.title, v.format, size_text(vp.download_bytes or (local.size_bytes if local else 0)),
+                             vp.compute_path, tuple(vp.submodels), v.repo, folder, local.name if local else None,
+                             status, resident))
+    known = {r.local_name for r in rows}
+    for m in models:
+        if m.name in known or m.source != "imported":
+            continue
+        vp = imported.get(m.name)
+        resident = vp.resident if vp and vp.resident and vp.resident != vp.submodels[0].name else ""
+        rows.append(ModelRow(m.name, f"{m.name} (imported)", m.format, size_text(m.size_bytes),
+                             vp.compute_path if vp else "", tuple(vp.submodels) if vp else (), None, m.path, m.name,
+                             _status(m, active), resident))
+    return rows
+
+
+def _same_folder(a, b) -> bool:
+    try:
+        return bool(a) and bool(b) and Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return False
+
+
+def _status(local, active: str) -> str:
+    if local is None:
+        return "not downloaded"
+    if local.problem:
+        return local.problem
+    return "active" if _same_folder(local.path, active) else "ready"
+
+
+class ModelsController(QObject):
+    sig_inventory = Signal(object)  # Inventory, after each refresh (and each change of a row's status)
+    sig_progress = Signal(str, object)  # row key, runtime.downloads.Progress (throttled)
+    sig_message = Signal(str)  # one line about the last thing that happened
+    sig_changed = Signal()  # the set of models on this PC changed
+    sig_use = Signal(str, str)  # checkpoint folder, resident submodel ("" = the largest that fits)
+
+    def __init__(self, probe_file: str | None = None, context: int = 8192, active: str = "", parent=None):
+        super().__init__(parent)
+        self.probe_file, self.context, self.active = probe_file, context, active
+        self.inventory: Inventory | None = None
+        self.message = ""
+        self.progress: dict[str, object] = {}  # latest Progress per download, kept after it ends
+        self.downloads: dict[str, tuple[DownloadWorker, QThread]] = {}
+        self.tasks = TaskRunner(self)
+        self._parts = None  # what the last refresh gathered, to rebuild rows without probing again
+        self._generation = 0
+        self.refreshing = False
+
+    # ------------------------------------------------------------------ state
+
+    def rows(self) -> tuple[ModelRow, ...]:
+        return self.inventory.rows if self.inventory else ()
+
+    def row(self, key: str | None) -> ModelRow | None:
+        return next((r for r in self.rows() if r.key == key), None)
+
+    def plan_for(self, folder) -> ModelRow | None:
+        """The row of a checkpoint folder, from the last refresh (no probing)."""
+        return next((r for r in self.rows() if r.folder is not None and _same_folder(r.folder, folder)), None)
+
+    def actions(self, key: str | None) -> dict[str, bool]:
+        return actions(self.row(key), key in self.downloads)
+
+    def refresh(self) -> None:
+        """Probe, plan and list again, in a worker thread; a newer refresh wins over an older one."""
+        self._generation += 1
+        generation = self._generation
+        self.refreshing = True
+        self.tasks.run(gather, (self.probe_file, self.context),
+                       lambda parts: self._gathered(generation, parts),
+                       lambda error: self._failed(f"Could not list the models: {error}"))
+
+    def _gathered(self, generation: int, parts) -> None:
+        if generation != self._generation:
+            return
+        self.refreshing = False
+        self._parts = parts
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        if self._parts is None:
+            return
+        hw, catalog, plan, models, imported = self._parts
+        rows = build_rows(catalog, plan, models, imported, self.active, self._download_status)
+        why = plan.default_reason
+        if hw.gpu is None:  # the planner's line brackets the no-GPU reason, which may hold brackets itself
+            why = "Without an NVIDIA GPU the bundled demo model runs on the CPU."
+        suggestion = f"Suggested: <b>{catalog.variant(plan.default).title}</b>. {why}"
+        self.inventory = Inventory(f"<b>Hardware:</b> {hardware_text(hw)}", suggestion, tuple(rows))
+        self.sig_inventory.emit(self.inventory)
+
+    def _download_status(self, key: str) -> str:
+        if key not in self.downloads:
+            return ""
+        p = self.progress.get(key)
+        return f"{p.state} {int(100 * p.fraction)}%" if p is not None else "queued"
+
+    def set_active(self, folder: str) -> None:
+        """The checkpoint the engine has loaded (its row says "active" and cannot be used again)."""
+        if folder != self.active:
+            self.active = folder
+            self._rebuild()
+
+    def _say(self, text: str) -> None:
+        self.message = text
+        self.sig_message.emit(text)
+
+    def _failed(self, text: str) -> None:
+        self.refreshing = False
+        self._say(text)
+
+    # ------------------------------------------------------------------ downloads
+
+    def download(self, key: str) -> None:
+        from runtime.model_store import download_dir
+
+        r = self.row(key)
+        if r is None or r.repo is None or key in self.downloads:
+            return
+        worker = DownloadWorker(r.repo, download_dir(r.repo))
+        thread = start_in_thread(worker, f"download {r.repo}")
+        worker.sig_progress.connect(self._on_progress)
+        worker.sig_finished.connect(self._on_finished)
+        self.downloads[key] = (worker, thread)
+        self.progress.pop(key, None)
+        self._set_status(key, "queued")
+        self._say(f"Resolving {r.repo} on the hub…")
+        QMetaObject.invokeMethod(worker, "run", Qt.ConnectionType.QueuedConnection)
+
+    def _key_of(self, worker) -> str | None:
+        return next((k for k, (w, _) in self.downloads.items() if w is worker), None)
+
+    def _set_status(self, key: str, status: str) -> None:
+        if self.inventory is None:
+            return
+        rows = tuple(replace(r, status=status) if r.key == key else r for r in self.inventory.rows)
+        self.inventory = replace(self.inventory, rows=rows)
+        self.sig_inventory.emit(self.inventory)
+
+    @Slot(object)
+    def _on_progress(self, p) -> None:
+        key = self._key_of(self.sender())
+        if key is None:
+            return
+        self.progress[key] = p
+        self.message = progress_text(p)
+        self.sig_progress.emit(key, p)
+
+    @Slot(object, str)
+    def _on_finished(self, final, error: str) -> None:
+        key = self._key_of(self.sender())
+        if key is None:
+            return
+        _, thread = self.downloads.pop(key)
+        stop_thread(thread)
+        if final is not None:
+            self.progress[key] = final
+            self.sig_progress.emit(key, final)
+        self._say(f"Download failed: {error}" if error else FINAL_WORDS.get(getattr(final, "state", ""), "Stopped."))
+        self.sig_changed.emit()
+        self.refresh()
+
+    def pause(self, key: str) -> None:
+        if key in self.downloads:
+            self.downloads[key][0].pause()
+
+    def cancel(self, key: str) -> None:
+        if key in self.downloads:
+            self.downloads[key][0].cancel()
+
+    # ------------------------------------------------------------------ tasks
+
+    def verify(self, key: str) -> None:
+        from runtime.model_store import verify
+
+        r = self.row(key)
+        if r and r.folder:
+            self._say(f"Verifying {r.folder}… (hashing can take a minute for big files)")
+            self.tasks.run(verify, (r.folder,), lambda report: self._say(verify_text(report)), self._task_failed)
+
+    def delete(self, key: str) -> None:
+        """Deletes a downloaded model or forgets an imported one; the dialog has asked the user."""
+        from runtime.model_store import delete
+
+        r = self.row(key)
+        if r and r.local_name and key not in self.downloads:
+            self.tasks.run(delete, (r.local_name,), self._changed, self._task_failed)
+
+    def import_folder(self, folder) -> None:
+        from runtime.model_store import import_folder
+
+        self._say(f"Checking {folder}…")
+        self.tasks.run(import_folder, (Path(folder),), lambda m: self._changed(f"Imported {m.name}."),
+                       self._task_failed)
+
+    def _changed(self, message: str) -> None:
+        self._say(message[:1].upper() + message[1:])
+        self.sig_changed.emit()
+        self.refresh()
+
+    def _task_failed(self, error: str) -> None:
+        self._say(f"Failed: {error}")
+
+    def use(self, key: str) -> None:
+        """Loads this checkpoint, resident on the submodel the plan chose (already computed)."""
+        r = self.row(key)
+        if r is None or not actions(r, key in self.downloads)["Use"]:
+            return
+        self.set_active(str(r.folder))
+        self.sig_use.emit(str(r.folder), r.resident)
+
+    # ------------------------------------------------------------------ shutdown
+
+    def shutdown(self) -> None:
+        """Pauses running downloads (they resume next time) and stops every thread."""
+        for worker, thread in list(self.downloads.values()):
+            worker.blockSignals(True)
+            worker.pause()
+            stop_thread(thread)
+        self.downloads.clear()
+        self.tasks.shutdown()

@@ -1,0 +1,98 @@
+"""Takes the README's model manager screenshots of the real dialog (run under Xvfb, or any desktop):
+
+    xvfb-run -a -s "-screen 0 1400x900x24" python tests/screenshots_model_manager.py [--out docs/screenshots]
+
+1. model-manager-downloading.png: light theme, a recorded RTX 4090 probe, the NVFP4 30B downloading
+   from a hub stand-in on 127.0.0.1 (throttled link), an imported folder, the demo active
+2. model-manager-dark.png: dark theme, a PC without an NVIDIA GPU, the same dialog reopened
+   while the download goes on (the controller outlives the dialog)
+
+Nothing is slowed but the stand-in hub's link; the MB/s shown is that link's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+REPO = "nvidia/NVIDIA-Nemotron-Labs-3-Elastic-30B-A3B-NVFP4"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="elastic-shots-"))
+    os.environ["ELASTIC_CHAT_HOME"] = str(work / "home")
+    os.environ.pop("ELASTIC_CHAT_MODELS", None)
+    os.environ.pop("HF_HUB_OFFLINE", None)
+
+    import huggingface_hub.constants
+    from PySide6.QtCore import QEventLoop
+    from PySide6.QtWidgets import QApplication
+
+    from app.models_controller import ModelsController
+    from app.theme import apply_theme
+    from app.widgets.model_manager import ModelManager
+    from runtime.catalog import load_catalog
+    from runtime.model_store import import_folder
+    from tests.hub_stub import HubStub
+
+    huggingface_hub.constants.HF_HUB_OFFLINE = False
+    app = QApplication([])
+
+    def wait(cond, seconds=60):
+        end = time.time() + seconds
+        while time.time() < end and not cond():
+            app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 30)
+            time.sleep(0.01)
+        return cond()
+
+    def shoot(widget, name):
+        app.processEvents()
+        widget.grab().save(str(args.out / name))
+        print("wrote", args.out / name, widget.size().toTuple())
+
+    demo = next(v for v in load_catalog().variants if v.bundled)
+    import_folder(shutil.copytree(ROOT / "assets" / "demo-nvfp4", work / "my-finetune"))
+    source = shutil.copytree(ROOT / "assets" / "demo-nvfp4", work / "repo")
+    probes = ROOT / "tests" / "probes"
+    with HubStub({REPO: source}) as hub:
+        (source / "extra-shard.bin").write_bytes(bytes(range(256)) * (12 << 12))  # 12 MiB: time for two shots
+        for name in ("model.safetensors", "extra-shard.bin"):
+            hub.faults[name] = {"throttle": 0.06}  # about 1 MB/s
+        os.environ["HF_ENDPOINT"] = hub.url
+        apply_theme(app, "light", 11)
+        models = ModelsController(str(probes / "rtx4090.json"), active=str(demo.path))
+        m = ModelManager(models=models)
+        m.show()
+        wait(lambda: bool(m.rows) and not models.refreshing)
+        m.select("star-elastic-30b-nvfp4")
+        m.buttons["Download"].click()
+        wait(lambda: "DOWNLOADING" in m.progress_text.text() and m.progress.value() > 150, 60)
+        shoot(m, "model-manager-downloading.png")
+        m.close()
+        m.deleteLater()
+
+        apply_theme(app, "dark", 11)
+        models.probe_file = str(probes / "no_gpu.json")
+        m = ModelManager(models=models)
+        m.show()
+        wait(lambda: bool(m.rows) and not models.refreshing)
+        wait(lambda: m.progress.value() > 400, 60)
+        m.select("star-elastic-30b-nvfp4")
+        shoot(m, "model-manager-dark.png")
+        models.shutdown()
+        m.close()
+
+
+if __name__ == "__main__":
+    main()
