@@ -240,12 +240,13 @@ class _JsonPrinter:
 
     def switch(self, e):
         self._out({"type": "switch", "from": e.from_submodel, "to": e.to_submodel,
-                   "reprefill_tokens": e.reprefill_tokens, "ms": round(e.ms, 3)})
+                   "reprefill_tokens": e.reprefill_tokens, "ms": round(e.ms, 3), "reason": e.reason})
 
     def done(self, e):
         out = {"type": "done", "finish_reason": e.finish_reason, "thinking_tokens": e.thinking_tokens,
                "answer_tokens": e.answer_tokens, "budget_hit": e.budget_hit, "ttft_ms": e.ttft_ms,
-               "tokens_per_s": e.tokens_per_s}
+               "tokens_per_s": e.tokens_per_s, "thinking_end": e.thinking_end,
+               "thinking_by_submodel": dict(e.thinking_by_submodel)}
         if e.error:
             out["error"] = e.error
         self._out(out)

@@ -279,7 +279,8 @@ def test_generate_cli_json_contract(checkpoints):
     thinking = [line for line in lines if line.get("phase") == "thinking"]
     assert done["thinking_tokens"] == len(thinking) <= 4 + GRACE_TOKENS
     if switches:
-        assert set(switches[0]) == {"type", "from", "to", "reprefill_tokens", "ms"}
+        assert set(switches[0]) == {"type", "from", "to", "reprefill_tokens", "ms", "reason"}
+        assert switches[0]["reason"] == "answer"  # thinking ended; "depth"/"escalate"/"request" otherwise
         assert (switches[0]["from"], switches[0]["to"]) == ("small", "full")
         assert lines.index(switches[0]) == len(thinking)
 
