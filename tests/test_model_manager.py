@@ -76,7 +76,7 @@ def test_the_model_manager_drives_a_download(qtbot, hub, models, tmp_path):
 
 
 def test_progress_reaches_the_gui_about_ten_times_a_second(qtbot, hub, monkeypatch):
-    """A fast link reports every chunk; only about 10 reports a second cross to the GUI thread."""
+    """Many small reads; only about 10 reports a second cross to the GUI thread."""
     import time
 
     from PySide6.QtCore import QMetaObject, Qt
@@ -85,7 +85,7 @@ def test_progress_reaches_the_gui_about_ten_times_a_second(qtbot, hub, monkeypat
     from app.workers import start_in_thread, stop_thread
     from runtime.model_store import download_dir
 
-    monkeypatch.setattr(runtime.downloads, "CHUNK", 16 << 10)  # many small chunks: many reports
+    monkeypatch.setattr(runtime.downloads, "READ", 16 << 10)  # many small reads: many reports
     (hub.source / "big.bin").write_bytes(bytes(range(256)) * (32 << 12))  # 32 MiB
     hub.faults["big.bin"] = {"throttle": 0.004}  # about 2 s for the file
     worker = DownloadWorker(REPO, download_dir(REPO))
@@ -101,10 +101,9 @@ def test_progress_reaches_the_gui_about_ten_times_a_second(qtbot, hub, monkeypat
     assert finished[0][0].state == "done" and not finished[0][1]
     states = [p.state for p in received]
     changes = 1 + sum(a != b for a, b in zip(states, states[1:]))
-    assert worker.reports > 2000  # one per 16 KiB chunk
-    # at most one emission per interval, plus one at each change of state
+    # The downloader itself reports at most every 0.1 s (its CLI prints them too); whatever the
+    # source, at most one emission per interval crosses to the GUI, plus one at each change of state.
     assert len(received) <= elapsed / PROGRESS_INTERVAL_S + changes + 1
-    assert len(received) < worker.reports / 20
     downloading = [p for p in received if p.state == "downloading"]
     assert len(downloading) >= 3 and downloading[-1].done_bytes > downloading[0].done_bytes
 
