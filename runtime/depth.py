@@ -26,6 +26,7 @@ class DepthStop:
     budget: int  # thinking budget in tokens (0 when thinking is off)
     about: str
     missing: str | None = None  # the thinking submodel, when it is not in memory (the stop is unavailable)
+    estimated: bool = False  # the thinking submodel's widths are the catalog's estimate (elastic_source.py)
 
     @property
     def available(self) -> bool:
@@ -45,7 +46,7 @@ def resolve_roles(names_by_size: list[str]) -> dict[str, str]:
 
 
 def depth_stops(names_by_size: list[str], thinking_ceiling: int, table: list[dict] | None = None,
-                loaded: set[str] | None = None) -> list[DepthStop]:
+                loaded: set[str] | None = None, estimated: set[str] = frozenset()) -> list[DepthStop]:
     """The table's stops for a checkpoint whose submodels are `names_by_size` (smallest first).
 
     When only some submodels are in memory (`loaded`: the largest that fits and those nested in
@@ -60,8 +61,26 @@ def depth_stops(names_by_size: list[str], thinking_ceiling: int, table: list[dic
         budget = max(1, round(row["budget"] * thinking_ceiling)) if think else 0
         answer = roles[row["answer"]] if roles[row["answer"]] in loaded else largest_loaded
         missing = think if think is not None and think not in loaded else None
-        stops.append(DepthStop(row["name"], think, answer, budget, row.get("about", ""), missing))
+        about = row.get("about", "")
+        if think in estimated:
+            about += (f" {think}'s widths are an estimate, not verified against a published slice, so its "
+                      "thinking may be poor; this stop is never the default")
+        stops.append(DepthStop(row["name"], think, answer, budget, about, missing, think in estimated))
     return stops
+
+
+DEFAULT_ORDER = ("Balanced", "Deep", "Max", "Quick", "Off")
+
+
+def default_stop(stops: list[DepthStop]) -> DepthStop:
+    """The stop to start on: Balanced, unless its thinker is missing or estimated (then the nearest
+    one whose thinker is in memory and verified or declared; Max, where the parent thinks, always is)."""
+    by_name = {s.name: s for s in stops}
+    for name in DEFAULT_ORDER:
+        stop = by_name.get(name)
+        if stop is not None and stop.available and not stop.estimated:
+            return stop
+    return next(s for s in stops if s.available)
 
 
 def find_stop(stops: list[DepthStop], name: str) -> DepthStop:

@@ -17,8 +17,9 @@ import torch
 from .cache import SequenceCache
 from .chat_format import ChatFormat
 from .config import read_json
-from .depth import DepthStop, depth_stops
+from .depth import DepthStop, default_stop, depth_stops
 from .elastic import count_params
+from .elastic_source import ESTIMATED, SubmodelTable, folder_table
 from .errors import UsageError
 from .events import Prefill
 from .model import ElasticModel
@@ -111,19 +112,27 @@ class EngineStatus:
 
 
 class Engine:
-    def __init__(self, model: ElasticModel, max_context: int = 4096, prefill_chunk: int = PREFILL_CHUNK):
+    def __init__(self, model: ElasticModel, max_context: int = 4096, prefill_chunk: int = PREFILL_CHUNK,
+                 table: SubmodelTable | None = None):
         self.model = model
         self.chat = ChatFormat(model.folder)
         self.max_context = max_context
         self.prefill_chunk = prefill_chunk
         self.caches: dict[str, SequenceCache] = {}
+        # Which submodels' widths are verified, declared or estimated, and the table they came from.
+        self.table = table if table is not None else folder_table(model.folder)
         elastic = model.folder / "elastic.json"
-        self.max_thinking_tokens = read_json(elastic).get("max_thinking_tokens") if elastic.exists() else None
+        data = self.table.elastic or (read_json(elastic) if elastic.exists() else {})
+        self.max_thinking_tokens = data.get("max_thinking_tokens")
 
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
              max_context: int = 4096, elastic: dict | None = None) -> "Engine":
-        engine = cls(ElasticModel.load(Path(folder), resident, device, dtype, elastic), max_context)
+        """Loads a checkpoint folder; without `elastic`, with the submodel table it has (its own
+        elastic.json, else the catalog's estimate for its family: elastic_source.py)."""
+        table = folder_table(folder) if elastic is None else SubmodelTable(elastic, {}, "the caller's table")
+        engine = cls(ElasticModel.load(Path(folder), resident, device, dtype, table.elastic), max_context,
+                     table=table)
         engine.prepare_decode()
         return engine
 
@@ -148,8 +157,15 @@ class Engine:
         return sorted(self.model.submodels, key=lambda n: count_params(cfg, self.model.submodels[n]).active)
 
     def depth_stops(self) -> list[DepthStop]:
-        """The slider's stops; those whose thinking submodel is not in memory are unavailable."""
-        return depth_stops(self.all_submodels_by_size(), self.thinking_ceiling, loaded=set(self.model.views))
+        """The slider's stops; those whose thinking submodel is not in memory are unavailable, those
+        whose thinker's widths are only estimated say so."""
+        estimated = {n for n in self.model.submodels if self.table.state(n) == ESTIMATED}
+        return depth_stops(self.all_submodels_by_size(), self.thinking_ceiling, loaded=set(self.model.views),
+                           estimated=estimated)
+
+    def default_depth(self) -> str:
+        """The stop a new chat starts on (depth.default_stop): never one whose thinker is estimated."""
+        return default_stop(self.depth_stops()).name
 
     def status(self) -> EngineStatus:
         return EngineStatus(str(self.model.folder), self.model.resident.name, tuple(self.submodels_by_size()),

@@ -61,3 +61,20 @@ def test_an_unknown_architecture_without_elastic_json_is_the_parent_alone(tmp_pa
     assert table.elastic is None and table.states == {}
     plan = plan_checkpoint(demo, load_probe(PROBES / "no_gpu.json"), 4096)
     assert len(plan.submodels) == 1
+
+
+def test_an_estimated_thinker_never_thinks_by_default_and_its_stops_say_why():
+    from runtime.elastic_source import SubmodelTable
+    from runtime.engine import Engine
+    from runtime.model import ElasticModel
+
+    model = ElasticModel.load(ROOT / "assets" / "demo-nvfp4")
+    names = list(model.submodels)
+    trusted = Engine(model, max_context=512)
+    assert trusted.default_depth() == "Balanced" and not any(s.estimated for s in trusted.depth_stops())
+    middle = next(s.think for s in trusted.depth_stops() if s.name == "Balanced")
+    doubtful = Engine(model, max_context=512, table=SubmodelTable(None, {middle: ESTIMATED}, "a test"))
+    stops = {s.name: s for s in doubtful.depth_stops()}
+    assert stops["Balanced"].estimated and "estimate" in stops["Balanced"].about
+    assert stops["Balanced"].available  # still selectable, on purpose
+    assert doubtful.default_depth() == "Max" and not stops["Max"].estimated and stops["Max"].think == names[0]
