@@ -38,11 +38,11 @@ def make_window(qtbot, data: Path, settings: Settings | None = None) -> MainWind
     return w
 
 
-def ask(qtbot, w: MainWindow, text: str, depth: str, timeout=60000):
-    w.depth.set_stops(w.depth.stops, depth)
+def ask(qtbot, w: MainWindow, text: str, depth: str, timeout=60000, key=Qt.KeyboardModifier.NoModifier):
+    w.controller.set_depth(depth)
     w.input.setPlainText(text)
     with qtbot.waitSignal(w.controller.sig_reply_done, timeout=timeout) as done:
-        qtbot.keyClick(w.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClick(w.input, Qt.Key.Key_Return, key)
     return done.args[1]
 
 
@@ -50,7 +50,7 @@ def test_send_and_stream_a_reply_on_the_demo_model(qtbot, window):
     assert window.loaded.is_demo and window.banner.isVisible() and "offline demo" in window.banner.text()
     streamed = []
     window.controller.sig_stream.connect(lambda answer, *_: streamed.append(answer))
-    message = ask(qtbot, window, "hello", "Off")
+    message = ask(qtbot, window, "hello", "Off", key=Qt.KeyboardModifier.ControlModifier)  # Ctrl+Enter sends too
     assert "demo model" in message.content and message.meta["finish_reason"] == "end_of_turn"
     assert len(streamed) >= 1  # text arrived in flushes before the reply finished
     widget = window.chat.widgets[-1]
@@ -69,12 +69,12 @@ def test_thinking_block_collapses_to_a_summary(qtbot, window):
 
 def test_esc_stops_the_reply(qtbot, window):
     window.settings.max_new_tokens = 2000
-    window.depth.set_stops(window.depth.stops, "Max")
+    window.controller.set_depth("Max")
     window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12 - 30 + 8?")
     tokens = []
     window.controller.sig_token.connect(lambda *a: tokens.append(a))
     with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000) as done:
-        qtbot.keyClick(window.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClick(window.input, Qt.Key.Key_Return)
         qtbot.waitUntil(lambda: len(tokens) >= 3, timeout=30000)
         at_stop = len(tokens)
         qtbot.keyClick(window, Qt.Key.Key_Escape)
@@ -258,11 +258,14 @@ def test_the_model_manager_drives_a_download(qtbot, tmp_path, monkeypatch):
 
 
 def test_out_of_memory_offers_the_next_smaller_stop(window):
-    window.depth.set_stops(window.depth.stops, "Deep")
-    window.show_error("The reply failed: out of memory: choose a lower reasoning depth.")
+    window.controller.set_depth("Deep")
+    assert window.depth.selected == "Deep"
+    window.controller._report_failure("out of memory: choose a lower reasoning depth or a smaller model")
     assert window.lower_depth.isVisible() and window.lower_depth.text() == "Use Balanced"
+    assert "Try the lower reasoning depth Balanced" in window.error.text()
     window.lower_depth.click()
-    assert window.depth.selected == "Balanced" and not window.error.isVisible()
+    assert window.controller.depth == "Balanced" and window.depth.selected == "Balanced"
+    assert not window.error.isVisible()
 
 
 def test_long_chats_build_only_their_last_page(qtbot, window):
