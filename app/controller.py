@@ -141,7 +141,9 @@ class ChatController(QObject):
     @Slot(object)
     def _on_loaded(self, loaded: LoadedModel) -> None:
         self.loaded = loaded
-        self.depth = self._available(self.depth) or self.depth
+        # the saved depth if this model can run it, else the nearest below; a name it does not know: Balanced
+        self.depth = (self._available(self.depth) or self._available("Balanced")
+                      or next((s.name for s in loaded.stops if s.available), self.depth))
         self.sig_model_loaded.emit(loaded)
         self.sig_depth.emit(self.depth)
 

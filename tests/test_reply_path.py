@@ -5,7 +5,6 @@ say so, and the window's keys, menus, edit and geometry behave."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt

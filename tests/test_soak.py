@@ -26,7 +26,7 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
     monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: dialogs.append(a))
     monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: dialogs.append(a))
     started_at = time.monotonic()
-    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=24))
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=12))
     c = w.controller
     errors, started, done = [], [], {}
     c.sig_error.connect(lambda message, _lower: errors.append(message))
