@@ -25,15 +25,27 @@ def window(qtbot, tmp_path):
     w.close()
 
 
+def test_sampling_is_converted_once_from_defaults_and_the_chat(qtbot):
+    from app.controller import sampling_for
+    from app.settings import Sampling
+    from runtime.errors import UsageError
+
+    s = sampling_for(Sampling(), {"sampling": {"temperature": 0.2, "top_k": 5}})
+    assert (s.temperature, s.top_p, s.top_k, s.min_p) == (0.2, 0.95, 5, 0.0)
+    with pytest.raises(UsageError):
+        sampling_for(Sampling(), {"sampling": {"top_p": 0}})
+
+
 def tokens_of(reply) -> int:
     return reply.thinking_tokens + reply.answer_tokens
 
 
 def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
-    c = ChatController(tmp_path, Settings(max_new_tokens=60), tmp_path / "settings.json")
+    c = ChatController(tmp_path, Settings(max_new_tokens=60, depth="Bogus"), tmp_path / "settings.json")
     try:
         with qtbot.waitSignal(c.sig_model_loaded, timeout=180000):
             c.load_model(DEMO, "", is_demo=True)
+        assert c.depth == "Balanced"  # a saved depth this model does not know
         c.ensure_conversation()
         c.set_depth("Quick")
         streamed = []
