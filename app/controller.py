@@ -119,9 +119,11 @@ class ChatController(QObject):
         self.persist_timer.timeout.connect(self._persist)
 
     def _mark_interrupted(self) -> int:
-        """Replies left incomplete by a process that died mid-reply: saved as interrupted, with what they had."""
+        """Replies left incomplete by a process that died mid-reply: saved as interrupted, with what they had.
+        Adding a reply's message makes its chat the most recently updated one, and at most two replies are
+        ever open (one stopping, one streaming), so only the newest chats need looking at, not all history."""
         count = 0
-        for conv in self.history.conversations():
+        for conv in self.history.conversations()[:5]:
             for m in self.history.messages(conv.id):
                 if m.role == "assistant" and not m.complete:
                     self.history.update_message(m.id, m.content, m.thinking, {**m.meta, "finish_reason": INTERRUPTED},
