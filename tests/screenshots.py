@@ -47,7 +47,7 @@ def main():
 
     app = QApplication([])
 
-    def wait(cond, seconds=120):
+    def wait(cond, seconds=900):  # a busy shared CPU can take minutes per reply
         end = time.time() + seconds
         while time.time() < end and not cond():
             app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 30)
@@ -86,7 +86,7 @@ def main():
 
     apply_theme(app, "light", 11)
     data = work / "data"
-    w = MainWindow(data, Settings(max_new_tokens=1200), data / "settings.json")
+    w = MainWindow(data, Settings(max_new_tokens=300), data / "settings.json")
     w.resize(*SIZE)
     w.show()
     wait(lambda: w.loaded is not None)
