@@ -182,8 +182,9 @@ def reply_info(meta: dict) -> str:
     parts = [meta.get("answer_submodel", "")]
     if meta.get("finish_reason") not in (None, "end_of_turn"):
         parts.append(meta["finish_reason"].replace("_", " "))
-    if meta.get("tokens_per_s"):
-        parts.append(f"{meta['tokens_per_s']:.0f} tok/s")
+    speed = meta.get("tokens_per_s")
+    if speed:
+        parts.append(f"{speed:.1f} tok/s" if speed < 10 else f"{speed:.0f} tok/s")  # never "0 tok/s" on a slow PC
     return " · ".join(p for p in parts if p)
 
 
