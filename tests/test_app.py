@@ -34,7 +34,7 @@ def make_window(qtbot, data: Path, settings: Settings | None = None) -> MainWind
     w = MainWindow(data, settings or Settings(max_new_tokens=160), data / "settings.json")
     qtbot.addWidget(w)
     w.show()
-    qtbot.waitUntil(lambda: getattr(w, "loaded", None) is not None, timeout=60000)
+    qtbot.waitUntil(lambda: getattr(w, "loaded", None) is not None, timeout=180000)
     return w
 
 
@@ -73,9 +73,9 @@ def test_esc_stops_the_reply(qtbot, window):
     window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12 - 30 + 8?")
     tokens = []
     window.controller.sig_token.connect(lambda *a: tokens.append(a))
-    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000) as done:
+    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=300000) as done:
         qtbot.keyClick(window.input, Qt.Key.Key_Return)
-        qtbot.waitUntil(lambda: len(tokens) >= 3, timeout=30000)
+        qtbot.waitUntil(lambda: len(tokens) >= 3, timeout=180000)
         at_stop = len(tokens)
         qtbot.keyClick(window, Qt.Key.Key_Escape)
     assert done.args[1].meta["finish_reason"] == "stopped"
@@ -208,12 +208,12 @@ def test_edit_and_regenerate(qtbot, window):
     window.start_edit(user.id)
     assert window.input.toPlainText() == "hello"
     window.input.setPlainText("how do I get the real model?")
-    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000) as done:
+    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=180000) as done:
         window.send()
     msgs = window.controller.history.messages(window.controller.current)
     assert [m.content for m in msgs][0] == "how do I get the real model?" and len(msgs) == 2
     assert "model manager" in done.args[1].content
-    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000):
+    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=180000):
         window.chat.widgets[-1].buttons["Regenerate"].click()
     assert len(window.controller.history.messages(window.controller.current)) == 2
 
