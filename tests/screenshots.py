@@ -92,9 +92,8 @@ def main():
     wait(lambda: w.loaded is not None)
     wait(lambda: False, 8)  # the warm-up after loading
     w.controller.history.rename(w.controller.current, "Demo: sums")
-    w.controller.set_depth("Max")
+    w.controller.set_depth("Balanced")  # a smaller submodel thinks, the parent answers
     mid_reply("What is 45 + 23 - 17 + 9 + 12 - 30?", "reply-mid-stream.png")
-    w.controller.set_depth("Balanced")
     w.input.setPlainText("hello")
     w.send()
     wait(lambda: not w.controller.busy)
