@@ -114,7 +114,11 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
 
     assert not dialogs and not errors
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
-    assert abs(none_after - none_before) <= 100
+    # The fatal direction: 6.12.0 dropped a reference per drawLine/drawRect until None was "deallocated".
+    # It may not rise level either way exactly: PySide6 6.11.3 keeps one or two references to None per widget
+    # it constructs (measured: QLabel +2, QPushButton +1, a message widget about +31), harmless and bounded
+    # by the widgets built, so only a fall is a defect. tests/test_app.py checks painting alone stays level.
+    assert none_after - none_before >= -10, (none_before, none_after)
     assert set(started) == set(done)  # every reply ended, and said so
     from app.history import History
 
