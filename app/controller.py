@@ -50,6 +50,7 @@ class Reply:
     switch: dict = field(default_factory=dict)
     dirty: bool = False
     stopping: bool = False
+    removed: bool = False  # its message was deleted (edit, regenerate); SQLite may give its id to the next one
 
     def meta(self) -> dict:
         """What is known so far; saved with the partial reply, so an interrupted one still says what it was."""
@@ -311,6 +312,7 @@ class ChatController(QObject):
         for r in list(self.replies.values()):
             if r.conversation_id == cid and r.message_id >= message_id:
                 self._stop_reply(r)
+                r.removed = True
         self.history.delete_messages_from(cid, message_id)
         self.sig_messages_removed.emit(cid, message_id)
 
@@ -412,9 +414,14 @@ class ChatController(QObject):
 
     def _persist(self) -> None:
         for r in self.replies.values():
-            self.history.update_message(r.message_id, "".join(r.answer), "".join(r.thinking), r.meta(), complete=False)
+            if not r.removed:
+                self.history.update_message(r.message_id, "".join(r.answer), "".join(r.thinking), r.meta(),
+                                            complete=False)
 
     def _finish(self, r: Reply, done) -> None:
+        if r.removed:  # nothing to save or show: its message is gone, and its id may be the new reply's
+            self._close(r, "", "", {})
+            return
         meta = {**r.meta(),
                 "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
                 "thinking_budget": done.thinking_budget, "thinking_tokens": done.thinking_tokens,
@@ -432,6 +439,9 @@ class ChatController(QObject):
         if not self.replies:
             self.flush_timer.stop()
             self.persist_timer.stop()
+        if r.removed:
+            self.sig_busy.emit(bool(self.replies))
+            return
         self.history.update_message(r.message_id, answer, thinking, meta, complete=True)
         self.sig_reply_done.emit(r.conversation_id, Message(r.message_id, r.conversation_id, "assistant", answer,
                                                             thinking, meta, True))

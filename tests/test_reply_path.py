@@ -110,6 +110,27 @@ def test_coming_back_mid_reply_shows_it_live(qtbot, window):
     assert window.chat.widgets[-1] is widget and "stopped" in widget.info.text()
 
 
+def test_regenerating_mid_reply_leaves_only_the_new_reply(qtbot, window):
+    """The replaced reply's message is deleted and SQLite gives its id to the new one: the old reply's
+    end must neither overwrite the new message nor finish its widget."""
+    c = window.controller
+    window.settings.max_new_tokens = 400
+    c.set_depth("Max")
+    window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12?")
+    window.send()
+    first = c.reply_in(c.current)
+    qtbot.waitUntil(lambda: tokens_of(first) >= 1, timeout=180000)
+    ends = []
+    c.sig_reply_done.connect(lambda cid, m: ends.append(m))
+    window.settings.max_new_tokens = 30
+    c.regenerate()
+    qtbot.waitUntil(lambda: not c.busy, timeout=180000)
+    msgs = c.history.messages(c.current)
+    assert len(ends) == 1 and [m.role for m in msgs] == ["user", "assistant"]
+    assert msgs[1].complete and msgs[1].content == ends[0].content and msgs[1].meta["finish_reason"] in ("end_of_turn", "length")
+    assert window.chat.widgets[-1].text == msgs[1].content
+
+
 def test_a_send_appends_and_does_not_rebuild(qtbot, window):
     ask(qtbot, window, "hello", "Off")
     kept = list(window.chat.widgets)

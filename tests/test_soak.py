@@ -134,6 +134,4 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
             stopped += m.meta["finish_reason"] == "stopped"
         else:
             assert m.meta["finish_reason"] in ENDED, m
-    replaced = [done[mid][0] for mid in interrupted if mid not in {m.id for m in saved}]
-    assert replaced and all(reason in ENDED | {"stopped"} for reason in replaced)
     assert stopped >= 5  # Esc and a send elsewhere really stopped replies (some end before the flag is seen)
