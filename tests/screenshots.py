@@ -28,6 +28,7 @@ SIZE = (1280, 720)
 
 
 def main():
+    sys.stdout.reconfigure(line_buffering=True)
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     args = parser.parse_args()
@@ -64,8 +65,8 @@ def main():
         c = w.controller
         r = c.reply_in(c.current)
         live = w.chat.widgets[-1] if w.chat.widgets else None
-        return (r is not None and r.phase == "thinking" and "".join(r.thinking).count("\n") >= 2
-                and live is not None and live.thinking.body.text().count("\n") >= 1)
+        return (r is not None and r.phase == "thinking" and r.thinking_tokens >= 8
+                and live is not None and live.thinking.body.text().strip() != "")
 
     def mid_reply(question, name):
         """Grabs the window while the reply thinks; slows the model only if that moment was missed."""
@@ -77,7 +78,7 @@ def main():
             rm.ElasticModel.forward = lambda *a, **k: (time.sleep(0.05), slow(*a, **k))[1]
             w.input.setPlainText(question)
             w.send()
-            wait(thinking_shown)
+            wait(lambda: thinking_shown() or not w.controller.busy)
             w.strip.speed.setText("tok/s: slowed for this picture")
             rm.ElasticModel.forward = slow
         shoot(w, name)
