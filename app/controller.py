@@ -1,20 +1,24 @@
-"""The chat controller: app state on the GUI thread, between the widgets and the workers.
+"""The chat controller: the app's state on the GUI thread, between the widgets and the engine worker.
 
-It owns the history, the settings, the engine worker's thread and the reply in progress.
-Tokens arrive per event from the worker; text is buffered and handed to the view on a
-~30 Hz timer, and written to SQLite about once a second, so a crash loses at most a second.
-Every reply has a request id; events of any other id are dropped.
+It owns, and is the only owner of: the current chat, the reasoning depth, the message being edited,
+the replies in flight (each tagged with its request id and bound to its own chat) and the loaded
+model's description. Widgets only show what it emits and call its methods; it never holds a widget.
+
+A reply belongs to its chat, not to the view: switching chats (or Ctrl+N) leaves it streaming into
+its own stored message, and a view that shows that chat again picks it up live. Text and timings
+come from the runtime's events only (the per-token deltas are joined once, here, to show and save
+the reply so far; the final text and timings are the Done event's). The view gets the text on a
+~30 Hz timer; SQLite gets it about once a second, so a crash loses at most a second.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Slot
 
 from .history import History, Message
 from .settings import Settings
@@ -22,54 +26,85 @@ from .workers import EngineWorker, LoadedModel, start_in_thread, stop_thread
 
 log = logging.getLogger(__name__)
 FLUSH_MS, PERSIST_MS = 33, 1000
+INTERRUPTED = "interrupted"  # a reply the process died during (a crash, a kill, a power cut)
 
 
 @dataclass
 class Reply:
+    """A reply in flight. `thinking`/`answer` join the runtime's Token deltas; timings sum their latencies."""
     request_id: int
     conversation_id: int
     message_id: int
-    controls: object
-    stop: object  # the depth stop used
-    started: float = field(default_factory=time.monotonic)
+    controls: object  # runtime.engine.Controls
+    stop: object  # the runtime's DepthStop used
+    submodel: str  # the submodel working now (the Prefill event's, then each Token's)
+    phase: str
     thinking: list[str] = field(default_factory=list)
     answer: list[str] = field(default_factory=list)
-    phase: str = "thinking"
-    submodel: str = ""
-    first_token: float | None = None
-    thinking_end: float | None = None
+    thinking_tokens: int = 0
+    answer_tokens: int = 0
+    thinking_ms: float = 0.0  # the thinking tokens' latencies (the first includes the prefill)
+    elapsed_ms: float = 0.0  # every token's latency plus the switch's re-prefill
+    first_token: bool = False
+    first_latency: float = 0.0  # elapsed_ms at the first token
     switch: dict = field(default_factory=dict)
     dirty: bool = False
+    stopping: bool = False
+    removed: bool = False  # its message was deleted (edit, regenerate); SQLite may give its id to the next one
+
+    def meta(self) -> dict:
+        """What is known so far; saved with the partial reply, so an interrupted one still says what it was."""
+        return {"depth": self.stop.name, "think_submodel": self.stop.think, "answer_submodel": self.stop.answer,
+                "thinking_budget": self.stop.budget if self.stop.think else 0,
+                "thinking_tokens": self.thinking_tokens, "answer_tokens": self.answer_tokens,
+                "thinking_ms": round(self.thinking_ms, 1), "total_ms": round(self.elapsed_ms, 1),
+                "switch": self.switch}
+
+
+def sampling_for(defaults, chat_settings: dict):
+    """The one conversion: the settings' defaults, overridden by this chat's, as the runtime's dataclass."""
+    from runtime.sampling import SamplingSettings
+
+    values = {**vars(defaults), **(chat_settings.get("sampling") or {})}
+    return SamplingSettings(float(values["temperature"]), float(values["top_p"]), int(values["top_k"]),
+                            float(values["min_p"])).check()
 
 
 class ChatController(QObject):
     sig_model_loaded = Signal(object)  # LoadedModel
     sig_model_failed = Signal(str)
     sig_conversations = Signal(object, object)  # list[Conversation], current id
-    sig_messages = Signal(object)  # list[Message]
-    sig_reply_started = Signal(int)  # message id
-    sig_stream = Signal(str, str, str, bool)  # answer, thinking, submodel, thinking live
-    sig_token = Signal(str, str, float, float)  # submodel, phase, latency ms, seconds since first token
+    sig_chat_shown = Signal(int, object, object)  # conversation id, list[Message], id of its streaming message or None
+    sig_messages_added = Signal(int, object, object)  # conversation id, list[Message], streaming message id or None
+    sig_messages_removed = Signal(int, int)  # conversation id, first message id removed (and all after it)
+    sig_reply_started = Signal(int, int, str, str)  # conversation id, message id, submodel about to work, phase
+    sig_stream = Signal(int, int, str, str, str, bool)  # conv id, message id, answer, thinking, submodel, thinking live
+    sig_token = Signal(str, str, float, float)  # submodel, phase, latency ms, seconds since the first token
     sig_switch = Signal(str, str, int, float)
-    sig_reply_done = Signal(int, object)  # message id, Message
+    sig_reply_done = Signal(int, object)  # conversation id, the saved Message
     sig_done = Signal(object)  # the runtime's Done event (for the live strip)
-    sig_error = Signal(str)
-    sig_busy = Signal(bool)
+    sig_error = Signal(str, str)  # message, a lower depth stop to offer ("" when none)
+    sig_busy = Signal(bool)  # a reply is in flight (in any chat)
     sig_deleted = Signal(int, str)  # conversation id, title (for the undo banner)
+    sig_editing = Signal(str)  # the text of the message being edited; "" when the edit ended
+    sig_depth = Signal(str)
     # requests to the engine worker (queued: it lives in its own thread)
     _sig_load = Signal(str, str, bool)
     _sig_generate = Signal(int, object, object)
 
-    def __init__(self, data_dir: Path, settings: Settings, settings_path: Path):
+    def __init__(self, data_dir: Path, settings: Settings, settings_path: Path, probe_file: str | None = None):
         super().__init__()
         self.data_dir, self.settings, self.settings_path = Path(data_dir), settings, settings_path
         self.history = History(self.data_dir / "history.sqlite3")
         self.history.purge_deleted(older_than_s=24 * 3600)
+        self.interrupted = self._mark_interrupted()
         self.current: int | None = None
+        self.depth = settings.depth
+        self.editing: int | None = None
         self.loaded: LoadedModel | None = None
-        self.reply: Reply | None = None
+        self.replies: dict[int, Reply] = {}  # request id -> reply, oldest first
         self._ids = itertools.count(1)
-        self.worker = EngineWorker(settings.context)
+        self.worker = EngineWorker(settings.context, probe_file)
         self.thread = start_in_thread(self.worker, "engine")
         self.worker.sig_loaded.connect(self._on_loaded)
         self.worker.sig_load_failed.connect(self._on_load_failed)
@@ -84,20 +119,68 @@ class ChatController(QObject):
         self.persist_timer.setInterval(PERSIST_MS)
         self.persist_timer.timeout.connect(self._persist)
 
+    def _mark_interrupted(self) -> int:
+        """Replies left incomplete by a process that died mid-reply: saved as interrupted, with what they had.
+        Adding a reply's message makes its chat the most recently updated one, and at most two replies are
+        ever open (one stopping, one streaming), so only the newest chats need looking at, not all history."""
+        count = 0
+        for conv in self.history.conversations()[:5]:
+            for m in self.history.messages(conv.id):
+                if m.role == "assistant" and not m.complete:
+                    self.history.update_message(m.id, m.content, m.thinking, {**m.meta, "finish_reason": INTERRUPTED},
+                                                complete=True)
+                    count += 1
+        if count:
+            log.info("marked %d reply(ies) interrupted by the last session's end", count)
+        return count
+
     # ------------------------------------------------------------------ model
 
     def load_model(self, folder: str, resident: str = "", is_demo: bool = False) -> None:
         self.stop()
+        self.loaded = None
         self._sig_load.emit(folder, resident, is_demo)
 
     @Slot(object)
     def _on_loaded(self, loaded: LoadedModel) -> None:
         self.loaded = loaded
+        # the saved depth if this model can run it, else the nearest below; a name it does not know: Balanced
+        self.depth = (self._available(self.depth) or self._available("Balanced")
+                      or next((s.name for s in loaded.stops if s.available), self.depth))
         self.sig_model_loaded.emit(loaded)
+        self.sig_depth.emit(self.depth)
 
     @Slot(str)
     def _on_load_failed(self, message: str) -> None:
         self.sig_model_failed.emit(message)
+
+    # ------------------------------------------------------------------ depth
+
+    def set_depth(self, name: str) -> None:
+        if self.loaded is None or any(s.name == name for s in self.loaded.stops):
+            self.depth = name
+            self.settings.depth = name
+            self.sig_depth.emit(name)
+
+    def _available(self, name: str) -> str | None:
+        """`name` when it can run on what is loaded, else the nearest stop below it that can, else the lowest."""
+        stops = list(self.loaded.stops) if self.loaded else []
+        names = [s.name for s in stops]
+        if name not in names:
+            return None
+        usable = [s for s in stops[:names.index(name) + 1] if s.available]
+        if usable:
+            return usable[-1].name
+        return next((s.name for s in stops if s.available), None)
+
+    def lower_stop(self) -> str | None:
+        """The next available stop below the current depth (offered when a reply runs out of memory)."""
+        stops = list(self.loaded.stops) if self.loaded else []
+        names = [s.name for s in stops]
+        if self.depth not in names:
+            return None
+        below = [s for s in stops[:names.index(self.depth)] if s.available]
+        return below[-1].name if below else None
 
     # ------------------------------------------------------------------ conversations
 
@@ -105,16 +188,31 @@ class ChatController(QObject):
         self.sig_conversations.emit(self.history.conversations(search), self.current)
 
     def new_conversation(self) -> None:
-        self.stop()
+        """A new chat, unless the one shown is still empty (then that one is the new chat)."""
+        self.cancel_edit()
+        if self.current is not None and not self.history.messages(self.current):
+            self.refresh_conversations()
+            return
         conv = self.history.new_conversation(system_prompt=self.settings.system_prompt)
         self.select(conv.id)
 
     def select(self, cid: int) -> None:
-        if self.reply is not None and self.reply.conversation_id != cid:
-            self.stop()
+        """Shows chat `cid`; a reply in flight elsewhere keeps streaming into its own chat."""
+        if cid != self.current:
+            self.cancel_edit()
         self.current = cid
-        self.sig_messages.emit(self.history.messages(cid))
+        reply = self.reply_in(cid)
+        self.sig_chat_shown.emit(cid, self._messages_with_live(cid), reply.message_id if reply else None)
         self.refresh_conversations()
+
+    def _messages_with_live(self, cid: int) -> list[Message]:
+        """The stored messages, with a reply in flight as far as it has got (not only its last save)."""
+        reply = self.reply_in(cid)
+        out = self.history.messages(cid)
+        if reply is not None:
+            out = [Message(m.id, m.conversation_id, m.role, "".join(reply.answer), "".join(reply.thinking),
+                           reply.meta(), False) if m.id == reply.message_id else m for m in out]
+        return out
 
     def ensure_conversation(self) -> None:
         convs = self.history.conversations()
@@ -129,8 +227,9 @@ class ChatController(QObject):
 
     def delete(self, cid: int) -> None:
         title = self.history.conversation(cid).title
-        if self.reply is not None and self.reply.conversation_id == cid:
-            self.stop()
+        for r in self._live():
+            if r.conversation_id == cid:
+                self._stop_reply(r)
         self.history.delete(cid)
         self.sig_deleted.emit(cid, title)
         if self.current == cid:
@@ -150,163 +249,219 @@ class ChatController(QObject):
     def set_conversation_settings(self, system_prompt: str, settings: dict) -> None:
         self.history.update_settings(self.current, system_prompt, settings)
 
+    # ------------------------------------------------------------------ editing a sent message
+
+    def begin_edit(self, message_id: int) -> str | None:
+        msg = next((m for m in self.history.messages(self.current) if m.id == message_id and m.role == "user"), None)
+        if msg is None:
+            return None
+        self.editing = message_id
+        self.sig_editing.emit(msg.content)
+        return msg.content
+
+    def cancel_edit(self) -> None:
+        if self.editing is not None:
+            self.editing = None
+            self.sig_editing.emit("")
+
     # ------------------------------------------------------------------ replies
+
+    def _live(self) -> list[Reply]:
+        return [r for r in self.replies.values() if not r.stopping]
+
+    def reply_in(self, cid: int | None) -> Reply | None:
+        """The reply streaming in chat `cid` (at most one; a stopped one waiting for its end does not count)."""
+        return next((r for r in self._live() if r.conversation_id == cid), None)
 
     @property
     def busy(self) -> bool:
-        return self.reply is not None
+        return bool(self.replies)
 
-    def send(self, text: str, depth: str) -> bool:
+    def send(self, text: str) -> bool:
+        """Sends `text` in the current chat (or, while editing, replaces the edited message and what follows)."""
         text = text.strip()
         if not text or self.loaded is None:
             return False
         if self.current is None:
             self.new_conversation()
-        if self.busy:
-            self._finish_locally("stopped")
-        if not self.history.messages(self.current):
-            self.history.rename(self.current, text.splitlines()[0][:48])
-        self.history.add_message(self.current, "user", text)
+        self.stop()  # one reply at a time: the engine has one thread
+        cid = self.current
+        if self.editing is not None:
+            self._remove_from(cid, self.editing)
+            self.cancel_edit()
+        if not self.history.messages(cid):
+            self.history.rename(cid, text.splitlines()[0][:48])
+        user = self.history.add_message(cid, "user", text)
         self.refresh_conversations()
-        self._start_reply(depth)
+        self._start_reply(cid, [user])
         return True
 
-    def regenerate(self, depth: str) -> None:
-        msgs = self.history.messages(self.current) if self.current else []
+    def regenerate(self) -> None:
+        """Answers the current chat's last question again (a reply in flight is stopped and replaced)."""
+        cid = self.current
+        msgs = self.history.messages(cid) if cid is not None else []
         last = next((m for m in reversed(msgs) if m.role == "assistant"), None)
-        if last is None or self.busy:
+        if last is None or self.loaded is None:
             return
-        self.history.delete_messages_from(self.current, last.id)
-        self._start_reply(depth)
+        self.stop()
+        self.cancel_edit()
+        self._remove_from(cid, last.id)
+        self._start_reply(cid, [])
 
-    def edit(self, message_id: int, text: str, depth: str) -> bool:
-        """Replaces a sent message (and everything after it) and answers again."""
-        if self.busy or not text.strip():
-            return False
-        self.history.delete_messages_from(self.current, message_id)
-        return self.send(text, depth)
+    def _remove_from(self, cid: int, message_id: int) -> None:
+        for r in list(self.replies.values()):
+            if r.conversation_id == cid and r.message_id >= message_id:
+                self._stop_reply(r)
+                r.removed = True
+        self.history.delete_messages_from(cid, message_id)
+        self.sig_messages_removed.emit(cid, message_id)
 
-    def _request(self, depth_name: str):
-        from runtime.depth import find_stop
+    def _request(self, cid: int, stop):
         from runtime.generate import ChatRequest
-        from runtime.sampling import SamplingSettings
 
-        stop = find_stop(list(self.loaded.stops), depth_name)
-        conv = self.history.conversation(self.current)
-        sampling = {**vars(self.settings.sampling), **conv.settings.get("sampling", {})}
+        conv = self.history.conversation(cid)
         messages = ([{"role": "system", "content": conv.system_prompt}] if conv.system_prompt else [])
-        messages += [m.as_chat() for m in self.history.messages(self.current) if m.role in ("user", "assistant")]
-        request = ChatRequest(tuple(messages), stop.think, stop.answer, stop.budget, self.settings.max_new_tokens,
-                              SamplingSettings(float(sampling["temperature"]), float(sampling["top_p"]),
-                                               int(sampling["top_k"]), float(sampling["min_p"])))
-        return request, stop
+        messages += [m.as_chat() for m in self.history.messages(cid) if m.role in ("user", "assistant") and m.complete]
+        return ChatRequest(tuple(messages), stop.think, stop.answer, stop.budget, self.settings.max_new_tokens,
+                           sampling_for(self.settings.sampling, conv.settings))
 
-    def _start_reply(self, depth: str) -> None:
+    def _start_reply(self, cid: int, added: list[Message]) -> None:
+        from runtime.depth import find_stop
         from runtime.engine import Controls
         from runtime.errors import ElasticError
 
         try:
-            request, stop = self._request(depth)
+            stop = find_stop(list(self.loaded.stops), self.depth)
+            request = self._request(cid, stop)
         except ElasticError as e:
-            self.sig_error.emit(str(e))
-            self.sig_messages.emit(self.history.messages(self.current))
+            self.sig_messages_added.emit(cid, added, None)
+            self.sig_error.emit(str(e), "")
             return
-        msg = self.history.add_message(self.current, "assistant", "", complete=False)
-        self.reply = Reply(next(self._ids), self.current, msg.id, Controls(), stop,
-                           phase="thinking" if stop.think else "answer", submodel=stop.think or stop.answer)
-        self.sig_messages.emit(self.history.messages(self.current)[:-1])
-        self.sig_reply_started.emit(msg.id)
+        submodel = stop.think or stop.answer
+        phase = "thinking" if stop.think else "answer"
+        reply = Reply(next(self._ids), cid, 0, Controls(), stop, submodel, phase)
+        msg = self.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
+        reply.message_id = msg.id
+        self.replies[reply.request_id] = reply
+        self.sig_messages_added.emit(cid, added + [msg], msg.id)
+        self.sig_reply_started.emit(cid, msg.id, submodel, phase)
         self.sig_busy.emit(True)
         self.flush_timer.start()
         self.persist_timer.start()
-        self._sig_generate.emit(self.reply.request_id, request, self.reply.controls)
+        self._sig_generate.emit(reply.request_id, request, reply.controls)
 
     def stop(self) -> None:
-        """Esc: the decode loop sees the flag within one token (it does not wait in a queue)."""
-        if self.reply is not None:
-            self.reply.controls.stop()
+        """Esc: stops the reply in flight (the decode loop sees the flag within one token); its Done saves it."""
+        for r in self._live():
+            self._stop_reply(r)
+
+    def _stop_reply(self, r: Reply) -> None:
+        r.controls.stop()
+        r.stopping = True
 
     @Slot(int, object)
     def _on_event(self, request_id: int, event) -> None:
-        r = self.reply
-        if r is None or request_id != r.request_id:
-            return  # a late event of a reply that was stopped or replaced
+        r = self.replies.get(request_id)
+        if r is None:
+            return  # a late event of a reply already closed
         kind = event.type
-        if kind == "token":
-            now = time.monotonic()
-            r.first_token = r.first_token or now
-            if event.phase == "answer" and r.thinking_end is None and r.stop.think:
-                r.thinking_end = now
-            (r.thinking if event.phase == "thinking" else r.answer).append(event.text)
+        if kind == "prefill":
+            r.submodel = event.submodel
+        elif kind == "token":
+            r.elapsed_ms += event.latency_ms
+            if event.phase == "thinking":
+                r.thinking.append(event.text)
+                r.thinking_tokens += 1
+                r.thinking_ms += event.latency_ms
+            else:
+                r.answer.append(event.text)
+                r.answer_tokens += 1
             r.phase, r.submodel, r.dirty = event.phase, event.submodel, True
-            self.sig_token.emit(event.submodel, event.phase, event.latency_ms, now - r.first_token)
+            since_first = 0.0 if not r.first_token else (r.elapsed_ms - r.first_latency) / 1000
+            if not r.first_token:
+                r.first_token, r.first_latency = True, r.elapsed_ms
+            if not r.stopping:
+                self.sig_token.emit(event.submodel, event.phase, event.latency_ms, since_first)
         elif kind == "switch":
+            r.elapsed_ms += event.ms
             r.switch = {"from": event.from_submodel, "to": event.to_submodel, "tokens": event.reprefill_tokens,
                         "ms": round(event.ms, 1)}
             r.submodel = event.to_submodel
-            self.sig_switch.emit(event.from_submodel, event.to_submodel, event.reprefill_tokens, event.ms)
+            if not r.stopping:
+                self.sig_switch.emit(event.from_submodel, event.to_submodel, event.reprefill_tokens, event.ms)
         elif kind == "done":
-            self._finish(event)
+            self._finish(r, event)
 
     @Slot(int, str)
     def _on_reply_failed(self, request_id: int, message: str) -> None:
-        if self.reply is not None and request_id == self.reply.request_id:
-            self._finish_locally("error")
-            self.sig_error.emit(f"The reply failed: {message}")
+        r = self.replies.get(request_id)
+        if r is not None:
+            self._close(r, "".join(r.answer), "".join(r.thinking), {**r.meta(), "finish_reason": "error",
+                                                                     "error": message})
+            self._report_failure(message)
+
+    def _report_failure(self, message: str) -> None:
+        lower = self.lower_stop() if "memory" in message.lower() else None
+        hint = f" Try the lower reasoning depth {lower}." if lower else ""
+        self.sig_error.emit(f"The reply failed: {message}.{hint}", lower or "")
 
     def _flush(self) -> None:
-        r = self.reply
-        if r is not None and r.dirty:
-            r.dirty = False
-            self.sig_stream.emit("".join(r.answer), "".join(r.thinking), r.submodel, r.phase == "thinking")
+        for r in self._live():
+            if r.dirty:
+                r.dirty = False
+                self.sig_stream.emit(r.conversation_id, r.message_id, "".join(r.answer), "".join(r.thinking),
+                                     r.submodel, r.phase == "thinking")
 
     def _persist(self) -> None:
-        r = self.reply
-        if r is not None:
-            self.history.update_message(r.message_id, "".join(r.answer), "".join(r.thinking), complete=False)
+        for r in self.replies.values():
+            if not r.removed:
+                self.history.update_message(r.message_id, "".join(r.answer), "".join(r.thinking), r.meta(),
+                                            complete=False)
 
-    def _finish(self, done) -> None:
-        r = self.reply
-        thinking_end = r.thinking_end or time.monotonic()
-        meta = {
-            "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
-            "thinking_budget": done.thinking_budget, "thinking_tokens": done.thinking_tokens,
-            "answer_tokens": done.answer_tokens, "budget_hit": done.budget_hit, "ttft_ms": done.ttft_ms,
-            "tokens_per_s": done.tokens_per_s, "finish_reason": done.finish_reason, "depth": r.stop.name,
-            "thinking_ms": round(1000 * (thinking_end - r.started), 1) if done.think_submodel else 0,
-            "total_ms": round(1000 * (time.monotonic() - r.started), 1), "switch": r.switch,
-        }
-        self._close(done.answer_text, done.thinking_text, meta)
+    def _finish(self, r: Reply, done) -> None:
+        if r.removed:  # nothing to save or show: its message is gone, and its id may be the new reply's
+            self._close(r, "", "", {})
+            return
+        meta = {**r.meta(),
+                "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
+                "thinking_budget": done.thinking_budget, "thinking_tokens": done.thinking_tokens,
+                "answer_tokens": done.answer_tokens, "budget_hit": done.budget_hit, "ttft_ms": done.ttft_ms,
+                "tokens_per_s": done.tokens_per_s, "finish_reason": done.finish_reason}
+        if not done.think_submodel:
+            meta["thinking_ms"] = 0
+        self._close(r, done.answer_text, done.thinking_text, meta)
         if done.finish_reason == "error":
-            hint = " Try a lower reasoning depth." if "memory" in (done.error or "").lower() else ""
-            self.sig_error.emit(f"The reply failed: {done.error}.{hint}")
+            self._report_failure(done.error or "unknown error")
         self.sig_done.emit(done)
 
-    def _finish_locally(self, reason: str) -> None:
-        r = self.reply
-        meta = {"finish_reason": reason, "think_submodel": r.stop.think, "answer_submodel": r.stop.answer,
-                "depth": r.stop.name, "switch": r.switch}
-        r.controls.stop()
-        self._close("".join(r.answer), "".join(r.thinking), meta)
-
-    def _close(self, answer: str, thinking: str, meta: dict) -> None:
-        r = self.reply
-        self.reply = None
-        self.flush_timer.stop()
-        self.persist_timer.stop()
+    def _close(self, r: Reply, answer: str, thinking: str, meta: dict) -> None:
+        del self.replies[r.request_id]
+        if not self.replies:
+            self.flush_timer.stop()
+            self.persist_timer.stop()
+        if r.removed:
+            self.sig_busy.emit(bool(self.replies))
+            return
         self.history.update_message(r.message_id, answer, thinking, meta, complete=True)
-        message = Message(r.message_id, r.conversation_id, "assistant", answer, thinking, meta, True)
-        self.sig_reply_done.emit(r.message_id, message)
-        self.sig_busy.emit(False)
+        self.sig_reply_done.emit(r.conversation_id, Message(r.message_id, r.conversation_id, "assistant", answer,
+                                                            thinking, meta, True))
+        self.sig_busy.emit(bool(self.replies))
         self.refresh_conversations()
 
     # ------------------------------------------------------------------ shutdown
 
     def shutdown(self) -> None:
-        """Stop the reply, save it, stop the engine thread; explicit, in this order."""
-        if self.reply is not None:
-            self._finish_locally("stopped")
-        self.worker.blockSignals(True)
-        stop_thread(self.thread)
+        """Explicit, in this order: stop the replies, stop the engine thread, save what the replies had,
+        save the settings, close the history."""
+        self.flush_timer.stop()
+        self.persist_timer.stop()
+        for r in self.replies.values():
+            r.controls.stop()
+        stop_thread(self.thread)  # the decode loop sees the stop flag within a token, then the thread ends
+        QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)  # the replies' Done events, if they came
+        for r in list(self.replies.values()):
+            self._close(r, "".join(r.answer), "".join(r.thinking), {**r.meta(), "finish_reason": "stopped"})
+        self.worker.unload()
+        self.settings.depth = self.depth
         self.settings.save(self.settings_path)
         self.history.close()

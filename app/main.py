@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["ELASTIC_CHAT_MODELS"] = settings.models_dir
     apply_theme(app, settings.theme, settings.font_size)
     check_data_files(data, settings)  # opens (and repairs) the history once; notices go to the window's banner
-    window = MainWindow(folder, settings, settings_path, args.checkpoint, args.probe)
+    notice = crash.begin_session(folder, log_path)
+    window = MainWindow(folder, settings, settings_path, args.checkpoint, args.probe, notice=notice)
     raised = []
 
     def bring_to_front():
@@ -72,7 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     server.sig_raise.connect(bring_to_front)
     window.show()
     logging.getLogger("elastic-chat").info("window shown")
-    return app.exec()
+    code = app.exec()
+    server.close()
+    del window  # the window (and its controller) go before the application object, explicitly
+    crash.end_session(folder)
+    logging.getLogger("elastic-chat").info("clean exit")
+    return code
 
 
 if __name__ == "__main__":

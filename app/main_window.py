@@ -1,13 +1,14 @@
 """The main window: conversations, the reasoning-depth slider, the live strip, the chat and
-the input. Layout and wiring only; state is in ChatController."""
+the input. Layout and wiring only: app state lives in ChatController, which the window never
+outlives and whose signals it only forwards to the widgets."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import psutil
-from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtGui import QAction, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtCore import QRect, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFileDialog, QFormLayout,
                                QHBoxLayout, QLabel, QLineEdit, QMainWindow, QMessageBox, QPlainTextEdit, QPushButton,
                                QSpinBox, QSplitter, QTabWidget, QVBoxLayout, QWidget)
@@ -15,14 +16,21 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QDoubleSpin
 from .controller import ChatController
 from .settings import Settings
 from .theme import apply_theme
-from .widgets.chat_view import ChatView, MessageWidget
+from .widgets.chat_view import ChatView
 from .widgets.depth_slider import DepthSlider, slider_stops
 from .widgets.live_strip import LiveStrip
 from .widgets.model_manager import ModelManager
 from .widgets.sidebar import Sidebar
+from .window_state import WindowState
 
 DEMO_BANNER = ("You are chatting with the offline demo model (1.5 million parameters, bundled with the app): it "
                "knows small sums and a few facts about Elastic Chat. Get the real 30B model in the model manager.")
+
+SHORTCUTS = [("Enter", "send the message"), ("Shift+Enter", "new line in the message"),
+             ("Ctrl+Enter", "send the message"), ("Esc", "stop the reply, or cancel editing a sent message"),
+             ("Ctrl+N", "new chat (and the cursor in the message box)"), ("Tab", "leave the message box"),
+             ("F2", "rename the selected chat"), ("Del", "delete the selected chat (with undo)"),
+             ("Ctrl+Shift+M", "model manager"), ("Ctrl+,", "settings"), ("Ctrl+Q", "quit")]
 
 
 def _warm_imports() -> None:
@@ -38,16 +46,18 @@ def _warm_imports() -> None:
 
 
 class InputBox(QPlainTextEdit):
-    """Ctrl+Enter sends; Enter makes a new line."""
+    """Enter (or Ctrl+Enter) sends; Shift+Enter makes a new line; Tab moves on to the next control."""
 
     def __init__(self, on_send):
         super().__init__()
         self.on_send = on_send
-        self.setPlaceholderText("Message (Ctrl+Enter to send, Esc to stop)")
+        self.setPlaceholderText("Message (Enter to send, Shift+Enter for a new line, Esc to stop)")
         self.setMaximumHeight(110)
+        self.setTabChangesFocus(True)
 
     def keyPressEvent(self, event) -> None:
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and \
+                not event.modifiers() & (Qt.KeyboardModifier.ShiftModifier | Qt.KeyboardModifier.AltModifier):
             self.on_send()
             return
         super().keyPressEvent(event)
@@ -55,18 +65,19 @@ class InputBox(QPlainTextEdit):
 
 class MainWindow(QMainWindow):
     def __init__(self, data_dir: Path, settings: Settings, settings_path: Path, checkpoint: str | None = None,
-                 probe_file: str | None = None):
+                 probe_file: str | None = None, notice: str = ""):
+        """`notice`: a line for the user from before the window existed (the last session crashed)."""
         super().__init__()
         self.setWindowTitle("Elastic Chat")
-        self.resize(1180, 780)
-        self.settings, self.probe_file = settings, probe_file
+        self.data_dir, self.settings, self.probe_file = Path(data_dir), settings, probe_file
         _warm_imports()
-        self.controller = ChatController(data_dir, settings, settings_path)
-        self.streaming: MessageWidget | None = None
-        self.editing: int | None = None
+        self.controller = ChatController(data_dir, settings, settings_path, probe_file)
         self.manager: ModelManager | None = None
+        self.shortcuts_dialog: QMessageBox | None = None
         self._build()
+        self._menus()
         self._connect()
+        self._restore_geometry()
         self.controller.ensure_conversation()
         self._load_initial(checkpoint)
         self.memory_timer = QTimer(self)
@@ -74,6 +85,15 @@ class MainWindow(QMainWindow):
         self.memory_timer.start(2000)
         if settings.problem:
             self.show_error(settings.problem)
+        if self.controller.interrupted:
+            notice = (notice + " " if notice else "") + \
+                (f"{self.controller.interrupted} reply(ies) it was writing are marked “interrupted”.")
+        if notice:
+            self.show_error(notice, kind="banner")
+
+    @property
+    def loaded(self):
+        return self.controller.loaded
 
     # ------------------------------------------------------------------ layout
 
@@ -112,13 +132,17 @@ class MainWindow(QMainWindow):
         inputs = QHBoxLayout()
         self.input = InputBox(self.send)
         self.send_button = QPushButton("Send")
-        self.send_button.setToolTip("Send (Ctrl+Enter)")
+        self.send_button.setToolTip("Send (Enter)")
         self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("Stop (Esc)")
+        self.stop_button.setToolTip("Stop the reply (Esc)")
         self.stop_button.setEnabled(False)
+        self.cancel_edit_button = QPushButton("Cancel edit")
+        self.cancel_edit_button.setToolTip("Keep the sent message as it was (Esc)")
+        self.cancel_edit_button.setVisible(False)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.cancel_edit_button)
         inputs.addWidget(self.input, 1)
         inputs.addLayout(buttons)
         self.lower_depth = QPushButton("")
@@ -134,50 +158,97 @@ class MainWindow(QMainWindow):
         column.addWidget(self.strip)
         column.addWidget(self.chat, 1)
         column.addLayout(inputs)
-        split = QSplitter()
-        split.addWidget(self.sidebar)
-        split.addWidget(right)
-        split.setStretchFactor(1, 1)
-        split.setSizes([240, 940])
-        self.setCentralWidget(split)
+        self.split = QSplitter()
+        self.split.addWidget(self.sidebar)
+        self.split.addWidget(right)
+        self.split.setStretchFactor(1, 1)
+        self.split.setChildrenCollapsible(False)
+        self.setCentralWidget(self.split)
         self.status = self.statusBar()
-        copy_all = QAction("Copy conversation", self)
-        copy_all.triggered.connect(self.copy_conversation)
-        chat_settings = QAction("Chat settings…", self)
-        chat_settings.triggered.connect(lambda: self.open_settings(tab=1))
-        menu = self.menuBar().addMenu("Chat")
-        menu.addAction(copy_all)
-        menu.addAction(chat_settings)
-        QShortcut(QKeySequence("Ctrl+N"), self, self.controller.new_conversation)
-        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop)
+        self.setTabOrder(self.input, self.send_button)
+
+    def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+            action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        if tip:
+            action.setStatusTip(tip)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _menus(self) -> None:
+        c = self.controller
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        self._action(file, "&Model manager…", self.open_manager, "Ctrl+Shift+M", "Download, verify and choose models")
+        self._action(file, "&Settings…", lambda: self.open_settings(tab=0), "Ctrl+,")
+        file.addSeparator()
+        self._action(file, "&Quit", self.close, "Ctrl+Q")
+        chat = bar.addMenu("&Chat")
+        self.new_action = self._action(chat, "&New chat", self.new_chat, "Ctrl+N")
+        self.stop_action = self._action(chat, "&Stop the reply / cancel the edit", self.escape, Qt.Key.Key_Escape)
+        self._action(chat, "&Regenerate the last reply", c.regenerate)
+        self._action(chat, "&Copy conversation", self.copy_conversation)
+        self._action(chat, "Chat se&ttings…", lambda: self.open_settings(tab=1))
+        help_ = bar.addMenu("&Help")
+        self._action(help_, "&Keyboard shortcuts", self.show_shortcuts, QKeySequence.StandardKey.HelpContents)
+        self._action(help_, "&About Elastic Chat", self.show_about)
 
     def _connect(self) -> None:
         c = self.controller
-        self.sidebar.sig_new.connect(c.new_conversation)
+        self.sidebar.sig_new.connect(self.new_chat)
         self.sidebar.sig_select.connect(c.select)
         self.sidebar.sig_rename.connect(c.rename)
         self.sidebar.sig_delete.connect(self.confirm_delete)
         self.sidebar.sig_search.connect(c.refresh_conversations)
         self.send_button.clicked.connect(self.send)
-        self.stop_button.clicked.connect(self.stop)
+        self.stop_button.clicked.connect(c.stop)
+        self.cancel_edit_button.clicked.connect(self.cancel_edit)
         self.manager_button.clicked.connect(self.open_manager)
         self.settings_button.clicked.connect(lambda: self.open_settings(tab=0))
-        self.depth.sig_changed.connect(self._depth_changed)
+        self.depth.sig_changed.connect(c.set_depth)
         self.chat.sig_edit.connect(self.start_edit)
-        self.chat.sig_regenerate.connect(lambda: c.regenerate(self.depth.selected))
+        self.chat.sig_regenerate.connect(c.regenerate)
         c.sig_conversations.connect(self.sidebar.set_conversations)
-        c.sig_messages.connect(self.chat.set_messages)
+        c.sig_chat_shown.connect(self.chat.show_chat)
+        c.sig_messages_added.connect(self.chat.append)
+        c.sig_messages_removed.connect(self.chat.remove_from)
+        c.sig_stream.connect(self.chat.stream)
+        c.sig_reply_done.connect(self.chat.finish)
         c.sig_reply_started.connect(self._reply_started)
-        c.sig_stream.connect(self._stream)
         c.sig_token.connect(self.strip.on_token)
         c.sig_switch.connect(self.strip.on_switch)
         c.sig_done.connect(self.strip.on_done)
-        c.sig_reply_done.connect(self._reply_done)
-        c.sig_busy.connect(self._busy)
+        c.sig_busy.connect(self.stop_button.setEnabled)
         c.sig_error.connect(self.show_error)
         c.sig_model_loaded.connect(self._model_loaded)
         c.sig_model_failed.connect(self._model_failed)
         c.sig_deleted.connect(self._deleted)
+        c.sig_editing.connect(self._editing)
+        c.sig_depth.connect(self._depth)
+
+    # ------------------------------------------------------------------ window state
+
+    def _restore_geometry(self) -> None:
+        """Last session's size, position and sidebar width, fitted to the screens there are now."""
+        s = WindowState.load(self.data_dir)
+        screen = QGuiApplication.primaryScreen()
+        area = screen.availableGeometry() if screen is not None else QRect(0, 0, 1280, 720)
+        width, height = min(s.width, area.width()), min(s.height, area.height())
+        self.resize(width, height)
+        if s.x is not None and s.y is not None:
+            rect = QRect(s.x, s.y, width, height)
+            if any(sc.availableGeometry().intersects(rect) for sc in QGuiApplication.screens()):
+                self.move(s.x, s.y)
+        self.split.setSizes([min(s.sidebar, width // 2), max(200, width - s.sidebar)])
+        if s.maximized:
+            self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
+
+    def _save_geometry(self) -> None:
+        g = self.normalGeometry() if self.isMaximized() else self.geometry()
+        WindowState(g.x(), g.y(), g.width(), g.height(), self.isMaximized(), self.split.sizes()[0]).save(self.data_dir)
 
     # ------------------------------------------------------------------ model
 
@@ -199,9 +270,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _model_loaded(self, loaded) -> None:
-        self.loaded = loaded
-        reasons = self._fit_reasons(loaded)
-        self.depth.set_stops(slider_stops(loaded.stops, reasons), self.settings.depth)
+        self.depth.set_stops(slider_stops(loaded.stops, dict(loaded.reasons)), self.controller.depth)
         self.strip.set_submodels(loaded.submodels)
         self.strip.set_path("CPU demo · " + loaded.status.compute_path if loaded.is_demo else loaded.status.compute_path)
         self.strip.set_badge(loaded.loaded[-1])
@@ -212,21 +281,6 @@ class MainWindow(QMainWindow):
         self.status.showMessage(f"{loaded.name}: {in_memory} in memory; {loaded.status.compute_path}")
         self._show_memory()
 
-    def _fit_reasons(self, loaded) -> dict[str, str]:
-        """Why submodels that are not in memory are not: the planner's one-liners."""
-        missing = set(loaded.submodels) - set(loaded.loaded)
-        if not missing:
-            return {}
-        try:
-            from runtime.hardware import load_probe, probe
-            from runtime.planner import plan_checkpoint
-
-            hw = load_probe(self.probe_file) if self.probe_file else probe()
-            vp = plan_checkpoint(Path(loaded.folder), hw, self.settings.context)
-            return {f.name: f.reason for f in vp.submodels if f.name in missing}
-        except Exception as e:  # the explanation is a nicety; never fail the window for it
-            return {name: f"{name} is not loaded ({e})" for name in missing}
-
     @Slot(str)
     def _model_failed(self, message: str) -> None:
         self.status.showMessage("No model loaded")
@@ -236,52 +290,49 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ chat
 
     def send(self) -> None:
-        text = self.input.toPlainText()
-        if not text.strip():
-            return
-        if self.editing is not None:
-            ok = self.controller.edit(self.editing, text, self.depth.selected)
-            self.editing = None
-        else:
-            ok = self.controller.send(text, self.depth.selected)
-        if ok:
+        if self.controller.send(self.input.toPlainText()):
             self.input.clear()
             self.error.setVisible(False)
+            self.lower_depth.setVisible(False)
 
-    def stop(self) -> None:
-        self.controller.stop()
+    def new_chat(self) -> None:
+        self.controller.new_conversation()
+        self.input.setFocus()
+
+    def escape(self) -> None:
+        """Esc: cancels an edit when there is one, else stops the reply."""
+        if self.controller.editing is not None:
+            self.cancel_edit()
+        else:
+            self.controller.stop()
 
     def start_edit(self, message_id: int) -> None:
-        msg = next((m for m in self.controller.history.messages(self.controller.current) if m.id == message_id), None)
-        if msg is not None:
-            self.editing = message_id
-            self.input.setPlainText(msg.content)
+        text = self.controller.begin_edit(message_id)
+        if text is not None:
+            self.input.setPlainText(text)
             self.input.setFocus()
-            self.status.showMessage("Editing a sent message: Ctrl+Enter resends it and answers again")
 
-    @Slot(int)
-    def _reply_started(self, message_id: int) -> None:
+    def cancel_edit(self) -> None:
+        self.controller.cancel_edit()
+        self.input.clear()
+
+    @Slot(str)
+    def _editing(self, text: str) -> None:
+        self.cancel_edit_button.setVisible(bool(text))
+        if text:
+            self.status.showMessage("Editing a sent message: Enter resends it and answers again; Esc cancels")
+        else:
+            self.status.clearMessage()
+
+    @Slot(int, int, str, str)
+    def _reply_started(self, _cid: int, _message_id: int, submodel: str, phase: str) -> None:
         self.strip.reset()
-        self.streaming = self.chat.add(MessageWidget(message_id, "assistant", streaming=True))
+        self.strip.set_badge(submodel, phase)  # the submodel about to work, during the time to first token
 
-    @Slot(str, str, str, bool)
-    def _stream(self, answer: str, thinking: str, submodel: str, thinking_live: bool) -> None:
-        if self.streaming is not None:
-            self.streaming.update_stream(answer, thinking, submodel, thinking_live)
-
-    @Slot(int, object)
-    def _reply_done(self, message_id: int, message) -> None:
-        if self.streaming is not None and self.streaming.message_id == message_id:
-            self.streaming.finish(message.content, message.thinking, message.meta)
-        self.streaming = None
-
-    @Slot(bool)
-    def _busy(self, busy: bool) -> None:
-        self.stop_button.setEnabled(busy)
-        self.chat.set_busy(busy)
-
-    def _depth_changed(self, name: str) -> None:
-        self.settings.depth = name
+    @Slot(str)
+    def _depth(self, name: str) -> None:
+        if self.depth.stops and self.depth.selected != name:
+            self.depth.set_stops(self.depth.stops, name)
 
     def copy_conversation(self) -> None:
         if self.controller.current is not None:
@@ -310,39 +361,30 @@ class MainWindow(QMainWindow):
         self.undo.setVisible(False)
         self.error.setVisible(False)
 
-    def show_error(self, message: str, kind: str = "error") -> None:
+    def show_error(self, message: str, lower: str = "", kind: str = "error") -> None:
+        """The banner above the chat; `lower` is a depth stop the controller offers (out of memory)."""
         self.error.setObjectName("errorBanner" if kind == "error" else "banner")
         self.error.setStyleSheet("")
         self.error.setText(message)
         self.error.setVisible(True)
-        lower = self._lower_stop() if "out of memory" in message.lower() else None
-        self.lower_depth.setVisible(lower is not None)
-        if lower is not None:
+        self.lower_depth.setVisible(bool(lower))
+        if lower:
             self.lower_depth.setText(f"Use {lower}")
             self.lower_depth.setToolTip(f"Switch the reasoning depth to {lower}, which needs less memory")
 
-    def _lower_stop(self) -> str | None:
-        """The next available stop below the current one (out of memory: offer it)."""
-        names = [s.name for s in self.depth.stops]
-        if self.depth.selected not in names:
-            return None
-        below = [s for s in self.depth.stops[:names.index(self.depth.selected)] if s.enabled]
-        return below[-1].name if below else None
-
     def _use_lower_depth(self) -> None:
-        lower = self._lower_stop()
+        lower = self.controller.lower_stop()
         if lower:
-            self.depth.set_stops(self.depth.stops, lower)
-            self.settings.depth = lower
+            self.controller.set_depth(lower)
         self.lower_depth.setVisible(False)
         self.error.setVisible(False)
 
-    # ------------------------------------------------------------------ panels
+    # ------------------------------------------------------------------ panels and help
 
     def open_manager(self) -> None:
         if self.manager is None:
             self.manager = ModelManager(self, self.probe_file, self.settings.context,
-                                        active=getattr(self, "loaded", None) and self.loaded.folder or "")
+                                        active=self.loaded.folder if self.loaded else "")
             self.manager.sig_use.connect(self._use_model)
         self.manager.show()
         self.manager.raise_()
@@ -364,7 +406,32 @@ class MainWindow(QMainWindow):
             if self.settings.models_dir != before:
                 self._set_models_dir(self.settings.models_dir)
             self.controller.set_conversation_settings(*dialog.conversation_values())
-            apply_theme(QGuiApplication.instance(), self.settings.theme, self.settings.font_size)
+            self.apply_appearance()
+
+    def apply_appearance(self) -> None:
+        """The settings' theme and font size, for the whole application."""
+        apply_theme(QGuiApplication.instance(), self.settings.theme, self.settings.font_size)
+
+    def show_shortcuts(self) -> None:
+        rows = "".join(f"<tr><td><b>{k}</b>&nbsp;&nbsp;</td><td>{v}</td></tr>" for k, v in SHORTCUTS)
+        if self.shortcuts_dialog is None:
+            self.shortcuts_dialog = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard shortcuts",
+                                                f"<table>{rows}</table>", QMessageBox.StandardButton.Close, self)
+            self.shortcuts_dialog.setModal(False)
+        self.shortcuts_dialog.show()
+        self.shortcuts_dialog.raise_()
+
+    def show_about(self) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("elastic-chat")
+        except PackageNotFoundError:
+            v = "development copy"
+        QMessageBox.about(self, "About Elastic Chat",
+                          f"<b>Elastic Chat</b> {v}<br>A desktop chat for NVIDIA's Star Elastic models: a smaller "
+                          "nested model thinks, the full model answers, without reloading weights.<br><br>"
+                          f"Chats, settings and the log (elastic-chat.log) live in {self.data_dir}.")
 
     def _set_models_dir(self, folder: str) -> None:
         """New downloads go to `folder`; models already downloaded stay where they are."""
@@ -383,8 +450,7 @@ class MainWindow(QMainWindow):
     def _show_memory(self) -> None:
         rss = psutil.Process().memory_info().rss
         text = f"RAM {rss / 2**20:.0f} MB"
-        loaded = getattr(self, "loaded", None)
-        if loaded is not None and not loaded.is_demo:
+        if self.loaded is not None and not self.loaded.is_demo:
             try:
                 import torch
 
@@ -395,9 +461,18 @@ class MainWindow(QMainWindow):
         self.strip.set_memory(text)
 
     def closeEvent(self, event) -> None:
+        """Shuts down in an explicit order: dialogs and their threads, timers, then the controller (its
+        reply, the engine thread, settings, history), so nothing is deleted while another object uses it."""
+        self._save_geometry()
         if self.manager is not None:
             self.manager.shutdown()
+            self.manager.close()
+            self.manager.deleteLater()
+            self.manager = None
+        if self.shortcuts_dialog is not None:
+            self.shortcuts_dialog.close()
         self.memory_timer.stop()
+        self.undo_timer.stop()
         self.controller.shutdown()
         super().closeEvent(event)
 

@@ -49,6 +49,7 @@ class InstanceServer(QObject):
         while self.server.hasPendingConnections():
             sock = self.server.nextPendingConnection()
             sock.readyRead.connect(lambda s=sock: self._answer(s))
+            sock.disconnected.connect(sock.deleteLater)  # Qt deletes it in its own time, never Python directly
 
     def _answer(self, sock) -> None:
         command = sock.readLine().data().decode().strip()
@@ -59,3 +60,7 @@ class InstanceServer(QObject):
             sock.write((self.status() + "\n").encode())
         sock.flush()
         sock.disconnectFromServer()
+
+    def close(self) -> None:
+        """Stops answering (at exit, before the application object goes)."""
+        self.server.close()

@@ -33,6 +33,7 @@ class LoadedModel:
     submodels: tuple[str, ...]  # every submodel, smallest first
     loaded: tuple[str, ...]  # those in memory
     is_demo: bool
+    reasons: tuple[tuple[str, str], ...] = ()  # (submodel, why it is not in memory): the planner's one-liners
 
 
 def start_in_thread(worker: QObject, name: str) -> QThread:
@@ -54,20 +55,23 @@ class EngineWorker(QObject):
     sig_event = Signal(int, object)  # request id, runtime event
     sig_reply_failed = Signal(int, str)
 
-    def __init__(self, max_context: int = 8192):
+    def __init__(self, max_context: int = 8192, probe_file: str | None = None):
         super().__init__()
         self.engine = None
         self.max_context = max_context
+        self.probe_file = probe_file
 
     @Slot(str, str, bool)
     def load(self, folder: str, resident: str, is_demo: bool) -> None:
+        """Plans once (here, off the GUI thread), loads, then warms the engine up with a tiny reply."""
         from runtime.engine import Engine
         from runtime.errors import ElasticError
 
         self.unload()
         try:
-            if not is_demo and not resident:
-                resident = self._largest_that_fits(folder)
+            hw_plan = None if is_demo else self._plan(folder)
+            if hw_plan is not None and not resident:
+                resident = self._largest_that_fits(hw_plan)
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
                                       device="cpu" if is_demo else None)
         except ElasticError as e:
@@ -78,22 +82,54 @@ class EngineWorker(QObject):
             self.sig_load_failed.emit(_describe(e))
             return
         e = self.engine
+        loaded = tuple(e.submodels_by_size())
+        missing = [n for n in e.all_submodels_by_size() if n not in loaded]
+        by_name = {f.name: f.reason for f in hw_plan[1].submodels} if hw_plan is not None else {}
+        reasons = tuple((n, by_name.get(n, f"{n} is not in memory")) for n in missing)
         self.sig_loaded.emit(LoadedModel(folder, Path(folder).name, e.status(), tuple(e.depth_stops()),
-                                         tuple(e.all_submodels_by_size()), tuple(e.submodels_by_size()), is_demo))
+                                         tuple(e.all_submodels_by_size()), loaded, is_demo, reasons))
+        # The window is usable while this runs; a reply sent meanwhile starts right after it, warm.
+        log.info("warmed up %s in %.0f ms", Path(folder).name, self._warm_up(loaded))
 
-    def _largest_that_fits(self, folder: str) -> str:
-        """On a GPU where the parent does not fit, load the largest submodel that does."""
-        from runtime.errors import UsageError
-        from runtime.hardware import probe
+    def _plan(self, folder: str):
+        """The fit plan for this checkpoint on this PC (or the recorded probe); None when it cannot be made."""
+        from runtime.hardware import load_probe, probe
         from runtime.planner import plan_checkpoint
 
-        hw = probe()
+        try:
+            hw = load_probe(self.probe_file) if self.probe_file else probe()
+            return hw, plan_checkpoint(Path(folder), hw, self.max_context)
+        except Exception as e:  # the plan explains and picks; loading the parent still works without it
+            log.warning("no fit plan for %s: %s", folder, e)
+            return None
+
+    @staticmethod
+    def _largest_that_fits(hw_plan) -> str:
+        """On a GPU where the parent does not fit, load the largest submodel that does."""
+        from runtime.errors import UsageError
+
+        hw, plan = hw_plan
         if hw.gpu is None:
             return ""  # the CPU: the user asked for this checkpoint, run its parent
-        plan = plan_checkpoint(Path(folder), hw, self.max_context)
         if plan.resident is None:
             raise UsageError("no submodel of this checkpoint fits the GPU: " + plan.submodels[-1].reason)
         return plan.resident
+
+    def _warm_up(self, submodels) -> float:
+        """One two-token reply per submodel in memory, so the user's first reply does not pay for first-call
+        work (allocations, kernel selection, lazy unpacking); returns its milliseconds."""
+        from runtime.generate import ChatRequest, stream_chat
+        from runtime.sampling import SamplingSettings
+
+        started = time.perf_counter()
+        for name in submodels:
+            request = ChatRequest(({"role": "user", "content": "hi"},), None, name, 0, 2, SamplingSettings(0.0))
+            try:
+                for _ in stream_chat(self.engine, request):
+                    pass
+            except Exception as e:  # a warm-up is a courtesy: the first real reply will report any problem
+                log.warning("warm-up on %s failed: %s", name, e)
+        return round((time.perf_counter() - started) * 1000, 1)
 
     @Slot()
     def unload(self) -> None:

@@ -33,15 +33,15 @@ def make_window(qtbot, data: Path, settings: Settings | None = None) -> MainWind
     w = MainWindow(data, settings or Settings(max_new_tokens=160), data / "settings.json")
     qtbot.addWidget(w)
     w.show()
-    qtbot.waitUntil(lambda: getattr(w, "loaded", None) is not None, timeout=60000)
+    qtbot.waitUntil(lambda: getattr(w, "loaded", None) is not None, timeout=180000)
     return w
 
 
-def ask(qtbot, w: MainWindow, text: str, depth: str, timeout=60000):
-    w.depth.set_stops(w.depth.stops, depth)
+def ask(qtbot, w: MainWindow, text: str, depth: str, timeout=180000, key=Qt.KeyboardModifier.NoModifier):
+    w.controller.set_depth(depth)
     w.input.setPlainText(text)
     with qtbot.waitSignal(w.controller.sig_reply_done, timeout=timeout) as done:
-        qtbot.keyClick(w.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+        qtbot.keyClick(w.input, Qt.Key.Key_Return, key)
     return done.args[1]
 
 
@@ -49,7 +49,7 @@ def test_send_and_stream_a_reply_on_the_demo_model(qtbot, window):
     assert window.loaded.is_demo and window.banner.isVisible() and "offline demo" in window.banner.text()
     streamed = []
     window.controller.sig_stream.connect(lambda answer, *_: streamed.append(answer))
-    message = ask(qtbot, window, "hello", "Off")
+    message = ask(qtbot, window, "hello", "Off", key=Qt.KeyboardModifier.ControlModifier)  # Ctrl+Enter sends too
     assert "demo model" in message.content and message.meta["finish_reason"] == "end_of_turn"
     assert len(streamed) >= 1  # text arrived in flushes before the reply finished
     widget = window.chat.widgets[-1]
@@ -68,13 +68,13 @@ def test_thinking_block_collapses_to_a_summary(qtbot, window):
 
 def test_esc_stops_the_reply(qtbot, window):
     window.settings.max_new_tokens = 2000
-    window.depth.set_stops(window.depth.stops, "Max")
+    window.controller.set_depth("Max")
     window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12 - 30 + 8?")
     tokens = []
     window.controller.sig_token.connect(lambda *a: tokens.append(a))
-    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000) as done:
-        qtbot.keyClick(window.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
-        qtbot.waitUntil(lambda: len(tokens) >= 3, timeout=30000)
+    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=300000) as done:
+        qtbot.keyClick(window.input, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: len(tokens) >= 3, timeout=180000)
         at_stop = len(tokens)
         qtbot.keyClick(window, Qt.Key.Key_Escape)
     assert done.args[1].meta["finish_reason"] == "stopped"
@@ -180,22 +180,25 @@ def test_edit_and_regenerate(qtbot, window):
     window.start_edit(user.id)
     assert window.input.toPlainText() == "hello"
     window.input.setPlainText("how do I get the real model?")
-    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000) as done:
+    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=180000) as done:
         window.send()
     msgs = window.controller.history.messages(window.controller.current)
     assert [m.content for m in msgs][0] == "how do I get the real model?" and len(msgs) == 2
     assert "model manager" in done.args[1].content
-    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=60000):
+    with qtbot.waitSignal(window.controller.sig_reply_done, timeout=180000):
         window.chat.widgets[-1].buttons["Regenerate"].click()
     assert len(window.controller.history.messages(window.controller.current)) == 2
 
 
 def test_out_of_memory_offers_the_next_smaller_stop(window):
-    window.depth.set_stops(window.depth.stops, "Deep")
-    window.show_error("The reply failed: out of memory: choose a lower reasoning depth.")
+    window.controller.set_depth("Deep")
+    assert window.depth.selected == "Deep"
+    window.controller._report_failure("out of memory: choose a lower reasoning depth or a smaller model")
     assert window.lower_depth.isVisible() and window.lower_depth.text() == "Use Balanced"
+    assert "Try the lower reasoning depth Balanced" in window.error.text()
     window.lower_depth.click()
-    assert window.depth.selected == "Balanced" and not window.error.isVisible()
+    assert window.controller.depth == "Balanced" and window.depth.selected == "Balanced"
+    assert not window.error.isVisible()
 
 
 def test_long_chats_build_only_their_last_page(qtbot, window):
@@ -213,3 +216,32 @@ def test_long_chats_build_only_their_last_page(qtbot, window):
     assert len(window.chat.widgets) == 80 and window.chat.widgets[0].text == "question 10"
     window.chat.show_earlier()
     assert len(window.chat.widgets) == 100 and not window.chat.earlier.isVisible()
+
+
+def test_painting_keeps_the_reference_count_of_none_level(qtbot):
+    """PySide6 6.12.0 on Python 3.11 dropped one reference to None per QPainter.drawLine/drawRect, and a long
+    session aborted ("none_dealloc: deallocating None"); the pinned 6.11.3 does not. Python 3.12+ makes None
+    immortal (its count is then huge and fixed), which this check also accepts."""
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QImage, QPainter
+
+    from app.widgets.live_strip import LiveStrip
+
+    strip = LiveStrip()
+    qtbot.addWidget(strip)
+    strip.set_submodels(["0.5M", "1.0M", "1.5M"])
+    for i in range(160):
+        strip.sparkline.add(5.0 + i % 7, ["0.5M", "1.5M"][i % 2])
+    strip.resize(900, 60)
+    strip.show()
+    image = QImage(64, 64, QImage.Format.Format_ARGB32)
+    strip.sparkline.grab()  # the first paint may create caches
+    before = sys.getrefcount(None)
+    for _ in range(30):  # about 30 x 161 draw calls
+        strip.sparkline.grab()
+    p = QPainter(image)
+    for i in range(2000):
+        p.drawLine(QPointF(0, i % 64), QPointF(63, 63 - i % 64))
+        p.drawRect(1, 1, 10 + i % 40, 10)
+    p.end()
+    assert abs(sys.getrefcount(None) - before) <= 10

@@ -166,11 +166,14 @@ class MessageWidget(QFrame):
 
 
 def thinking_summary(meta: dict) -> str:
-    seconds = meta.get("thinking_ms", 0) / 1000
+    """ "Thought for 2.1 s on 1.0M · 25 tokens, budget hit"; an unfinished reply says so instead of inventing numbers."""
     who = meta.get("think_submodel") or "?"
     tokens = meta.get("thinking_tokens", 0)
-    budget = ", budget hit" if meta.get("budget_hit") else ""
-    return f"Thought for {seconds:.1f} s on {who} · {tokens} tokens{budget}"
+    ms = meta.get("thinking_ms")
+    took = f"Thought for {ms / 1000:.1f} s on {who}" if ms else f"Thought on {who}"
+    ending = {"interrupted": ", interrupted", "stopped": ", stopped", "error": ", failed"}.get(
+        meta.get("finish_reason"), ", budget hit" if meta.get("budget_hit") else "")
+    return f"{took} · {tokens} tokens{ending}"
 
 
 def reply_info(meta: dict) -> str:
@@ -179,13 +182,17 @@ def reply_info(meta: dict) -> str:
     parts = [meta.get("answer_submodel", "")]
     if meta.get("finish_reason") not in (None, "end_of_turn"):
         parts.append(meta["finish_reason"].replace("_", " "))
-    if meta.get("tokens_per_s"):
-        parts.append(f"{meta['tokens_per_s']:.0f} tok/s")
+    speed = meta.get("tokens_per_s")
+    if speed:
+        parts.append(f"{speed:.1f} tok/s" if speed < 10 else f"{speed:.0f} tok/s")  # never "0 tok/s" on a slow PC
     return " · ".join(p for p in parts if p)
 
 
 class ChatView(QScrollArea):
-    """Long chats show their last PAGE messages; earlier ones are built only when asked for, so
+    """One chat's messages, built from what the controller sends (never the other way round). Updates for
+    another chat, or for a message not shown, are ignored, so nothing outside holds a widget that can die.
+
+    Long chats show their last PAGE messages; earlier ones are built only when asked for, so
     opening a chat of hundreds of messages does not stall the window."""
 
     sig_edit = Signal(int)
@@ -207,6 +214,7 @@ class ChatView(QScrollArea):
         self.earlier.clicked.connect(self.show_earlier)
         self.column.insertWidget(0, self.earlier)
         self.setWidget(inner)
+        self.cid: int | None = None
         self.widgets: list[MessageWidget] = []
         self.hidden: list = []  # messages not built yet (the oldest)
         self.verticalScrollBar().rangeChanged.connect(self._follow)
@@ -216,19 +224,68 @@ class ChatView(QScrollArea):
         if self._stick:
             self.verticalScrollBar().setValue(maximum)
 
-    def clear(self) -> None:
-        for w in self.widgets:
+    def _drop(self, widgets) -> None:
+        for w in widgets:
+            self.column.removeWidget(w)
+            w.hide()
             w.deleteLater()
-        self.widgets = []
 
-    def set_messages(self, messages) -> None:
-        self.clear()
+    def message_widget(self, message_id: int) -> "MessageWidget | None":
+        return next((w for w in self.widgets if w.message_id == message_id), None)
+
+    def show_chat(self, cid: int, messages, streaming_id: int | None) -> None:
+        """Rebuilds the view for chat `cid` (a reply in flight there is shown as far as it has got, live)."""
+        self._drop(self.widgets)
+        self.widgets, self.cid = [], cid
         shown = [m for m in messages if m.role != "system"]
         self.hidden = shown[:-self.PAGE] if len(shown) > self.PAGE else []
         for m in shown[len(self.hidden):]:
-            self.add(MessageWidget(m.id, m.role, m.content, m.thinking, m.meta))
+            self._append(m, m.id == streaming_id)
         self._update_earlier()
         self._update_regenerate()
+
+    def append(self, cid: int, messages, streaming_id: int | None) -> None:
+        """A send: only the new messages are built."""
+        if cid != self.cid:
+            return
+        for m in messages:
+            self._append(m, m.id == streaming_id)
+        self._stick = True
+        self._update_regenerate()
+
+    def remove_from(self, cid: int, message_id: int) -> None:
+        """An edit or a regeneration removed `message_id` and everything after it."""
+        if cid != self.cid:
+            return
+        gone = [w for w in self.widgets if w.message_id >= message_id]
+        self.widgets = [w for w in self.widgets if w.message_id < message_id]
+        self._drop(gone)
+        self._update_regenerate()
+
+    def stream(self, cid: int, message_id: int, answer: str, thinking: str, submodel: str, live: bool) -> None:
+        w = self.message_widget(message_id) if cid == self.cid else None
+        if w is not None:
+            w.update_stream(answer, thinking, submodel, live)
+
+    def finish(self, cid: int, message) -> None:
+        w = self.message_widget(message.id) if cid == self.cid else None
+        if w is not None:
+            w.finish(message.content, message.thinking, message.meta)
+
+    def _append(self, m, streaming: bool) -> None:
+        if streaming:
+            w = MessageWidget(m.id, m.role, streaming=True)
+            if m.content or m.thinking:
+                w.update_stream(m.content, m.thinking, m.meta.get("think_submodel") or "", not m.content)
+        else:
+            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta)
+        self._connect(w)
+        self.column.insertWidget(self.column.count() - 1, w)
+        self.widgets.append(w)
+
+    def _connect(self, w: "MessageWidget") -> None:
+        w.sig_edit.connect(self.sig_edit.emit)
+        w.sig_regenerate.connect(self.sig_regenerate.emit)
 
     def show_earlier(self) -> None:
         """Builds the next PAGE older messages above the ones shown."""
@@ -236,8 +293,7 @@ class ChatView(QScrollArea):
         self._stick = False
         for i, m in enumerate(page):
             w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta)
-            w.sig_edit.connect(self.sig_edit.emit)
-            w.sig_regenerate.connect(self.sig_regenerate.emit)
+            self._connect(w)
             self.column.insertWidget(1 + i, w)
             self.widgets.insert(i, w)
         self._update_earlier()
@@ -247,23 +303,8 @@ class ChatView(QScrollArea):
         self.earlier.setVisible(bool(self.hidden))
         self.earlier.setText(f"Show {min(self.PAGE, len(self.hidden))} earlier messages ({len(self.hidden)} hidden)")
 
-    def add(self, widget: MessageWidget) -> MessageWidget:
-        widget.sig_edit.connect(self.sig_edit.emit)
-        widget.sig_regenerate.connect(self.sig_regenerate.emit)
-        self.column.insertWidget(self.column.count() - 1, widget)
-        self.widgets.append(widget)
-        self._stick = True
-        self._update_regenerate()
-        return widget
-
     def _update_regenerate(self) -> None:
         last_assistant = next((w for w in reversed(self.widgets) if w.role == "assistant"), None)
         for w in self.widgets:
             if "Regenerate" in w.buttons:
                 w.buttons["Regenerate"].setVisible(w is last_assistant)
-
-    def set_busy(self, busy: bool) -> None:
-        for w in self.widgets:
-            for name in ("Edit", "Regenerate"):
-                if name in w.buttons:
-                    w.buttons[name].setEnabled(not busy)

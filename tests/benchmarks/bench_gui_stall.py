@@ -66,7 +66,7 @@ def main():
     w.show()
     meter.run_until(lambda: getattr(w, "loaded", None) is not None)
     results = {}
-    w.depth.set_stops(w.depth.stops, "Max")
+    w.controller.set_depth("Max")
     w.input.setPlainText("What is 45 + 23 - 17 + 9 + 12 - 30 + 8?")
     w.send()
     results["streaming a reply"] = meter.run_until(lambda: not w.controller.busy)
