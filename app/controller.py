@@ -13,6 +13,8 @@ the reply so far; the final text and timings are the Done event's). The view get
 
 from __future__ import annotations
 
+import functools
+
 import itertools
 import logging
 from dataclasses import dataclass, field
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Slot
 
-from .history import History, Message
+from .history import HistoryReadOnly, History, Message
 from .settings import Settings
 from .workers import EngineWorker, LoadedModel, start_in_thread, stop_thread
 
@@ -68,6 +70,19 @@ def sampling_for(defaults, chat_settings: dict):
     values = {**vars(defaults), **(chat_settings.get("sampling") or {})}
     return SamplingSettings(float(values["temperature"]), float(values["top_p"]), int(values["top_k"]),
                             float(values["min_p"])).check()
+
+
+def _refuses_read_only(method):
+    """A write to a read-only history (a newer version's, an unwritable file) becomes the banner's one
+    line, never the crash dialog; nothing else changes."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except HistoryReadOnly as e:
+            self.sig_error.emit(str(e), "")
+            return False
+    return guarded
 
 
 class ChatController(QObject):
@@ -221,10 +236,12 @@ class ChatController(QObject):
         else:
             self.new_conversation()
 
+    @_refuses_read_only
     def rename(self, cid: int, title: str) -> None:
         self.history.rename(cid, title)
         self.refresh_conversations()
 
+    @_refuses_read_only
     def delete(self, cid: int) -> None:
         title = self.history.conversation(cid).title
         for r in self._live():
@@ -238,6 +255,7 @@ class ChatController(QObject):
         else:
             self.refresh_conversations()
 
+    @_refuses_read_only
     def undelete(self, cid: int) -> None:
         self.history.undelete(cid)
         self.select(cid)
@@ -246,6 +264,7 @@ class ChatController(QObject):
         conv = self.history.conversation(self.current)
         return conv.system_prompt, conv.settings
 
+    @_refuses_read_only
     def set_conversation_settings(self, system_prompt: str, settings: dict) -> None:
         self.history.update_settings(self.current, system_prompt, settings)
 
@@ -277,6 +296,7 @@ class ChatController(QObject):
     def busy(self) -> bool:
         return bool(self.replies)
 
+    @_refuses_read_only
     def send(self, text: str) -> bool:
         """Sends `text` in the current chat (or, while editing, replaces the edited message and what follows)."""
         text = text.strip()
@@ -296,6 +316,7 @@ class ChatController(QObject):
         self._start_reply(cid, [user])
         return True
 
+    @_refuses_read_only
     def regenerate(self) -> None:
         """Answers the current chat's last question again (a reply in flight is stopped and replaced)."""
         cid = self.current

@@ -19,6 +19,7 @@ from .theme import apply_theme
 from .widgets.chat_view import ChatView
 from .widgets.depth_slider import DepthSlider, slider_stops
 from .widgets.live_strip import LiveStrip
+from .models_controller import ModelsController
 from .widgets.model_manager import ModelManager
 from .widgets.sidebar import Sidebar
 from .window_state import WindowState
@@ -70,6 +71,9 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setWindowTitle("Elastic Chat")
         self.data_dir, self.settings, self.probe_file = Path(data_dir), settings, probe_file
+        # The model manager's state (plan, downloads, tasks) lives as long as the window; the dialog only shows it.
+        self.models = ModelsController(probe_file, settings.context, parent=self)
+        self.models.sig_use.connect(self._use_model)
         _warm_imports()
         self.controller = ChatController(data_dir, settings, settings_path, probe_file)
         self.manager: ModelManager | None = None
@@ -272,7 +276,9 @@ class MainWindow(QMainWindow):
     def _model_loaded(self, loaded) -> None:
         self.depth.set_stops(slider_stops(loaded.stops, dict(loaded.reasons)), self.controller.depth)
         self.strip.set_submodels(loaded.submodels)
-        self.strip.set_path("CPU demo · " + loaded.status.compute_path if loaded.is_demo else loaded.status.compute_path)
+        path = f"{loaded.status.compute_path} · decode: {loaded.status.decode_path}"
+        self.strip.set_path("CPU demo · " + path if loaded.is_demo else path)
+        self.models.set_active(loaded.folder)
         self.strip.set_badge(loaded.loaded[-1])
         self.banner.setText(DEMO_BANNER)
         self.banner.setVisible(loaded.is_demo)
@@ -364,7 +370,8 @@ class MainWindow(QMainWindow):
     def show_error(self, message: str, lower: str = "", kind: str = "error") -> None:
         """The banner above the chat; `lower` is a depth stop the controller offers (out of memory)."""
         self.error.setObjectName("errorBanner" if kind == "error" else "banner")
-        self.error.setStyleSheet("")
+        self.error.style().unpolish(self.error)  # the object name picks the theme's style: re-apply it
+        self.error.style().polish(self.error)
         self.error.setText(message)
         self.error.setVisible(True)
         self.lower_depth.setVisible(bool(lower))
@@ -383,9 +390,7 @@ class MainWindow(QMainWindow):
 
     def open_manager(self) -> None:
         if self.manager is None:
-            self.manager = ModelManager(self, self.probe_file, self.settings.context,
-                                        active=self.loaded.folder if self.loaded else "")
-            self.manager.sig_use.connect(self._use_model)
+            self.manager = ModelManager(self, models=self.models)  # "Use" reaches the window through self.models
         self.manager.show()
         self.manager.raise_()
 
@@ -444,8 +449,7 @@ class MainWindow(QMainWindow):
         self.settings.save(self.controller.settings_path)
         self.show_error(f"Models are now kept in {folder or 'the default folder'}. Models downloaded before stay "
                         "where they were: import their folders in the model manager, or move them.", kind="banner")
-        if self.manager is not None:
-            self.manager.refresh()
+        self.models.refresh()
 
     def _show_memory(self) -> None:
         rss = psutil.Process().memory_info().rss
@@ -465,10 +469,10 @@ class MainWindow(QMainWindow):
         reply, the engine thread, settings, history), so nothing is deleted while another object uses it."""
         self._save_geometry()
         if self.manager is not None:
-            self.manager.shutdown()
             self.manager.close()
             self.manager.deleteLater()
             self.manager = None
+        self.models.shutdown()
         if self.shortcuts_dialog is not None:
             self.shortcuts_dialog.close()
         self.memory_timer.stop()

@@ -637,6 +637,31 @@ def test_the_window_opens_on_a_newer_history_read_only(qtbot, tmp_path):
     assert (folder / "history.sqlite3").read_bytes() == before
 
 
+def test_writes_to_a_read_only_history_are_one_banner_line_not_a_crash(qtbot, tmp_path):
+    from tests.test_app import make_window
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    make_history(folder / "history.sqlite3", chats=2, messages=3)
+    _newer_schema(folder / "history.sqlite3", None)
+    settings = Settings(max_new_tokens=16)
+    check_data_files(prepare_data_folder(folder), settings)
+    w = make_window(qtbot, folder, settings)
+    try:
+        c = w.controller
+        errors = []
+        c.sig_error.connect(lambda message, lower: errors.append(message))
+        cid = c.current
+        assert c.send("What is 2 + 3?") is False and not c.busy
+        c.rename(cid, "renamed")
+        c.delete(cid)
+        c.set_conversation_settings("be brief", {})
+        assert len(errors) == 4 and all("read-only" in e and "\n" not in e for e in errors)
+        assert w.error.isVisible() and "read-only" in w.error.text()
+    finally:
+        w.close()
+
+
 MAIN_SCRIPT = """
 import sys; sys.path.insert(0, {root!r})
 from PySide6.QtCore import QTimer
