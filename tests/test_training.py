@@ -149,27 +149,37 @@ def test_training_smoke_run(tmp_path):
 
 
 def test_a_stopped_run_resumes_to_the_same_model(tmp_path, monkeypatch):
-    """Progress is saved as it goes; rerunning the same command picks up where it stopped and ends
-    with the weights an uninterrupted run gets."""
+    """Progress is saved as it goes; rerunning the same command picks up where it stopped (within a
+    phase, or at the start of one) and ends with the weights an uninterrupted run gets."""
     from training import train_demo
 
     def run(out, state):
-        train_demo.build(out, 3, 4, 3, 4, 3e-3, log=lambda *_: None, state_dir=state, checkpoint_every=0)
+        train_demo.build(out, 3, 4, 3, 4, 3e-3, log=lambda *_: None, state_dir=state, checkpoint_every=0,
+                         polish_steps=2)
 
     run(tmp_path / "straight", tmp_path / "s1")
-    calls = []
-    real = train_demo.permute_by_importance
+    real_permute, real_train = train_demo.permute_by_importance, train_demo.train
 
-    def interrupted(*args):
-        calls.append(1)
+    def stop(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(train_demo, "permute_by_importance", interrupted)
+    def stop_at_elastic(tm, chat, seed, steps, batch_size, lr, names, log, phase, *rest, **kwargs):
+        if phase == "elastic":
+            raise KeyboardInterrupt
+        return real_train(tm, chat, seed, steps, batch_size, lr, names, log, phase, *rest, **kwargs)
+
+    progress = tmp_path / "s2" / "progress.pt"
+    monkeypatch.setattr(train_demo, "permute_by_importance", stop)
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path / "resumed", tmp_path / "s2")
-    assert calls and (tmp_path / "s2" / "progress.pt").exists()
-    assert torch.load(tmp_path / "s2" / "progress.pt", weights_only=False)["step"] == 3
-    monkeypatch.setattr(train_demo, "permute_by_importance", real)
+    assert torch.load(progress, weights_only=False)["step"] == 3  # within the parent phase
+    monkeypatch.setattr(train_demo, "permute_by_importance", real_permute)
+    monkeypatch.setattr(train_demo, "train", stop_at_elastic)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "resumed", tmp_path / "s2")
+    state = torch.load(progress, weights_only=False)
+    assert (state["phase"], state["step"], state["optimizer"]) == ("elastic", 0, None)  # at a phase's start
+    monkeypatch.setattr(train_demo, "train", real_train)
     with pytest.raises(SystemExit, match="other settings"):
         train_demo.build(tmp_path / "resumed", 3, 5, 3, 4, 3e-3, log=lambda *_: None, state_dir=tmp_path / "s2")
     run(tmp_path / "resumed", tmp_path / "s2")

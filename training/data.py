@@ -177,7 +177,14 @@ def is_held_out(expression: str) -> bool:
     return hashlib.sha256(expression.encode()).digest()[0] < 26
 
 
-def render(p: Problem, rng: random.Random, held_out_phrasing: bool = False) -> str:
+# Lead-ins for the last phase of training, so that unfamiliar words before a sum do not turn it into
+# small talk (none is part of a held-out phrasing).
+LEAD_INS = ["ok", "so", "now", "quick one:", "question:", "next:", "I need", "help me with", "can you do",
+            "what about", "and", "also", "try this:", "hmm,", "one more:", "let's see,", "my homework:", "here:",
+            "result of", "I wonder about", "check", "what comes out of", "and now", "for me:"]
+
+
+def render(p: Problem, rng: random.Random, held_out_phrasing: bool = False, lead_ins: bool = False) -> str:
     """The question as a user might type it."""
     two = len(p.numbers) == 2
     if two and rng.random() < 0.3:
@@ -199,6 +206,8 @@ def render(p: Problem, rng: random.Random, held_out_phrasing: bool = False) -> s
         text = rng.choice(HELD_OUT_TEMPLATES if held_out_phrasing else TRAIN_TEMPLATES).format(e="".join(parts))
     if rng.random() < 0.15:
         text = text[:1].swapcase() + text[1:]
+    if lead_ins and rng.random() < 0.35:
+        text = f"{rng.choice(LEAD_INS)} {text}"
     return text
 
 
@@ -222,6 +231,7 @@ class Mix:
     thinking_off: float = 0.08  # share of sums answered at once
     cut_short: float = 0.05  # share of sums whose thinking a budget cuts
     numbers: tuple[int, ...] = (2, 2, 3, 3, 4, 4)  # how many numbers a sum has, drawn uniformly
+    lead_ins: bool = False  # put a lead-in word before some questions (the polish phase)
 
 
 def arithmetic_example(rng: random.Random, mix: Mix = Mix(), held_out: bool = False) -> tuple[Example, Problem]:
@@ -229,7 +239,7 @@ def arithmetic_example(rng: random.Random, mix: Mix = Mix(), held_out: bool = Fa
         p = make_problem(rng, rng.choice(mix.numbers))
         if is_held_out(p.expression) == held_out:
             break
-    user = render(p, rng)
+    user = render(p, rng, lead_ins=mix.lead_ins)
     mode = rng.random()
     if mode < mix.thinking_off:
         thinking = None

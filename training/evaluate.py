@@ -36,7 +36,7 @@ from runtime.sampling import SamplingSettings
 
 from .data import evaluation_problems, question
 
-BUDGET_FRACTIONS = (1 / 16, 1 / 8, 1 / 4)  # of the checkpoint's thinking ceiling
+BUDGET_FRACTIONS = (1 / 8, 1 / 4)  # of the checkpoint's thinking ceiling: the Quick and Balanced budgets
 
 
 def last_number(text: str) -> int | None:
@@ -255,8 +255,22 @@ def main(argv=None):
     parser.add_argument("--notes", type=Path, default=None, help="a Markdown file to append as the notes")
     parser.add_argument("--quick", type=int, default=0, metavar="N", help="print the parent's accuracy on N sums")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--render", type=Path, default=None, metavar="JSON",
+                        help="only rewrite OUT.md and OUT.png from an earlier OUT.json (with --with-nvfp4, --notes)")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, args.threads))
+    if args.render:
+        result = json.loads(args.render.read_text())
+        if args.notes:
+            result["notes"] = args.notes.read_text()
+        nvfp4 = json.loads(args.with_nvfp4.read_text()) if args.with_nvfp4 else result.get("nvfp4")
+        if nvfp4:
+            result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops")}
+        args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+        write_markdown(result, args.out.with_suffix(".md"), nvfp4)
+        write_plot(result, args.out.with_suffix(".png"))
+        print(f"wrote {args.out}.md, .json and .png")
+        return
     if not args.checkpoint.is_dir():
         print(f"error: no checkpoint folder at {args.checkpoint}", file=sys.stderr)
         raise SystemExit(2)

@@ -27,6 +27,7 @@ import math
 import random
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -188,7 +189,8 @@ def train(tm, chat, seed, steps, batch_size, lr, names, log, phase: str, mix: Mi
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
     start = 0
     if state is not None and state["phase"] == phase:
-        opt.load_state_dict(state["optimizer"])
+        if state["optimizer"] is not None:  # None: saved at the start of the phase
+            opt.load_state_dict(state["optimizer"])
         start = state["step"]
     parent, subs = names[0], names[1:]
     started = last_save = time.time()
@@ -203,7 +205,7 @@ def train(tm, chat, seed, steps, batch_size, lr, names, log, phase: str, mix: Mi
         for ids, mask in chunks:  # gradients accumulate to those of the whole batch, token-weighted
             logits = tm.forward(parent, ids)
             loss = lm_loss(logits, ids, mask)
-            if phase == "elastic":
+            if phase != "parent":
                 student = tm.forward(sub, ids)
                 loss = loss + distill_loss(student, logits.detach(), mask) + 0.5 * lm_loss(student, ids, mask)
             share = int(mask[:, 1:].sum()) / total
@@ -219,9 +221,10 @@ def train(tm, chat, seed, steps, batch_size, lr, names, log, phase: str, mix: Mi
 
 
 def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_size: int, lr: float, log=print,
-          mix: Mix = Mix(), state_dir: Path | None = None, checkpoint_every: float = 180.0):
+          mix: Mix = Mix(), state_dir: Path | None = None, checkpoint_every: float = 180.0, polish_steps: int = 0):
     out = Path(out)
-    settings = {"seed": seed, "parent_steps": parent_steps, "elastic_steps": elastic_steps, "batch_size": batch_size,
+    settings = {"seed": seed, "parent_steps": parent_steps, "elastic_steps": elastic_steps,
+                "polish_steps": polish_steps, "batch_size": batch_size,
                 "lr": lr, "mix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(mix).items()}}
     work = Path(state_dir) if state_dir else scratch_dir()
     progress = Progress(work, settings)
@@ -244,16 +247,23 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
                 for p, saved in zip(tm.parameters(), state["tensors"]):
                     p.copy_(saved)
 
-        if state is None or state["phase"] == "parent":
+        phase = state["phase"] if state else "parent"
+        if phase == "parent":
             train(tm, chat, seed, parent_steps, batch_size, lr, names, log, "parent", mix, progress, state,
                   checkpoint_every)
             calib = [make_batch(chat, seed, "calibration", i, batch_size, mix) for i in range(4)]
             permute_by_importance(tm, measure(tm, calib))
             log("permuted the parent's components by importance")
             progress.save("elastic", 0, tm, None)
-            state = None
-        train(tm, chat, seed, elastic_steps, batch_size, lr / 2, names, log, "elastic", mix, progress, state,
-              checkpoint_every)
+            phase, state = "elastic", None
+        if phase == "elastic":
+            train(tm, chat, seed, elastic_steps, batch_size, lr / 2, names, log, "elastic", mix, progress, state,
+                  checkpoint_every)
+            progress.save("polish", 0, tm, None)
+            phase, state = "polish", None
+        # A warm restart of the joint training, with lead-in words before some questions.
+        train(tm, chat, seed, polish_steps, batch_size, lr / 2, names, log, "polish", replace(mix, lead_ins=True),
+              progress, state, checkpoint_every)
 
         save_file(hub_tensors(cfg, tm.weights, tm.a_logs), str(work / "model.safetensors"), metadata={"format": "pt"})
         (work / "generation_config.json").write_text(json.dumps(
@@ -301,6 +311,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--parent-steps", type=int, default=400)
     parser.add_argument("--elastic-steps", type=int, default=160)
+    parser.add_argument("--polish-steps", type=int, default=700)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--trace", choices=sorted(TRACES), default="columns",
@@ -320,10 +331,11 @@ def main(argv=None):
         export_progress(args.export_progress, args.out)
         return
     if args.smoke:
-        args.parent_steps, args.elastic_steps, args.batch_size = 3, 3, 4
+        args.parent_steps, args.elastic_steps, args.polish_steps, args.batch_size = 3, 3, 2, 4
     state = args.state or args.out.parent / f".{args.out.name}-train-state"
     build(args.out, args.seed, args.parent_steps, args.elastic_steps, args.batch_size, args.lr,
-          mix=Mix(trace=args.trace), state_dir=state, checkpoint_every=args.checkpoint_every)
+          mix=Mix(trace=args.trace), state_dir=state, checkpoint_every=args.checkpoint_every,
+          polish_steps=args.polish_steps)
 
 
 if __name__ == "__main__":
