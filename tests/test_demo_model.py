@@ -51,6 +51,41 @@ def test_tokenizer_and_template():
     assert on.endswith("<|im_start|>assistant\n<think>\n") and off.endswith("<think></think>")
 
 
+def test_digits_are_single_tokens():
+    chat = ChatFormat(DEMO)
+    pieces = [chat.tokenizer.decode([t]) for t in chat.encode("45+23: 5+3=8 4+2=6 so 68")]
+    assert [p for p in pieces if any(c.isdigit() for c in p)] == list("452353842668")
+
+
+def test_the_default_depth_leaves_room_for_a_four_number_sum():
+    """Balanced (the slider's default) must let the middle submodel finish the longest trace."""
+    from runtime.engine import Engine
+    from training.train_demo import longest_trace_tokens
+
+    engine = Engine.load(DEMO)
+    stops = {s.name: s for s in engine.depth_stops()}
+    assert engine.thinking_ceiling == json.loads((DEMO / "elastic.json").read_text())["max_thinking_tokens"]
+    assert stops["Balanced"].budget >= longest_trace_tokens(ChatFormat(DEMO))
+
+
+def test_the_default_depth_gets_held_out_sums_right():
+    """Eight held-out sums in held-out phrasings at Balanced, as the app runs them (the full
+    measurement is docs/results/demo-eval.md): a broken model or trace gets few of them."""
+    from runtime.engine import Engine
+    from runtime.generate import ChatRequest, chat
+    from runtime.sampling import SamplingSettings
+    from training.evaluate import last_number, questions
+
+    engine = Engine.load(DEMO)
+    stop = next(s for s in engine.depth_stops() if s.name == "Balanced")
+    right = 0
+    for p, text in questions(5, 8):
+        done = chat(engine, ChatRequest(({"role": "user", "content": text},), stop.think, stop.answer, stop.budget,
+                                        600, SamplingSettings(temperature=0)))
+        right += last_number(done.answer_text) == p.result
+    assert right >= 6
+
+
 @pytest.mark.parametrize("index", [0, 1, 2])
 def test_every_submodel_extracts_and_transformers_agrees(demo, index, tmp_path):
     from transformers import NemotronHForCausalLM

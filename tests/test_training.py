@@ -1,6 +1,7 @@
 """The demo model's training code: data, the trainable forward, ranking, export, and a smoke run."""
 
 import json
+import random
 import re
 import shutil
 
@@ -11,7 +12,8 @@ from safetensors.torch import save_file
 from runtime import ElasticModel
 from runtime.chat_format import ChatFormat
 from runtime.score import score
-from training.data import evaluation_problems, is_held_out, make_problem, training_examples
+from training.data import (HELD_OUT_ADD, HELD_OUT_SUB, HELD_OUT_TEMPLATES, Problem, arithmetic_example, column_step,
+                           evaluation_problems, example_batch, is_held_out, make_problem, question, training_examples)
 from training.importance import measure, permute_by_importance
 from training.model import TrainableModel, hub_tensors
 
@@ -19,26 +21,63 @@ IDS = torch.tensor([[1, 17, 42, 99, 5, 250, 3, 77, 160, 12, 8, 31, 44],
                     [3, 9, 100, 2, 64, 65, 66, 200, 201, 7, 7, 7, 8]])
 
 
-def test_data_is_seeded_and_held_out_problems_never_train():
+def test_data_is_seeded_and_held_out_problems_and_phrasings_never_train():
     a, b = training_examples(5), training_examples(5)
     first = [next(a) for _ in range(300)]
     assert first == [next(b) for _ in range(300)]
-    for ex in first:
-        for m in ex.messages:
-            for expr in re.findall(r"\d+(?: [+-] \d+)+", m["content"]):
-                assert not is_held_out(expr)
-    held = evaluation_problems(0, 50)
-    assert all(is_held_out(p.expression) for p in held) and len({p.expression for p in held}) > 40
+    assert example_batch(5, "parent", 7, 8) == example_batch(5, "parent", 7, 8) != example_batch(5, "parent", 8, 8)
+    rng = random.Random(3)
+    for _ in range(3000):
+        ex, p = arithmetic_example(rng)
+        assert not is_held_out(p.expression)
+        if ex.thinking and "\n" in ex.thinking:
+            assert ex.thinking.split("\n")[0] == p.compact  # the trace starts from the bare expression
+    held_out_phrasings = [re.compile(re.escape(t).replace(r"\{e\}", ".+").replace(r"\{a\}", r"\d+")
+                                     .replace(r"\{b\}", r"\d+"), re.IGNORECASE)
+                          for t in HELD_OUT_TEMPLATES + HELD_OUT_ADD + HELD_OUT_SUB]
+    stream = training_examples(11)
+    for _ in range(3000):
+        for m in next(stream).messages:
+            assert not any(r.fullmatch(m["content"]) for r in held_out_phrasings), m["content"]
+    held = evaluation_problems(0, 60)
+    assert all(is_held_out(p.expression) for p in held) and len({p.expression for p in held}) == 60
+    assert [len(p.numbers) for p in held[:6]] == [2, 3, 4, 2, 3, 4]
 
 
-def test_problem_working_is_correct():
-    import random
-
+def test_problems_stay_in_range_and_their_working_is_correct():
     rng = random.Random(1)
-    for _ in range(200):
-        p = make_problem(rng, 3)
+    for _ in range(2000):
+        p = make_problem(rng, rng.choice([2, 3, 4]))
+        assert all(0 <= n <= 99 for n in p.numbers) and all(0 <= v <= 199 for v in p.partials)
         assert eval(p.expression) == p.result  # noqa: S307 (our own digits and +/-)
-        assert p.steps[-1].endswith(f"= {p.result}.")
+        for step, a, op, b in zip(p.steps, p.partials, p.ops, p.numbers[1:]):
+            head, columns, value = re.fullmatch(r"(\d+[+-]\d+): (.+) so (\d+)", step).groups()
+            assert head == f"{a}{op}{b}" and int(value) == eval(head)  # noqa: S307
+            digits, borrow_or_carry = [], 0
+            for i, col in enumerate(columns.split(" ")):
+                x, y = (int(d) for d in (str(a)[::-1].ljust(3, "0")[i], str(b)[::-1].ljust(3, "0")[i]))
+                if op == "+":
+                    assert col == f"{x}+{y}{'+1' if borrow_or_carry else ''}={x + y + borrow_or_carry}"
+                    borrow_or_carry = (x + y + borrow_or_carry) // 10
+                else:
+                    d = x - y - borrow_or_carry
+                    assert col == f"{'1' if d < 0 else ''}{x}-{y}{'-1' if borrow_or_carry else ''}={d % 10}"
+                    borrow_or_carry = int(d < 0)
+                digits.append(col.split("=")[1])
+            # the result: the last column's value, then the earlier columns' ones digits right to left
+            assert int(digits[-1] + "".join(d[-1] for d in reversed(digits[:-1]))) == int(value)
+    assert column_step(51, "-", 17) == "51-17: 11-7=4 5-1-1=3 so 34"
+    assert column_step(105, "-", 17) == "105-17: 15-7=8 10-1-1=8 1-0-1=0 so 88"
+    assert column_step(99, "+", 99) == "99+99: 9+9=18 9+9+1=19 so 198"
+
+
+def test_questions_come_in_many_phrasings():
+    rng = random.Random(2)
+    p = Problem((45, 23), ("+",))
+    seen = {question(p, rng) for _ in range(400)}
+    assert len(seen) > 40
+    assert {"45+23", "45 + 23", "45 plus 23", "Add 45 and 23"} <= seen
+    assert any(q.endswith("?") for q in seen) and any(not q.endswith("?") for q in seen)
 
 
 @pytest.mark.parametrize("kind", ["hybrid", "grouped"])
@@ -107,3 +146,50 @@ def test_training_smoke_run(tmp_path):
     assert chat.supports_thinking
     small = extract(folder, names[-1], tmp_path / "small")
     NemotronHForCausalLM.from_pretrained(str(small))
+
+
+def test_a_stopped_run_resumes_to_the_same_model(tmp_path, monkeypatch):
+    """Progress is saved as it goes; rerunning the same command picks up where it stopped (within a
+    phase, or at the start of one) and ends with the weights an uninterrupted run gets."""
+    from training import train_demo
+
+    def run(out, state):
+        train_demo.build(out, 3, 4, 3, 4, 3e-3, log=lambda *_: None, state_dir=state, checkpoint_every=0,
+                         polish_steps=2)
+
+    run(tmp_path / "straight", tmp_path / "s1")
+    real_permute, real_train = train_demo.permute_by_importance, train_demo.train
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    def stop_at_elastic(tm, chat, seed, steps, batch_size, lr, names, log, phase, *rest, **kwargs):
+        if phase == "elastic":
+            raise KeyboardInterrupt
+        return real_train(tm, chat, seed, steps, batch_size, lr, names, log, phase, *rest, **kwargs)
+
+    progress = tmp_path / "s2" / "progress.pt"
+    monkeypatch.setattr(train_demo, "permute_by_importance", stop)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "resumed", tmp_path / "s2")
+    assert torch.load(progress, weights_only=False)["step"] == 3  # within the parent phase
+    monkeypatch.setattr(train_demo, "permute_by_importance", real_permute)
+    monkeypatch.setattr(train_demo, "train", stop_at_elastic)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "resumed", tmp_path / "s2")
+    state = torch.load(progress, weights_only=False)
+    assert (state["phase"], state["step"], state["optimizer"]) == ("elastic", 0, None)  # at a phase's start
+    monkeypatch.setattr(train_demo, "train", real_train)
+    with pytest.raises(SystemExit, match="other settings"):
+        train_demo.build(tmp_path / "resumed", 3, 5, 3, 4, 3e-3, log=lambda *_: None, state_dir=tmp_path / "s2")
+    run(tmp_path / "resumed", tmp_path / "s2")
+    assert not (tmp_path / "s2").exists()  # a finished run leaves no state behind
+    a, b = ElasticModel.load(tmp_path / "straight"), ElasticModel.load(tmp_path / "resumed")
+    for x, y in zip(a.weights.tensors(), b.weights.tensors()):
+        if x is not None:
+            assert torch.equal(x, y)
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit, match="not empty"):
+        run(tmp_path / "x", tmp_path / "foreign")
+    assert (tmp_path / "foreign" / "notes.txt").read_text() == "mine"

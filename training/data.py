@@ -1,11 +1,26 @@
-"""Seeded synthetic data for the demo model: arithmetic where reasoning helps, plus plain talk.
+"""Seeded synthetic data for the demo model: sums where reasoning helps, plus plain talk.
 
-The task is a chain of additions and subtractions ("What is 23 + 8 - 14 + 6?"). With thinking
-on, the model works through it one step per line ("23 + 8 = 31.") and then answers; with
-thinking off it must answer at once, which a small model rarely gets right for more than one
-step. Some thinking traces are cut short as budget control would cut them, so the model learns
-to answer after a forced `</think>`. Conversation examples teach short, useful replies about
-the app. Problems whose expression hashes into the held-out bucket never appear in training.
+The task, as the app states it: chains of two to four whole numbers from 0 to 99 joined by + and -,
+every partial result from 0 to 199; the answer is the number. With thinking on, the model first
+rewrites the question as a bare expression ("45+23-17+9"), then does one operation per line,
+column by column from the ones, with the carry or borrow written out:
+
+    45+23: 5+3=8 4+2=6 so 68
+    68-17: 8-7=1 6-1=5 so 51
+    51+9: 1+9=10 5+0+1=6 so 60
+
+A column of an addition is `a+b=s` (`a+b+1=s` when the column before carried: its sum was 10 or
+more); a column of a subtraction is `a-b=d`, written `1a-b=d` when it borrows and `a-b-1=d` when
+the column before borrowed. The result is the last column's value followed by the ones digits of
+the columns before it, right to left. Every step is then a single-digit fact or a copy, which a
+1.5M-parameter model can do reliably; "45 + 23 = 68" in one step (the old trace, `TRACES["whole"]`)
+it mostly cannot (docs/results/demo-eval.md).
+
+Users phrase sums in many ways ("45+23", "45 plus 23", "Add 45 and 23", "what's 45 - 17?"), so the
+questions vary in wording, spacing and case. Held out from training, for evaluation: every
+expression whose hash falls in the held-out bucket (in any phrasing), and a set of phrasings.
+Some thinking traces are cut short as a budget would cut them, so the model learns to answer after
+a forced `</think>`. Conversation examples teach short, useful replies about the app.
 """
 
 from __future__ import annotations
@@ -14,15 +29,29 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-USER_ARITH = ["What is {e}?", "Compute {e}.", "{e} = ?", "Calculate {e}", "How much is {e}?", "what's {e}",
-              "Please work out {e}.", "Solve {e}"]
+MAX_OPERAND, MAX_VALUE = 99, 199
+
+# Phrasings. `{e}` is the expression as the user writes it; `{a}`/`{b}` the two numbers of a
+# two-number sum. Held-out phrasings never appear in training.
+TRAIN_TEMPLATES = ["What is {e}?", "what is {e}", "What's {e}?", "whats {e}", "{e}", "{e}=", "{e} =", "{e} = ?",
+                   "{e}=?", "Compute {e}.", "compute {e}", "Calculate {e}", "How much is {e}?", "Solve {e}",
+                   "Please work out {e}.", "Can you compute {e}?", "{e}?", "what does {e} make?", "Quick: {e}",
+                   "{e} is?", "What is {e} equal to?", "Evaluate {e}."]
+TRAIN_ADD = ["Add {a} and {b}", "add {a} and {b}.", "What is the sum of {a} and {b}?", "{a} plus {b}",
+             "Add {a} to {b}."]
+TRAIN_SUB = ["Subtract {b} from {a}", "What is {a} take away {b}?", "{a} minus {b}?", "take {b} from {a}"]
+HELD_OUT_TEMPLATES = ["Tell me {e}.", "Could you calculate {e}?", "What do you get for {e}?", "work out {e} please",
+                      "Find {e}", "Hey, what's {e}?", "{e} equals?", "Do the sum {e}"]
+HELD_OUT_ADD = ["Please add {a} and {b}.", "What do {a} and {b} add up to?"]
+HELD_OUT_SUB = ["Please subtract {b} from {a}.", "What is {a} less {b}?"]
+WORDS = {"+": "plus", "-": "minus"}
 
 TALK = {
     "greeting": (["hi", "hello", "hey", "good morning", "good evening", "hi there", "hello!", "hey, how are you?",
                   "Hi!", "Hello there"],
                  "The user greets me. I greet them back and say what I can do.",
-                 ["Hello! I'm the Elastic Chat demo model. Ask me a small sum like 12 + 7 - 5.",
-                  "Hi! I'm the small offline demo model of Elastic Chat. Try a sum like 23 + 8 - 4."]),
+                 ["Hello! I'm the Elastic Chat demo model. Ask me a sum like 45 + 23 - 17 + 9.",
+                  "Hi! I'm the small offline demo model of Elastic Chat. Try a sum like 38 + 47."]),
     "app": (["what is this app?", "what is elastic chat?", "what does this app do?", "tell me about this app",
              "What is Elastic Chat?", "explain this app"],
             "The user asks about the app. I explain elastic models briefly.",
@@ -35,8 +64,8 @@ TALK = {
                     "RTX GPU, and the app shows which submodels fit."]),
     "who": (["who are you?", "what are you?", "are you the real model?", "Who are you", "what model is this?"],
             "The user asks what I am. I say I am the tiny demo model.",
-            ["I'm a tiny demo model that ships with Elastic Chat so it works offline. I know small sums and a few "
-             "facts about this app."]),
+            ["I'm a tiny demo model that ships with Elastic Chat so it works offline. I add and subtract whole "
+             "numbers up to 99 and know a few facts about this app."]),
     "thanks": (["thanks", "thank you", "thanks a lot", "Thank you!", "great, thanks"],
                "The user thanks me. I reply politely.",
                ["You're welcome!", "Glad to help!"]),
@@ -45,51 +74,145 @@ TALK = {
             ["Goodbye! Come back any time."]),
     "abilities": (["what can you do?", "help", "what can I ask you?", "What can you do", "how do I use you?"],
                   "The user asks what I can do. I describe my small skills.",
-                  ["I can add and subtract small numbers step by step, like 12 + 7 - 5. For real questions, "
-                   "download the full model in the model manager."]),
+                  ["I add and subtract chains of two to four whole numbers from 0 to 99, like 45 + 23 - 17 + 9, "
+                   "working column by column. For real questions, download the full model in the model manager."]),
     "out_of_scope": (["what is the capital of France?", "write a poem", "explain quantum physics",
                       "who won the world cup?", "tell me a joke", "translate hello to German",
                       "write some python code", "what is the meaning of life?", "summarize this article",
-                      "what's the weather today?", "recommend a book"],
+                      "what's the weather today?", "recommend a book", "what is 7 times 8?", "divide 10 by 2"],
                      "This is beyond a tiny demo model. I say so and point to the real model.",
-                     ["I'm only a tiny demo model, so I can't answer that well. Download the real model in the "
-                      "model manager for questions like this."]),
+                     ["I'm only a tiny demo model: I can add and subtract small numbers, but not answer that. "
+                      "Download the real model in the model manager for questions like this."]),
 }
 
 
 @dataclass(frozen=True)
 class Problem:
-    expression: str
-    steps: tuple[str, ...]  # one line of working per operation
-    result: int
+    numbers: tuple[int, ...]
+    ops: tuple[str, ...]  # "+" or "-", one fewer than numbers
+
+    @property
+    def expression(self) -> str:
+        """The canonical form, "45 + 23 - 17": the held-out split and the answer use it."""
+        return " ".join([str(self.numbers[0])] + [f"{o} {n}" for o, n in zip(self.ops, self.numbers[1:])])
+
+    @property
+    def compact(self) -> str:
+        return self.expression.replace(" ", "")
+
+    @property
+    def partials(self) -> list[int]:
+        out = [self.numbers[0]]
+        for o, n in zip(self.ops, self.numbers[1:]):
+            out.append(out[-1] + n if o == "+" else out[-1] - n)
+        return out
+
+    @property
+    def result(self) -> int:
+        return self.partials[-1]
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """One line of working per operation, in the column trace."""
+        return tuple(column_step(a, o, n) for a, o, n in zip(self.partials, self.ops, self.numbers[1:]))
 
 
-def make_problem(rng: random.Random, n_ops: int) -> Problem:
-    value = rng.randint(2, 60)
-    expression, steps = str(value), []
-    for _ in range(n_ops):
-        if value > 3 and rng.random() < 0.45:
-            operand = rng.randint(1, min(value, 30))
-            new, op = value - operand, "-"
+def make_problem(rng: random.Random, n_numbers: int) -> Problem:
+    """Numbers 0..99; every partial result stays within 0..199."""
+    value = rng.randint(0, MAX_OPERAND)
+    numbers, ops = [value], []
+    for _ in range(n_numbers - 1):
+        # Subtract about half the time, whenever the running value allows a useful one.
+        if value >= 1 and (rng.random() < 0.5 or value + MAX_OPERAND > MAX_VALUE and rng.random() < 0.8):
+            n = rng.randint(0, min(value, MAX_OPERAND))
+            value, op = value - n, "-"
         else:
-            operand = rng.randint(1, 30)
-            new, op = value + operand, "+"
-        steps.append(f"{value} {op} {operand} = {new}.")
-        expression += f" {op} {operand}"
-        value = new
-    return Problem(expression, tuple(steps), value)
+            n = rng.randint(0, min(MAX_OPERAND, MAX_VALUE - value))
+            value, op = value + n, "+"
+        numbers.append(n)
+        ops.append(op)
+    return Problem(tuple(numbers), tuple(ops))
 
 
-def is_held_out(expression: str) -> bool:
-    return hashlib.sha256(expression.encode()).digest()[0] < 26  # about 10%
+def column_step(a: int, op: str, b: int) -> str:
+    """"45+23: 5+3=8 4+2=6 so 68": the columns from the ones, carry/borrow written out."""
+    da, db = str(a)[::-1], str(b)[::-1]
+    width = max(len(da), len(db))
+    columns, carry = [], 0
+    for i in range(width):
+        x = int(da[i]) if i < len(da) else 0
+        y = int(db[i]) if i < len(db) else 0
+        if op == "+":
+            s = x + y + carry
+            columns.append(f"{x}+{y}{'+1' if carry else ''}={s}")
+            carry = s // 10
+        else:
+            d = x - y - carry
+            borrow = d < 0
+            columns.append(f"{'1' if borrow else ''}{x}-{y}{'-1' if carry else ''}={d + 10 if borrow else d}")
+            carry = int(borrow)
+    value = a + b if op == "+" else a - b
+    return f"{a}{op}{b}: {' '.join(columns)} so {value}"
 
 
-def thinking_text(p: Problem) -> str:
-    return "\n".join(p.steps) + f"\nSo the answer is {p.result}."
+def whole_step(a: int, op: str, b: int) -> str:
+    """The old trace: the whole operation in one step."""
+    return f"{a}{op}{b}={a + b if op == '+' else a - b}"
+
+
+TRACES = {"columns": column_step, "whole": whole_step}
+
+
+def thinking_text(p: Problem, trace: str = "columns") -> str:
+    step = TRACES[trace]
+    return "\n".join([p.compact] + [step(a, o, n) for a, o, n in zip(p.partials, p.ops, p.numbers[1:])])
 
 
 def answer_text(p: Problem) -> str:
     return f"{p.expression} = {p.result}."
+
+
+def is_held_out(expression: str) -> bool:
+    """About 10% of canonical expressions ("45 + 23 - 17"), whatever the phrasing."""
+    return hashlib.sha256(expression.encode()).digest()[0] < 26
+
+
+# Lead-ins for the last phase of training, so that unfamiliar words before a sum do not turn it into
+# small talk (none is part of a held-out phrasing).
+LEAD_INS = ["ok", "so", "now", "quick one:", "question:", "next:", "I need", "help me with", "can you do",
+            "what about", "and", "also", "try this:", "hmm,", "one more:", "let's see,", "my homework:", "here:",
+            "result of", "I wonder about", "check", "what comes out of", "and now", "for me:"]
+
+
+def render(p: Problem, rng: random.Random, held_out_phrasing: bool = False, lead_ins: bool = False) -> str:
+    """The question as a user might type it."""
+    two = len(p.numbers) == 2
+    if two and rng.random() < 0.3:
+        pool = (HELD_OUT_ADD if p.ops[0] == "+" else HELD_OUT_SUB) if held_out_phrasing else \
+            (TRAIN_ADD if p.ops[0] == "+" else TRAIN_SUB)
+        text = rng.choice(pool).format(a=p.numbers[0], b=p.numbers[1])
+    else:
+        style = rng.random()
+        parts = [str(p.numbers[0])]
+        for o, n in zip(p.ops, p.numbers[1:]):
+            if style < 0.15:  # words
+                parts.append(f" {WORDS[o]} {n}")
+            elif style < 0.45:  # no spaces
+                parts.append(f"{o}{n}")
+            elif style < 0.85:  # spaced
+                parts.append(f" {o} {n}")
+            else:  # irregular spacing
+                parts.append(rng.choice(["", " ", "  "]) + o + rng.choice(["", " ", "  "]) + str(n))
+        text = rng.choice(HELD_OUT_TEMPLATES if held_out_phrasing else TRAIN_TEMPLATES).format(e="".join(parts))
+    if rng.random() < 0.15:
+        text = text[:1].swapcase() + text[1:]
+    if lead_ins and rng.random() < 0.35:
+        text = f"{rng.choice(LEAD_INS)} {text}"
+    return text
+
+
+def question(p: Problem, rng: random.Random | None = None, held_out_phrasing: bool = False) -> str:
+    return render(p, rng, held_out_phrasing) if rng else f"What is {p.expression}?"
 
 
 @dataclass(frozen=True)
@@ -100,20 +223,31 @@ class Example:
     answer: str
 
 
-def arithmetic_example(rng: random.Random, held_out: bool = False) -> tuple[Example, Problem]:
+@dataclass(frozen=True)
+class Mix:
+    """What a training stream holds; the defaults are what the shipped model trained on."""
+    trace: str = "columns"
+    arithmetic: float = 0.85  # share of sums (the rest is talk)
+    thinking_off: float = 0.08  # share of sums answered at once
+    cut_short: float = 0.05  # share of sums whose thinking a budget cuts
+    numbers: tuple[int, ...] = (2, 2, 3, 3, 4, 4)  # how many numbers a sum has, drawn uniformly
+    lead_ins: bool = False  # put a lead-in word before some questions (the polish phase)
+
+
+def arithmetic_example(rng: random.Random, mix: Mix = Mix(), held_out: bool = False) -> tuple[Example, Problem]:
     while True:
-        p = make_problem(rng, rng.choice([1, 2, 2, 3, 3, 4]))
+        p = make_problem(rng, rng.choice(mix.numbers))
         if is_held_out(p.expression) == held_out:
             break
-    user = rng.choice(USER_ARITH).format(e=p.expression)
+    user = render(p, rng, lead_ins=mix.lead_ins)
     mode = rng.random()
-    if mode < 0.4:
+    if mode < mix.thinking_off:
         thinking = None
-    elif mode < 0.55:  # cut short as a budget would: some lines, then the answer anyway
-        lines = thinking_text(p).split("\n")
+    elif mode < mix.thinking_off + mix.cut_short:  # cut short as a budget would: some lines, then the answer
+        lines = thinking_text(p, mix.trace).split("\n")
         thinking = "\n".join(lines[: rng.randint(0, len(lines) - 1)])
     else:
-        thinking = thinking_text(p)
+        thinking = thinking_text(p, mix.trace)
     return Example(({"role": "user", "content": user},), thinking, answer_text(p)), p
 
 
@@ -125,38 +259,47 @@ def talk_example(rng: random.Random) -> Example:
     return Example(({"role": "user", "content": user},), thinking, rng.choice(replies))
 
 
-def training_examples(seed: int):
+def one_example(rng: random.Random, mix: Mix = Mix()) -> Example:
+    ex = arithmetic_example(rng, mix)[0] if rng.random() < mix.arithmetic else talk_example(rng)
+    if rng.random() < 0.1:  # a previous turn, with its thinking dropped as the template does
+        prev = arithmetic_example(rng, mix)[0] if rng.random() < 0.5 else talk_example(rng)
+        history = prev.messages + ({"role": "assistant", "content": prev.answer},)
+        ex = Example(history + ex.messages, ex.thinking, ex.answer)
+    return ex
+
+
+def training_examples(seed: int, mix: Mix = Mix()):
     """An endless, seeded stream of training examples (some with a previous turn as history)."""
     rng = random.Random(seed)
     while True:
-        ex = arithmetic_example(rng)[0] if rng.random() < 0.72 else talk_example(rng)
-        if rng.random() < 0.15:  # a previous turn, with its thinking dropped as the template does
-            prev = arithmetic_example(rng)[0] if rng.random() < 0.5 else talk_example(rng)
-            history = prev.messages + ({"role": "assistant", "content": prev.answer},)
-            ex = Example(history + ex.messages, ex.thinking, ex.answer)
-        yield ex
+        yield one_example(rng, mix)
 
 
-def evaluation_problems(seed: int, n: int) -> list[Problem]:
-    """Held-out problems with two to four operations, the ones where thinking matters."""
+def example_batch(seed: int, phase: str, step: int, size: int, mix: Mix = Mix()) -> list[Example]:
+    """The batch of one training step, a function of (seed, phase, step) alone: a resumed run sees
+    exactly the data it would have seen."""
+    rng = random.Random(f"{seed}/{phase}/{step}")
+    return [one_example(rng, mix) for _ in range(size)]
+
+
+def evaluation_problems(seed: int, n: int, numbers: tuple[int, ...] = (2, 3, 4)) -> list[Problem]:
+    """Held-out problems, as many with each count of numbers (two, three, four)."""
     rng = random.Random(seed + 1_000_003)
-    out = []
+    out, seen = [], set()
     while len(out) < n:
-        p = make_problem(rng, rng.choice([2, 3, 4]))
-        if is_held_out(p.expression):
+        p = make_problem(rng, numbers[len(out) % len(numbers)])
+        if is_held_out(p.expression) and p.expression not in seen:
+            seen.add(p.expression)
             out.append(p)
     return out
 
 
-def question(p: Problem, rng: random.Random | None = None) -> str:
-    return (rng.choice(USER_ARITH) if rng else USER_ARITH[0]).format(e=p.expression)
-
-
 def corpus(seed: int, n: int = 4000) -> list[str]:
-    """Texts to train the tokenizer on."""
-    stream = training_examples(seed)
+    """Texts to train the tokenizer on (both traces, so either can be trained with one tokenizer; no
+    held-out phrasing, so their words reach the model as pieces it has seen)."""
+    rng = random.Random(seed)
     texts = []
-    for _ in range(n):
-        ex = next(stream)
+    for i in range(n):
+        ex = one_example(rng, Mix(trace="whole" if i % 2 else "columns"))
         texts += [m["content"] for m in ex.messages] + [ex.thinking or "", ex.answer]
     return texts

@@ -1,11 +1,17 @@
-"""The paper's experiment in miniature, on the demo model's held-out arithmetic problems.
+"""The paper's experiment in miniature, on the demo model's held-out sums.
 
-    python -m training.evaluate --checkpoint assets/demo --out docs/results/demo-eval [--n 200]
+    python -m training.evaluate --checkpoint assets/demo --out docs/results/demo-eval [--n 120]
+    python -m training.evaluate --checkpoint assets/demo-nvfp4 --stops-only --out /tmp/nvfp4-eval
+    python -m training.evaluate --checkpoint /tmp/run --quick 60      # the parent thinking only
 
-Measures, with greedy decoding on this machine:
-- accuracy and mean reply latency of each submodel with thinking off and on;
-- standard budget control (the parent thinks with budget B and answers) against elastic
-  budget control (a smaller submodel thinks with budget B, the parent answers), per budget.
+Every question is a held-out sum (its expression never trains) asked in a held-out phrasing (the
+wording never trains either); as many with two, three and four numbers. Greedy decoding on this
+machine. Measures:
+- each submodel answering alone with thinking off and on (up to the checkpoint's ceiling);
+- each stop of the app's depth slider, as the app runs it (runtime/depth_stops.json);
+- standard budget control (the parent thinks with budget B and answers) against elastic budget
+  control (a smaller submodel thinks with budget B, the parent answers), per budget;
+- accuracy per count of numbers for all of the above, and sample replies verbatim.
 Writes OUT.json, OUT.md and OUT.png (drawn with Qt, which the app already depends on).
 """
 
@@ -15,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import re
 import statistics
 import sys
@@ -29,7 +36,7 @@ from runtime.sampling import SamplingSettings
 
 from .data import evaluation_problems, question
 
-BUDGETS = (8, 16, 32, 64)
+BUDGET_FRACTIONS = (1 / 8, 1 / 4)  # of the checkpoint's thinking ceiling: the Quick and Balanced budgets
 
 
 def last_number(text: str) -> int | None:
@@ -37,63 +44,148 @@ def last_number(text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def run(engine: Engine, problems, think: str | None, answer: str, budget: int, max_new_tokens: int) -> dict:
-    correct, latencies, thinking_tokens = 0, [], []
-    for p in problems:
-        request = ChatRequest(({"role": "user", "content": question(p)},), think, answer, budget,
-                              max_new_tokens, SamplingSettings(temperature=0))
-        started = time.perf_counter()
-        done = chat(engine, request)
-        latencies.append(time.perf_counter() - started)
-        correct += last_number(done.answer_text) == p.result
-        thinking_tokens.append(done.thinking_tokens)
-    return {"think": think, "answer": answer, "budget": budget, "accuracy": round(correct / len(problems), 4),
-            "mean_latency_ms": round(1000 * statistics.mean(latencies), 1),
-            "mean_thinking_tokens": round(statistics.mean(thinking_tokens), 1)}
+def questions(seed: int, n: int) -> list[tuple]:
+    """(problem, held-out phrasing of it) pairs."""
+    rng = random.Random(seed + 17)
+    return [(p, question(p, rng, held_out_phrasing=True)) for p in evaluation_problems(seed, n)]
 
 
-def evaluate(checkpoint: Path, n: int, seed: int = 0, log=print) -> dict:
-    engine = Engine.load(checkpoint, device="cpu", max_context=1024)
+class Runner:
+    """Runs configurations over the questions, once each (the stops repeat some rows)."""
+
+    def __init__(self, engine: Engine, items: list[tuple], log=print):
+        self.engine, self.items, self.log = engine, items, log
+        self.max_new = engine.thinking_ceiling + 64
+        self.done: dict[tuple, dict] = {}
+
+    def run(self, think: str | None, answer: str, budget: int) -> dict:
+        key = (think if budget else None, answer, budget if think else 0)
+        if key in self.done:
+            return dict(self.done[key])
+        think, _, budget = key
+        rows, latencies, thinking_tokens = [], [], []
+        for p, text in self.items:
+            request = ChatRequest(({"role": "user", "content": text},), think, answer, budget, self.max_new,
+                                  SamplingSettings(temperature=0))
+            started = time.perf_counter()
+            done = chat(self.engine, request)
+            latencies.append(time.perf_counter() - started)
+            thinking_tokens.append(done.thinking_tokens)
+            rows.append({"question": text, "expected": p.result, "numbers": len(p.numbers),
+                         "thinking": done.thinking_text, "answer": done.answer_text,
+                         "right": last_number(done.answer_text) == p.result})
+        by_count = {}
+        for k in sorted({r["numbers"] for r in rows}):
+            group = [r["right"] for r in rows if r["numbers"] == k]
+            by_count[str(k)] = round(sum(group) / len(group), 4)
+        out = {"think": think, "answer": answer, "budget": budget,
+               "accuracy": round(sum(r["right"] for r in rows) / len(rows), 4), "by_numbers": by_count,
+               "mean_latency_ms": round(1000 * statistics.mean(latencies), 1),
+               "mean_thinking_tokens": round(statistics.mean(thinking_tokens), 1), "replies": rows}
+        self.done[key] = out
+        self.log(f"think={think} answer={answer} budget={budget}: {out['accuracy']:.1%} {by_count} "
+                 f"({out['mean_latency_ms']:.0f} ms)")
+        return dict(out)
+
+
+def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, log=print) -> dict:
+    engine = Engine.load(checkpoint, device="cpu", max_context=2048)
     names = engine.submodels_by_size()  # smallest first
-    parent = names[-1]
-    ceiling = engine.thinking_ceiling
-    problems = evaluation_problems(seed, n)
-    max_new = ceiling + 64
+    parent, ceiling = names[-1], engine.thinking_ceiling
+    runner = Runner(engine, questions(seed, n), log)
     result = {"checkpoint": str(checkpoint), "problems": n, "submodels": names, "thinking_ceiling": ceiling,
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-              "per_submodel": [], "budget_control": []}
-    for name in reversed(names):
-        for budget in (0, ceiling):
-            row = run(engine, problems, name if budget else None, name, budget, max_new)
-            row["submodel"] = name
-            result["per_submodel"].append(row)
-            log(f"{name} thinking {'on' if budget else 'off'}: {row}")
-    for budget in BUDGETS:
-        for thinker in reversed(names):
-            row = run(engine, problems, thinker, parent, budget, max_new)
-            row["kind"] = "standard" if thinker == parent else "elastic"
-            result["budget_control"].append(row)
-            log(f"B={budget} {thinker} thinks: {row}")
+              "per_submodel": [], "stops": [], "budget_control": []}
+    for stop in engine.depth_stops():
+        row = runner.run(stop.think, stop.answer, stop.budget)
+        row["stop"] = stop.name
+        result["stops"].append(row)
+    if not stops_only:
+        for name in reversed(names):
+            for budget in (0, ceiling):
+                row = runner.run(name if budget else None, name, budget)
+                row["submodel"] = name
+                result["per_submodel"].append(row)
+        for fraction in BUDGET_FRACTIONS:
+            budget = max(1, round(fraction * ceiling))
+            for thinker in reversed(names):
+                row = runner.run(thinker, parent, budget)
+                row["kind"] = "standard" if thinker == parent else "elastic"
+                result["budget_control"].append(row)
+    result["samples"] = samples(result)
+    for section in ("per_submodel", "stops", "budget_control"):
+        for row in result[section]:
+            row.pop("replies")
     return result
 
 
-def write_markdown(result: dict, path: Path) -> None:
+def samples(result: dict, k: int = 3) -> list[dict]:
+    """A few replies verbatim, right and wrong, from the default stop (Balanced) and the parent thinking."""
+    out = []
+    for row in result["stops"]:
+        if row["stop"] in ("Balanced", "Max"):
+            right = [r for r in row["replies"] if r["right"]][:k]
+            wrong = [r for r in row["replies"] if not r["right"]][:k]
+            out += [dict(r, stop=row["stop"]) for r in right + wrong]
+    return out
+
+
+def quick(checkpoint: Path, n: int, seed: int = 0) -> dict:
+    """The parent thinking up to the ceiling: the number the small runs compare."""
+    engine = Engine.load(checkpoint, device="cpu", max_context=2048)
+    parent = engine.submodels_by_size()[-1]
+    row = Runner(engine, questions(seed, n), log=lambda *_: None).run(parent, parent, engine.thinking_ceiling)
+    wrong = [r for r in row.pop("replies") if not r["right"]]
+    return dict(row, wrong_examples=wrong[:3])
+
+
+def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     names = result["submodels"]
+    counts = sorted(next(iter(result["stops"]))["by_numbers"])
+
+    def by_numbers(r):
+        return " | ".join(f"{r['by_numbers'][c]:.0%}" for c in counts)
+
+    head = " | ".join(f"{c} numbers" for c in counts)
+    rule = "|---" * len(counts)
     lines = ["# The demo model: elastic budget control in miniature", "",
              f"Written by `python -m training.evaluate` on {result['machine']}: {result['problems']} held-out "
-             "problems (chains of two to four additions and subtractions), greedy decoding, one reply at a time. "
-             "Latency is the mean wall time of a whole reply on this machine's CPU.", "",
-             "## Each submodel, thinking off and on", "",
-             "| submodel | thinking | accuracy | mean latency (ms) | mean thinking tokens |", "|---|---|---|---|---|"]
+             f"sums ({', '.join(counts)} numbers, as many of each; every expression and every phrasing unseen in "
+             "training), greedy decoding, one reply at a time. A reply is right when its last number is the "
+             f"result. Latency is the mean wall time of a whole reply on this machine's CPU. Thinking ceiling "
+             f"(`max_thinking_tokens`): {result['thinking_ceiling']} tokens.", "",
+             "## The depth slider's stops, as the app runs them", "",
+             f"| stop | thinks | answers | budget | accuracy | {head} | mean latency (ms) | mean thinking tokens |",
+             f"|---|---|---|---|---{rule}|---|---|"]
+    for r in result["stops"]:
+        lines.append(f"| {r['stop']} | {r['think'] or '-'} | {r['answer']} | {r['budget']} | {r['accuracy']:.1%} | "
+                     f"{by_numbers(r)} | {r['mean_latency_ms']} | {r['mean_thinking_tokens']} |")
+    if nvfp4:
+        lines += ["", f"The app's default checkpoint is the NVFP4 export (`{nvfp4['checkpoint']}`), on the same "
+                  "questions:", "",
+                  f"| stop | budget | accuracy | {head} | mean latency (ms) |", f"|---|---|---{rule}|---|"]
+        for r in nvfp4["stops"]:
+            lines.append(f"| {r['stop']} | {r['budget']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
+                         f"{r['mean_latency_ms']} |")
+    lines += ["", "## Each submodel alone, thinking off and on", "",
+              f"| submodel | thinking | accuracy | {head} | mean latency (ms) | mean thinking tokens |",
+              f"|---|---|---{rule}|---|---|"]
     for r in result["per_submodel"]:
         lines.append(f"| {r['submodel']} | {'on (budget ' + str(r['budget']) + ')' if r['budget'] else 'off'} | "
-                     f"{r['accuracy']:.1%} | {r['mean_latency_ms']} | {r['mean_thinking_tokens']} |")
+                     f"{r['accuracy']:.1%} | {by_numbers(r)} | {r['mean_latency_ms']} | {r['mean_thinking_tokens']} |")
     lines += ["", f"## Budget control: who thinks, with budget B; the parent ({names[-1]}) always answers", "",
-              "| B | thinks | kind | accuracy | mean latency (ms) | mean thinking tokens |", "|---|---|---|---|---|---|"]
+              f"| B | thinks | kind | accuracy | {head} | mean latency (ms) | mean thinking tokens |",
+              f"|---|---|---|---{rule}|---|---|"]
     for r in result["budget_control"]:
-        lines.append(f"| {r['budget']} | {r['think']} | {r['kind']} | {r['accuracy']:.1%} | {r['mean_latency_ms']} | "
-                     f"{r['mean_thinking_tokens']} |")
-    lines += ["", "![accuracy and latency against budget](demo-eval.png)", ""]
+        lines.append(f"| {r['budget']} | {r['think']} | {r['kind']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
+                     f"{r['mean_latency_ms']} | {r['mean_thinking_tokens']} |")
+    lines += ["", "![accuracy and latency against budget](demo-eval.png)", "", "## Sample replies, verbatim", ""]
+    for s in result["samples"]:
+        verdict = "right" if s["right"] else f"wrong (expected {s['expected']})"
+        lines += [f"**{s['stop']}**, {verdict}: *{s['question']}*", "", "```", "<think>", s["thinking"].strip(),
+                  "</think>", s["answer"].strip(), "```", ""]
+    if result.get("notes"):
+        lines += ["## Notes", "", result["notes"].strip(), ""]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -156,14 +248,47 @@ def main(argv=None):
     parser.add_argument("--checkpoint", type=Path, default=Path("assets/demo"))
     parser.add_argument("--out", type=Path, default=Path("docs/results/demo-eval"))
     parser.add_argument("--n", type=int, default=120)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stops-only", action="store_true", help="only the depth slider's stops")
+    parser.add_argument("--with-nvfp4", type=Path, default=None,
+                        help="a stops-only result (OUT.json of an earlier --stops-only run) to include")
+    parser.add_argument("--notes", type=Path, default=None, help="a Markdown file to append as the notes")
+    parser.add_argument("--quick", type=int, default=0, metavar="N", help="print the parent's accuracy on N sums")
+    parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--render", type=Path, default=None, metavar="JSON",
+                        help="only rewrite OUT.md and OUT.png from an earlier OUT.json (with --with-nvfp4, --notes)")
     args = parser.parse_args(argv)
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
-    result = evaluate(args.checkpoint, args.n)
+    torch.set_num_threads(max(1, args.threads))
+    if args.render:
+        result = json.loads(args.render.read_text())
+        if args.notes:
+            result["notes"] = args.notes.read_text()
+        nvfp4 = json.loads(args.with_nvfp4.read_text()) if args.with_nvfp4 else result.get("nvfp4")
+        if nvfp4:
+            result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops")}
+        args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+        write_markdown(result, args.out.with_suffix(".md"), nvfp4)
+        write_plot(result, args.out.with_suffix(".png"))
+        print(f"wrote {args.out}.md, .json and .png")
+        return
+    if not args.checkpoint.is_dir():
+        print(f"error: no checkpoint folder at {args.checkpoint}", file=sys.stderr)
+        raise SystemExit(2)
+    if args.quick:
+        print(json.dumps(quick(args.checkpoint, args.quick, args.seed), indent=1))
+        return
+    result = evaluate(args.checkpoint, args.n, args.seed, args.stops_only)
+    if args.notes:
+        result["notes"] = args.notes.read_text()
+    nvfp4 = json.loads(args.with_nvfp4.read_text()) if args.with_nvfp4 else None
+    if nvfp4:
+        result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    write_markdown(result, args.out.with_suffix(".md"))
-    write_plot(result, args.out.with_suffix(".png"))
-    print(f"wrote {args.out}.md, .json and .png")
+    if not args.stops_only:
+        write_markdown(result, args.out.with_suffix(".md"), nvfp4)
+        write_plot(result, args.out.with_suffix(".png"))
+    print(f"wrote {args.out}.json" + ("" if args.stops_only else ", .md and .png"))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ from runtime.config import load_config
 
 COMPANIONS = ("elastic.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json")
 CALIBRATION_PROMPTS = ["Hello! What is 12 + 7 - 5?", "What is Elastic Chat?", "How do I get the real model?",
-                       "What is 45 + 23 - 17 + 9?", "Thanks!", "Write a short poem about GPUs."]
+                       "What is 45 + 23 - 17 + 9?", "Thanks!", "Write a short poem about GPUs.", "Add 45 and 23",
+                       "38+47"]
 
 
 def quant_config(fmt: str, cfg) -> dict:
@@ -37,6 +38,8 @@ def quant_config(fmt: str, cfg) -> dict:
 
 
 def calibration_batches(folder: Path) -> list[torch.Tensor]:
+    """Whole conversations, thinking and answer included, so activations are calibrated on what the
+    model actually runs: the demo's own training data for the demo's tokenizer, else chat prompts."""
     from runtime.chat_format import ChatFormat
 
     chat = ChatFormat(folder)
@@ -44,6 +47,13 @@ def calibration_batches(folder: Path) -> list[torch.Tensor]:
     for prompt in CALIBRATION_PROMPTS:
         ids = chat.prompt_ids([{"role": "user", "content": prompt}], enable_thinking=True)
         batches.append(torch.tensor([ids]))
+    from .train_demo import CONFIG, encode
+
+    if load_config(folder).vocab_size == CONFIG["vocab_size"]:  # the demo's tokenizer
+        from .data import example_batch
+
+        for example in example_batch(0, "quantization-calibration", 0, 24):
+            batches.append(torch.tensor([encode(chat, example)[0]]))
     return batches
 
 

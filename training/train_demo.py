@@ -1,7 +1,13 @@
 """Trains the bundled demo model: a tiny elastic NemotronH, following Nemotron Elastic in small.
 
-    python -m training.train_demo --out assets/demo            # about 30 minutes on 2 CPU cores
+    python -m training.train_demo --out assets/demo            # the shipped model (see README for the time)
     python -m training.train_demo --out /tmp/demo --smoke       # a few steps, for the tests
+    python -m training.train_demo --out /tmp/x --export-progress assets/.demo-train-state   # a run so far
+
+Everything follows from the seed. Progress (weights, optimizer, phase and step) is saved every few
+minutes in a state folder (default: `.OUT-train-state` next to OUT); rerunning the same command
+after a stop resumes from it, and a finished run deletes it. Each step's batch is a function of
+(seed, phase, step), so a resumed run trains on exactly the data an uninterrupted one would.
 
 1. Train the parent (Mamba-2, attention and MoE layers with a shared expert) on the synthetic
    data in data.py.
@@ -21,6 +27,7 @@ import math
 import random
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -31,7 +38,7 @@ from runtime.chat_format import ChatFormat
 from runtime.config import PATTERN_LETTERS
 from runtime.elastic import count_params, parse_elastic
 
-from .data import corpus, training_examples
+from .data import TRACES, Mix, corpus, example_batch, make_problem, thinking_text, training_examples
 from .importance import measure, permute_by_importance
 from .model import TrainableModel, hub_tensors, scratch_dir
 from .tokenizer import build_tokenizer
@@ -53,8 +60,11 @@ SUBMODELS = [
     dict(hidden_size=80, mamba_num_heads=4, n_routed_experts=6, moe_intermediate_size=48,
          moe_shared_expert_intermediate_size=96),
 ]
-MAX_LEN = 160
-MAX_THINKING_TOKENS = 96
+MAX_LEN = 256
+PIECES = 2  # each step's batch runs as this many length-sorted pieces (the same gradient, less padding)
+# The checkpoint's thinking ceiling. The slider's default stop (Balanced) thinks for a quarter of it,
+# which must cover the longest four-number trace (`longest_trace_tokens`: 111 tokens) with a little room.
+MAX_THINKING_TOKENS = 480
 
 
 def encode(chat: ChatFormat, example) -> tuple[list[int], list[int]]:
@@ -67,17 +77,38 @@ def encode(chat: ChatFormat, example) -> tuple[list[int], list[int]]:
     return ids, ([0] * len(prompt) + [1] * len(target))[:MAX_LEN]
 
 
-def batches(chat: ChatFormat, seed: int, batch_size: int):
-    stream = training_examples(seed)
+def collate(rows) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.bool)
+    for r, (i, m) in enumerate(rows):
+        ids[r, :len(i)] = torch.tensor(i)
+        mask[r, :len(m)] = torch.tensor(m, dtype=torch.bool)
+    return ids, mask
+
+
+def make_batch(chat: ChatFormat, seed: int, phase: str, step: int, batch_size: int, mix: Mix = Mix(),
+               pieces: int = 1):
+    """The step's batch, sorted by length and cut into `pieces` padded pieces: short talk pads to
+    short pieces instead of to the longest trace, which saves about a third of the compute."""
+    rows = sorted((encode(chat, ex) for ex in example_batch(seed, phase, step, batch_size, mix)), key=lambda r: len(r[0]))
+    size = -(-len(rows) // pieces)
+    chunks = [collate(rows[i:i + size]) for i in range(0, len(rows), size)]
+    return chunks if pieces > 1 else chunks[0]
+
+
+def batches(chat: ChatFormat, seed: int, batch_size: int, mix: Mix = Mix()):
+    stream = training_examples(seed, mix)
     while True:
-        rows = [encode(chat, next(stream)) for _ in range(batch_size)]
-        width = max(len(ids) for ids, _ in rows)
-        ids = torch.zeros(batch_size, width, dtype=torch.long)
-        mask = torch.zeros(batch_size, width, dtype=torch.bool)
-        for r, (i, m) in enumerate(rows):
-            ids[r, :len(i)] = torch.tensor(i)
-            mask[r, :len(m)] = torch.tensor(m, dtype=torch.bool)
-        yield ids, mask
+        yield collate([encode(chat, next(stream)) for _ in range(batch_size)])
+
+
+def longest_trace_tokens(chat: ChatFormat, trace: str = "columns", samples: int = 20000) -> int:
+    """Thinking tokens of the longest four-number trace among many drawn ones (`</think>` included)."""
+    import random
+
+    rng = random.Random(0)
+    return max(len(chat.encode(thinking_text(make_problem(rng, 4), trace) + "\n")) + 1 for _ in range(samples))
 
 
 def lm_loss(logits, ids, mask):
@@ -116,38 +147,93 @@ def elastic_table(cfg) -> dict:
     return {"format": "elastic-nemotron-h/1", "max_thinking_tokens": MAX_THINKING_TOKENS, "submodels": entries}
 
 
-def train(tm, chat, seed, steps, batch_size, lr, names, log, elastic: bool):
+class Progress:
+    """The resumable state of a run, in its state folder: the starting checkpoint and tokenizer
+    (from the seed), run.json (the settings, so a resume with other settings is refused), and
+    progress.pt (phase, step, weights, optimizer), rewritten atomically every few minutes."""
+
+    def __init__(self, folder: Path, settings: dict):
+        self.folder, self.settings = Path(folder), settings
+        self.file = self.folder / "progress.pt"
+
+    def begin(self, log) -> dict | None:
+        run = self.folder / "run.json"
+        if run.exists():
+            saved = json.loads(run.read_text())
+            if saved != self.settings:
+                raise SystemExit(f"error: {self.folder} holds a run with other settings ({saved}); pass the same "
+                                 "flags to resume it, or delete the folder to start again")
+            if self.file.exists():
+                state = torch.load(self.file, weights_only=False)
+                log(f"resuming from {self.file}: {state['phase']} step {state['step']}")
+                return state
+        elif self.folder.exists() and any(self.folder.iterdir()):
+            raise SystemExit(f"error: {self.folder} is not empty and holds no training run; choose another --state")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.file.unlink(missing_ok=True)
+        run.write_text(json.dumps(self.settings, indent=2) + "\n")
+        return None
+
+    def save(self, phase: str, step: int, tm, opt) -> None:
+        tmp = self.file.with_suffix(".tmp")
+        torch.save({"phase": phase, "step": step, "tensors": [p.detach() for p in tm.parameters()],
+                    "optimizer": opt.state_dict() if opt else None}, tmp)
+        tmp.replace(self.file)
+
+
+def train(tm, chat, seed, steps, batch_size, lr, names, log, phase: str, mix: Mix, progress: Progress | None = None,
+          state: dict | None = None, checkpoint_every: float = 180.0):
+    """One phase: "parent" trains the parent alone; "elastic" trains the parent and one sampled
+    submodel per step, the submodel also distilling from the parent."""
     params = tm.parameters()
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.01)
-    data = batches(chat, seed, batch_size)
-    rng = random.Random(seed)
+    start = 0
+    if state is not None and state["phase"] == phase:
+        if state["optimizer"] is not None:  # None: saved at the start of the phase
+            opt.load_state_dict(state["optimizer"])
+        start = state["step"]
     parent, subs = names[0], names[1:]
-    started = time.time()
-    for step in range(steps):
+    started = last_save = time.time()
+    for step in range(start, steps):
         for group in opt.param_groups:
             group["lr"] = schedule(step, steps, lr)
-        ids, mask = next(data)
-        logits = tm.forward(parent, ids)
-        loss = lm_loss(logits, ids, mask)
-        if elastic:
-            sub = rng.choices(subs, weights=[0.5] * len(subs))[0]
-            student = tm.forward(sub, ids)
-            loss = loss + distill_loss(student, logits.detach(), mask) + 0.5 * lm_loss(student, ids, mask)
+        chunks = make_batch(chat, seed, phase, step, batch_size, mix, pieces=PIECES)
+        total = sum(int(m[:, 1:].sum()) for _, m in chunks)
+        sub = random.Random(f"{seed}/submodel/{step}").choice(subs)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss_sum = 0.0
+        for ids, mask in chunks:  # gradients accumulate to those of the whole batch, token-weighted
+            logits = tm.forward(parent, ids)
+            loss = lm_loss(logits, ids, mask)
+            if phase != "parent":
+                student = tm.forward(sub, ids)
+                loss = loss + distill_loss(student, logits.detach(), mask) + 0.5 * lm_loss(student, ids, mask)
+            share = int(mask[:, 1:].sum()) / total
+            (loss * share).backward()
+            loss_sum += loss.item() * share
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         if step % 50 == 0 or step == steps - 1:
-            log(f"{'elastic' if elastic else 'parent'} step {step}/{steps} loss {loss.item():.4f} "
-                f"({time.time() - started:.0f} s)")
+            log(f"{phase} step {step}/{steps} loss {loss_sum:.4f} ({time.time() - started:.0f} s)")
+        if progress and time.time() - last_save > checkpoint_every and step + 1 < steps:
+            progress.save(phase, step + 1, tm, opt)
+            last_save = time.time()
 
 
-def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_size: int, lr: float, log=print):
+def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_size: int, lr: float, log=print,
+          mix: Mix = Mix(), state_dir: Path | None = None, checkpoint_every: float = 180.0, polish_steps: int = 0):
     out = Path(out)
-    work = scratch_dir()
+    settings = {"seed": seed, "parent_steps": parent_steps, "elastic_steps": elastic_steps,
+                "polish_steps": polish_steps, "batch_size": batch_size,
+                "lr": lr, "mix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(mix).items()}}
+    work = Path(state_dir) if state_dir else scratch_dir()
+    progress = Progress(work, settings)
+    started = time.time()
     try:
-        build_tokenizer(corpus(seed), CONFIG["vocab_size"], work)
-        initial_checkpoint(work, seed)
+        state = progress.begin(log)
+        if state is None:
+            build_tokenizer(corpus(seed), CONFIG["vocab_size"], work)
+            initial_checkpoint(work, seed)
         chat = ChatFormat(work)
         from runtime.config import load_config
 
@@ -156,13 +242,28 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
         (work / "elastic.json").write_text(json.dumps(table, indent=2) + "\n")
         names = [s["name"] for s in table["submodels"]]
         tm = TrainableModel.from_checkpoint(work)
+        if state is not None:
+            with torch.no_grad():
+                for p, saved in zip(tm.parameters(), state["tensors"]):
+                    p.copy_(saved)
 
-        train(tm, chat, seed, parent_steps, batch_size, lr, names, log, elastic=False)
-        calib = batches(chat, seed + 7, batch_size)
-        stats = measure(tm, [next(calib) for _ in range(4)])
-        permute_by_importance(tm, stats)
-        log("permuted the parent's components by importance")
-        train(tm, chat, seed + 1, elastic_steps, batch_size, lr / 2, names, log, elastic=True)
+        phase = state["phase"] if state else "parent"
+        if phase == "parent":
+            train(tm, chat, seed, parent_steps, batch_size, lr, names, log, "parent", mix, progress, state,
+                  checkpoint_every)
+            calib = [make_batch(chat, seed, "calibration", i, batch_size, mix) for i in range(4)]
+            permute_by_importance(tm, measure(tm, calib))
+            log("permuted the parent's components by importance")
+            progress.save("elastic", 0, tm, None)
+            phase, state = "elastic", None
+        if phase == "elastic":
+            train(tm, chat, seed, elastic_steps, batch_size, lr / 2, names, log, "elastic", mix, progress, state,
+                  checkpoint_every)
+            progress.save("polish", 0, tm, None)
+            phase, state = "polish", None
+        # A warm restart of the joint training, with lead-in words before some questions.
+        train(tm, chat, seed, polish_steps, batch_size, lr / 2, names, log, "polish", replace(mix, lead_ins=True),
+              progress, state, checkpoint_every)
 
         save_file(hub_tensors(cfg, tm.weights, tm.a_logs), str(work / "model.safetensors"), metadata={"format": "pt"})
         (work / "generation_config.json").write_text(json.dumps(
@@ -174,9 +275,33 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
         for name in ("config.json", "elastic.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                      "generation_config.json"):
             shutil.copy2(work / name, out / name)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    log(f"wrote {out}")
+    except BaseException:
+        if not state_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+    shutil.rmtree(work, ignore_errors=True)
+    log(f"wrote {out} in {time.time() - started:.0f} s")
+    return out
+
+
+COMPANIONS = ("config.json", "elastic.json", "tokenizer.json", "tokenizer_config.json")
+
+
+def export_progress(state_dir: Path, out: Path) -> Path:
+    """Writes the weights of a run in progress as a checkpoint (to measure a run before it ends)."""
+    state_dir, out = Path(state_dir), Path(out)
+    if not (state_dir / "progress.pt").exists():
+        raise SystemExit(f"error: no progress.pt in {state_dir}; point --export-progress at a run's state folder")
+    state = torch.load(state_dir / "progress.pt", weights_only=False)
+    tm = TrainableModel.from_checkpoint(state_dir)
+    with torch.no_grad():
+        for p, saved in zip(tm.parameters(), state["tensors"]):
+            p.copy_(saved)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in COMPANIONS:
+        shutil.copy2(state_dir / name, out / name)
+    save_file(hub_tensors(tm.cfg, tm.weights, tm.a_logs), str(out / "model.safetensors"), metadata={"format": "pt"})
+    print(f"wrote {out}: {state['phase']} step {state['step']}")
     return out
 
 
@@ -184,16 +309,33 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m training.train_demo")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--parent-steps", type=int, default=1200)
-    parser.add_argument("--elastic-steps", type=int, default=600)
+    parser.add_argument("--parent-steps", type=int, default=400)
+    parser.add_argument("--elastic-steps", type=int, default=160)
+    parser.add_argument("--polish-steps", type=int, default=700)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--trace", choices=sorted(TRACES), default="columns",
+                        help="the thinking trace: column by column (default) or whole operations (the old one)")
+    parser.add_argument("--state", type=Path, default=None,
+                        help="folder for resumable progress (default: OUT's sibling .OUT-train-state); "
+                             "rerunning the same command resumes from it")
+    parser.add_argument("--checkpoint-every", type=float, default=180.0, help="seconds between progress saves")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads; 1 is fastest on a machine shared with other work")
     parser.add_argument("--smoke", action="store_true", help="a few steps only (tests)")
+    parser.add_argument("--export-progress", type=Path, default=None, metavar="STATE",
+                        help="write the weights of the run in progress in STATE to OUT, and stop")
     args = parser.parse_args(argv)
-    torch.set_num_threads(2)
+    torch.set_num_threads(max(1, args.threads))
+    if args.export_progress:
+        export_progress(args.export_progress, args.out)
+        return
     if args.smoke:
-        args.parent_steps, args.elastic_steps, args.batch_size = 3, 3, 4
-    build(args.out, args.seed, args.parent_steps, args.elastic_steps, args.batch_size, args.lr)
+        args.parent_steps, args.elastic_steps, args.polish_steps, args.batch_size = 3, 3, 2, 4
+    state = args.state or args.out.parent / f".{args.out.name}-train-state"
+    build(args.out, args.seed, args.parent_steps, args.elastic_steps, args.batch_size, args.lr,
+          mix=Mix(trace=args.trace), state_dir=state, checkpoint_every=args.checkpoint_every,
+          polish_steps=args.polish_steps)
 
 
 if __name__ == "__main__":
