@@ -156,7 +156,7 @@ class DecodeStep:
 
 class InvalidLogits(ElasticError):
     def __init__(self):
-        super().__init__("the model computed invalid numbers (NaN or infinity): its weights may be damaged; "
+        super().__init__("the model computed invalid numbers (NaN, or no token left possible): its weights may be damaged; "
                          "verify the checkpoint (python -m runtime models verify DIR) or download it again")
 
 
@@ -200,9 +200,10 @@ class DeviceSampler:
 
     @staticmethod
     def _mark_invalid(logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
-        """-1 instead of a token when the logits hold NaN or infinity (damaged weights), decided on
-        the device so the step never waits for the host; `DecodeStep.receive` turns it into an error."""
-        return token.masked_fill(~torch.isfinite(logits).all(), -1)
+        """-1 instead of a token when the logits hold NaN (damaged weights) or rule out every token,
+        decided on the device so the step never waits for the host; `DecodeStep.receive` turns it into
+        an error. -inf alone is fine: logits processors and samplers mask tokens with it."""
+        return token.masked_fill(torch.isnan(logits).any() | ~(logits > float("-inf")).any(), -1)
 
     def __call__(self, logits: torch.Tensor) -> int:
         return int(self.on_device(logits))
