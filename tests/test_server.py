@@ -229,12 +229,16 @@ def test_assistant_reasoning_is_read_in_both_spellings(server):
 
 
 def test_a_seed_repeats_a_reply(server):
+    # A question the demo is unsure of, sampled hot: different seeds must be able to differ (on its own
+    # sums the retrained demo is confident enough to answer alike under every seed).
+    vague = [{"role": "user", "content": "Say something about numbers, anything at all"}]
+
     def reply(seed):
-        r = ask(server, seed=seed, temperature=1.0, reasoning_effort="medium")
+        r = ask(server, seed=seed, temperature=2.0, reasoning_effort="medium", messages=vague, max_tokens=40)
         return r.choices[0].message.content, extra(r.choices[0].message, "reasoning_content")
 
     assert reply(7) == reply(7)
-    assert len({reply(s) for s in (1, 2, 3, 4)}) > 1
+    assert len({reply(s) for s in range(1, 9)}) > 1
 
 
 def test_stop_ends_the_answer_before_the_stop_string(server):
