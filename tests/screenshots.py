@@ -4,7 +4,7 @@
 
 1. a reply mid-stream, light and dark: thinking block live, the live strip showing the thinking submodel
 2. the finished reply (thinking collapsed to its summary), light and dark
-3. the model manager during a download (from a hub stand-in on 127.0.0.1)
+(the model manager's: tests/screenshots_model_manager.py)
 
 The model is never slowed: the mid-stream moment is caught by grabbing the window while the worker keeps
 generating, so every number in the pictures (tokens/s, time to first token) is what this PC measured. If
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -36,7 +35,6 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="elastic-shots-"))
     os.environ["ELASTIC_CHAT_HOME"] = str(work / "home")
 
-    import huggingface_hub.constants
     from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
@@ -44,7 +42,6 @@ def main():
     from app.main_window import MainWindow
     from app.settings import Settings
     from app.theme import apply_theme
-    from tests.hub_stub import HubStub
 
     app = QApplication([])
 
@@ -94,34 +91,14 @@ def main():
     wait(lambda: False, 8)  # the warm-up after loading
     w.controller.history.rename(w.controller.current, "Demo: sums")
     w.controller.set_depth("Balanced")  # a smaller submodel thinks, the parent answers
-    mid_reply("What is 45 + 23 - 17 + 9 + 12 - 30?", "reply-mid-stream.png")
-    w.input.setPlainText("hello")
-    w.send()
-    wait(lambda: not w.controller.busy)
-    shoot(w, "reply-finished.png")
-
-    repo = "nvidia/NVIDIA-Nemotron-Labs-3-Elastic-30B-A3B-NVFP4"
-    source = shutil.copytree(ROOT / "assets" / "demo-nvfp4", work / "repo")
-    os.environ.pop("HF_HUB_OFFLINE", None)
-    huggingface_hub.constants.HF_HUB_OFFLINE = False
-    with HubStub({repo: source}) as hub:
-        hub.faults["model.safetensors"] = {"throttle": 0.25}
-        os.environ["HF_ENDPOINT"] = hub.url
-        w.probe_file = str(ROOT / "tests" / "probes" / "rtx4090.json")
-        w.open_manager()
-        m = w.manager
-        wait(lambda: bool(m.rows))
-        m.select("star-elastic-30b-nvfp4")
-        m.buttons["Download"].click()
-        wait(lambda: "DOWNLOADING" in m.progress_text.text() and m.progress.value() > 250, 60)
-        shoot(m, "model-manager-downloading.png")
-        m.shutdown()
-        m.close()
+    mid_reply("What is 45 + 23 - 17 + 9?", "reply-mid-stream.png")
+    shoot(w, "reply-finished.png")  # the same sum answered, its thinking collapsed to a summary
+    # The model manager's pictures: tests/screenshots_model_manager.py.
 
     apply_theme(app, "dark", 11)
     w.new_chat()
     w.controller.set_depth("Max")
-    mid_reply("What is 12 + 7 - 5 + 30 - 8?", "dark-mid-stream.png")
+    mid_reply("What is 38 + 47 - 26?", "dark-mid-stream.png")
     w.controller.set_depth("Quick")
     w.input.setPlainText("What is 8 + 6?")
     w.send()
