@@ -44,14 +44,15 @@ class CheckedCheckpoint:
     table: dict[str, TensorInfo]  # canonical tensor name -> where and how it is stored
 
 
-def inspect_checkpoint(folder, elastic: dict | None = None) -> CheckedCheckpoint:
-    """Checks the model files of `folder` (config, quantization, elastic table, weights).
+def read_model_files(folder, elastic: dict | None = None):
+    """The folder's config.json (raw and parsed), its quantization and its submodels (parent first),
+    each checked: the one reading of these three files for the loader, the store and decode-check.
 
     Args:
         elastic: an `elastic.json` object to use instead of the folder's (the catalog's); the
             folder's own file is still checked when it exists.
-    Raises:
-        CheckpointError naming the file and the problem.
+    Returns:
+        (raw config, ModelConfig, QuantSpec or None, list of Submodel)
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -62,6 +63,20 @@ def inspect_checkpoint(folder, elastic: dict | None = None) -> CheckedCheckpoint
     subs = load_elastic(folder, cfg)
     if elastic is not None:
         subs = load_elastic(folder, cfg, elastic)
+    return raw, cfg, quant, subs
+
+
+def inspect_checkpoint(folder, elastic: dict | None = None) -> CheckedCheckpoint:
+    """Checks the model files of `folder` (config, quantization, elastic table, weights).
+
+    Args:
+        elastic: an `elastic.json` object to use instead of the folder's (the catalog's); the
+            folder's own file is still checked when it exists.
+    Raises:
+        CheckpointError naming the file and the problem.
+    """
+    folder = Path(folder)
+    raw, cfg, quant, subs = read_model_files(folder, elastic)
     table = check_tensor_table(cfg, tensor_table(folder), folder, quant)
     check_nesting(cfg, subs, table, quant)
     return CheckedCheckpoint(folder, raw, cfg, quant, tuple(subs), table)

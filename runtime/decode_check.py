@@ -24,13 +24,14 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .config import ATTENTION, MAMBA, MLP, ModelConfig, read_json
+from .checkpoint_check import read_model_files
+from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .decode_step import DeviceSampler
 from .device import pick_device
-from .elastic import count_params, load_elastic
-from .errors import CheckpointError, UsageError
+from .elastic import count_params
+from .errors import UsageError
 from .model import ElasticModel
-from .quant import PackedFP8, PackedNVFP4, QuantSpec, read_quant_spec
+from .quant import PackedFP8, PackedNVFP4, QuantSpec
 from .sampling import SamplingSettings
 from .weights import (AttentionWeights, LayerWeights, MambaWeights, MLPWeights, ModelWeights, MoEWeights,
                       submodel_views)
@@ -136,12 +137,8 @@ def random_model(folder, device: str | None = "auto", dtype: str | None = "auto"
     """An ElasticModel for `folder`'s config.json and elastic.json with random weights (packed as
     its quantization config says, unless packed=False). On meta the default dtype is bfloat16."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise CheckpointError(folder, "not a folder")
-    raw = read_json(folder / "config.json")
-    cfg = ModelConfig.from_dict(raw, folder / "config.json")
-    subs = load_elastic(folder, cfg)
-    quant = read_quant_spec(folder, raw) if packed else None
+    _, cfg, quant, subs = read_model_files(folder)
+    quant = quant if packed else None
     if device == "meta":
         dev = torch.device("meta")
         dt = pick_device("cpu", "bfloat16" if dtype in (None, "auto") else dtype)[1]

@@ -21,13 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .catalog import load_catalog
-from .config import ModelConfig, read_json
+from .checkpoint_check import read_model_files
 from .download_record import LEGACY_MANIFEST, git_blob_sha1, read_manifest, record_path, sha256_of
-from .elastic import load_elastic
 from .errors import CheckpointError, ElasticError, UsageError
 from .folder_lock import FolderBusy, FolderLock, holder
 from .hub_files import check_repo_id
-from .quant import read_quant_spec
 from .remote_names import is_link, one_line, show, target_path
 
 IMPORTED = "imported.json"
@@ -127,10 +125,8 @@ def describe(folder: Path, source: str, name: str | None = None) -> LocalModel:
 
     def summary():
         nonlocal fmt, subs
-        raw = read_json(folder / "config.json")
-        cfg = ModelConfig.from_dict(raw, folder / "config.json")
-        quant = read_quant_spec(folder, raw)
-        subs = tuple(s.name for s in load_elastic(folder, cfg))
+        _, _, quant, submodels = read_model_files(folder)
+        subs = tuple(s.name for s in submodels)
         fmt = quant.algo if quant else "BF16/FP32"
 
     problem = _problem(summary, folder) or _problem(lambda: _check_loadable(folder), folder)

@@ -34,7 +34,7 @@ from .errors import CheckpointError, UsageError
 from .quant import PackedFP8, PackedNVFP4, QuantSpec, parse_quant_spec, whole_blocks
 from .safetensors_io import TensorInfo
 from .tensor_source import TensorSource, row_bytes
-from .weights import check_tensor_table
+from .weights import check_tensor_table, mamba_head_order
 
 # Fields that must be equal in a parent and its slice: nesting shrinks widths, nothing else.
 FIXED_FIELDS = ("layer_types", "vocab_size", "num_attention_heads", "num_key_value_heads", "head_dim",
@@ -91,7 +91,7 @@ def discover(parent: TensorSource, piece: TensorSource, name: str | None = None)
     report.name = name or size_name(count_params(pcfg, sub).total)
     report.submodel = Submodel(report.name, *[getattr(sub, f) for f in WIDTH_FIELDS])
 
-    pquant, squant = _quant(parent, pcfg), _quant(piece, scfg)
+    pquant, squant = _quant(parent), _quant(piece)
     try:
         check_tensor_table(pcfg, _infos(parent), Path(parent.label), pquant)
         check_tensor_table(scfg, _infos(piece), Path(piece.label), squant)
@@ -143,7 +143,7 @@ def size_name(params: int) -> str:
     return f"{params / 1e3:.0f}K"
 
 
-def _quant(source: TensorSource, cfg: ModelConfig) -> QuantSpec | None:
+def _quant(source: TensorSource) -> QuantSpec | None:
     hf = source.json("hf_quant_config.json") if source.has("hf_quant_config.json") else None
     return parse_quant_spec(hf, source.json("config.json"), f"{source.label}/hf_quant_config.json",
                             f"{source.label}/config.json")
@@ -215,10 +215,8 @@ def _mlp_probes(m: str, h: int, f: int, bias: bool):
 
 
 def mamba_kept_heads(cfg: ModelConfig, heads: int) -> torch.Tensor:
-    """Parent head ids a submodel with `heads` keeps: the first heads/G of every group, in order."""
-    G = cfg.n_groups
-    Q, q = cfg.mamba_num_heads // G, heads // G
-    return torch.tensor([g * Q + j for g in range(G) for j in range(q)])
+    """Parent head ids a submodel with `heads` keeps, group by group (the hub layout of a slice)."""
+    return mamba_head_order(cfg, heads, rank_major=False)
 
 
 def _mamba_probes(cfg: ModelConfig, m: str, h: int, heads: int):
@@ -402,11 +400,3 @@ def write_verified(folder, report: NestingReport, source: dict) -> Path:
 def _widths_of(entry: dict, cfg: ModelConfig) -> dict:
     sub = parse_elastic({"format": FORMAT, "submodels": [{"name": "p"}, {**entry, "name": "x"}]}, cfg)[1]
     return {f: getattr(sub, f) for f in WIDTH_FIELDS}
-
-
-def submodel_state(entry: dict, from_catalog: bool) -> str:
-    """`verified` (checked against a slice), `declared` (the checkpoint's own elastic.json) or
-    `estimated` (the catalog's fit to published parameter counts)."""
-    if isinstance(entry.get("verified"), dict):
-        return "verified"
-    return "estimated" if from_catalog else "declared"

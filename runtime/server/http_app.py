@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..events import Done
 from .engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
-from .jobs import STARTED, Job
+from .jobs import Job
 from .openai_api import ApiError, ChunkStream, ServedModel, completion, error_body, new_id, parse_chat
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a long conversation is well under this; anything bigger is refused (413)
