@@ -389,6 +389,8 @@ def test_a_client_that_hangs_up_while_waiting_leaves_the_line(server, engine):
 
 def test_two_clients_and_the_chat_window_take_turns_in_order_and_a_third_gets_429(server, engine):
     results, order = {}, []
+    served = lambda: [r for r in server.records if r.finish_reason != "refused"]  # noqa: E731
+    before = len(served())
 
     def request(name, max_tokens):
         r = ask(server, max_tokens=max_tokens, reasoning_effort="none")
@@ -417,7 +419,9 @@ def test_two_clients_and_the_chat_window_take_turns_in_order_and_a_third_gets_42
         assert err.value.status_code == 429 and err.value.code == "queue_full"
         for t in (a, chat, b):
             t.join(60)
-    records = [r for r in server.records if r.finish_reason != "refused"][-2:]
+    # A job's record is written just after its reply reaches the client: wait for both.
+    assert wait_for(lambda: len(served()) >= before + 2)
+    records = served()[-2:]
     first, second = sorted(records, key=lambda r: r.number)
     assert first.finished <= order[0][1] <= order[1][1] <= second.started
     assert results["a"].usage.completion_tokens == 30 and results["b"].usage.completion_tokens == 10
