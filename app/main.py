@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from runtime.model_store import data_dir
+    from runtime.store.model_store import data_dir
 
     from . import crash
     from .data_files import check_data_files, prepare_data_folder

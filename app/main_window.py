@@ -41,9 +41,9 @@ def _warm_imports() -> None:
     while it is: importing (on a cold start, compiling) big modules and building the hub client.
     Either holds the interpreter long enough to stall the GUI for a fraction of a second."""
     import huggingface_hub.hf_api
-    import runtime.downloads  # noqa: F401
-    import runtime.model_store  # noqa: F401
-    import runtime.planner  # noqa: F401
+    import runtime.store.downloads  # noqa: F401
+    import runtime.store.model_store  # noqa: F401
+    import runtime.store.planner  # noqa: F401
 
     huggingface_hub.hf_api.get_session()  # its TLS context loads the CA bundle, which blocks the interpreter
 
@@ -259,7 +259,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ model
 
     def _load_initial(self, checkpoint: str | None) -> None:
-        from runtime.catalog import load_catalog
+        from runtime.store.catalog import load_catalog
 
         demo = next(v.path for v in load_catalog().variants if v.bundled)
         folder = checkpoint or self.settings.active_model
@@ -397,7 +397,7 @@ class MainWindow(QMainWindow):
         self.manager.raise_()
 
     def _use_model(self, folder: str, resident: str) -> None:
-        from runtime.catalog import load_catalog
+        from runtime.store.catalog import load_catalog
 
         demo = next(v.path for v in load_catalog().variants if v.bundled)
         is_demo = Path(folder).resolve() == Path(demo).resolve()
@@ -508,7 +508,7 @@ class SettingsDialog(QDialog):
         form.addRow("Font size", self.font_size)
         form.addRow("Default system prompt", self.default_prompt)
         form.addRow("Max reply tokens", self.max_tokens)
-        from runtime.model_store import models_dir
+        from runtime.store.model_store import models_dir
 
         self.models_dir = QLineEdit(settings.models_dir or str(models_dir()))
         browse = QPushButton("Browse…")
@@ -536,7 +536,7 @@ class SettingsDialog(QDialog):
     def apply(self, s: Settings) -> None:
         s.theme, s.font_size = self.theme.currentText(), self.font_size.value()
         s.system_prompt, s.max_new_tokens = self.default_prompt.toPlainText(), self.max_tokens.value()
-        from runtime.model_store import data_dir
+        from runtime.store.model_store import data_dir
 
         folder = self.models_dir.text().strip()
         s.models_dir = "" if not folder or Path(folder) == data_dir() / "models" else folder

@@ -34,7 +34,7 @@ class ModelRow:
     format: str
     size: str
     path_text: str  # the compute path that would run it here
-    fits: tuple  # runtime.planner.SubmodelFit, parent first
+    fits: tuple  # runtime.store.planner.SubmodelFit, parent first
     repo: str | None
     folder: Path | None  # on disk, when it is
     local_name: str | None
@@ -108,11 +108,11 @@ def actions(row: ModelRow | None, downloading: bool) -> dict[str, bool]:
 
 def gather(probe_file: str | None, context: int):
     """Worker thread: probe, plan and list (reads safetensors headers, not weights)."""
-    from runtime.catalog import load_catalog
+    from runtime.store.catalog import load_catalog
     from runtime.errors import ElasticError
-    from runtime.hardware import load_probe, probe
-    from runtime.model_store import list_models, models_dir
-    from runtime.planner import checkpoint_sizing, make_plan, plan_checkpoint
+    from runtime.store.hardware import load_probe, probe
+    from runtime.store.model_store import list_models, models_dir
+    from runtime.store.planner import checkpoint_sizing, make_plan, plan_checkpoint
 
     hw = load_probe(probe_file) if probe_file else probe(models_dir())
     catalog = load_catalog()
@@ -173,7 +173,7 @@ def _status(local, active: str) -> str:
 
 class ModelsController(QObject):
     sig_inventory = Signal(object)  # Inventory, after each refresh (and each change of a row's status)
-    sig_progress = Signal(str, object)  # row key, runtime.downloads.Progress (throttled)
+    sig_progress = Signal(str, object)  # row key, runtime.store.downloads.Progress (throttled)
     sig_message = Signal(str)  # one line about the last thing that happened
     sig_changed = Signal()  # the set of models on this PC changed
     sig_use = Signal(str, str)  # checkpoint folder, resident submodel ("" = the largest that fits)
@@ -256,7 +256,7 @@ class ModelsController(QObject):
     # ------------------------------------------------------------------ downloads
 
     def download(self, key: str) -> None:
-        from runtime.model_store import download_dir
+        from runtime.store.model_store import download_dir
 
         r = self.row(key)
         if r is None or r.repo is None or key in self.downloads:
@@ -315,7 +315,7 @@ class ModelsController(QObject):
     # ------------------------------------------------------------------ tasks
 
     def verify(self, key: str) -> None:
-        from runtime.model_store import verify
+        from runtime.store.model_store import verify
 
         r = self.row(key)
         if r and r.folder:
@@ -324,14 +324,14 @@ class ModelsController(QObject):
 
     def delete(self, key: str) -> None:
         """Deletes a downloaded model or forgets an imported one; the dialog has asked the user."""
-        from runtime.model_store import delete
+        from runtime.store.model_store import delete
 
         r = self.row(key)
         if r and r.local_name and key not in self.downloads:
             self.tasks.run(delete, (r.local_name,), self._changed, self._task_failed)
 
     def import_folder(self, folder) -> None:
-        from runtime.model_store import import_folder
+        from runtime.store.model_store import import_folder
 
         self._say(f"Checking {folder}…")
         self.tasks.run(import_folder, (Path(folder),), lambda m: self._changed(f"Imported {m.name}."),

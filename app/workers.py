@@ -66,6 +66,7 @@ class EngineWorker(QObject):
         """Plans once (here, off the GUI thread), loads, then warms the engine up with a tiny reply."""
         from runtime.engine import Engine
         from runtime.errors import ElasticError
+        from runtime.store.submodel_tables import folder_table
 
         self.unload()
         try:
@@ -73,7 +74,7 @@ class EngineWorker(QObject):
             if hw_plan is not None and not resident:
                 resident = self._largest_that_fits(hw_plan)
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
-                                      device="cpu" if is_demo else None)
+                                      device="cpu" if is_demo else None, table=folder_table(folder))
         except ElasticError as e:
             self.sig_load_failed.emit(str(e))
             return
@@ -93,8 +94,8 @@ class EngineWorker(QObject):
 
     def _plan(self, folder: str):
         """The fit plan for this checkpoint on this PC (or the recorded probe); None when it cannot be made."""
-        from runtime.hardware import load_probe, probe
-        from runtime.planner import plan_checkpoint
+        from runtime.store.hardware import load_probe, probe
+        from runtime.store.planner import plan_checkpoint
 
         try:
             hw = load_probe(self.probe_file) if self.probe_file else probe()
@@ -189,7 +190,7 @@ PROGRESS_INTERVAL_S = 0.1  # about 10 updates a second cross to the GUI, whateve
 
 
 class DownloadWorker(QObject):
-    sig_progress = Signal(object)  # runtime.downloads.Progress, throttled to about 10 Hz
+    sig_progress = Signal(object)  # runtime.store.downloads.Progress, throttled to about 10 Hz
     sig_finished = Signal(object, str)  # final Progress (or None), error message ("" when none)
 
     def __init__(self, repo: str, dest: Path, revision: str | None = None, stall_seconds: float = 30.0):
@@ -207,7 +208,7 @@ class DownloadWorker(QObject):
 
     @Slot()
     def run(self) -> None:
-        from runtime.downloads import Download, hub_token, resolve
+        from runtime.store.downloads import Download, hub_token, resolve
         from runtime.errors import ElasticError
 
         try:

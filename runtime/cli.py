@@ -4,7 +4,7 @@
     extract   write one submodel as a standalone checkpoint
     generate  stream a chat reply with elastic budget control
     serve     a local OpenAI-compatible server (runtime/server/)
-    models    probe | list | download | verify | import | delete (models_cli.py)
+    models    probe | list | download | verify | import | delete (store/models_cli.py)
     decode-check  the replayed decode step on a config alone (decode_check.py)
 
 Flags and output formats of these commands are a contract other checks rely on. Bad input
@@ -19,7 +19,7 @@ import logging
 import math
 import sys
 
-from . import models_cli
+from .store import models_cli
 from .errors import ElasticError, UsageError, one_line, printable
 
 MAX_TOKENS = 1 << 20  # the longest context any NemotronH checkpoint supports (1M tokens)
@@ -200,7 +200,10 @@ def _generate(args) -> int:
     from .generate import ChatRequest, stream_chat
     from .sampling import SamplingSettings
 
-    engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context)
+    from .store.submodel_tables import folder_table
+
+    engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
+                         table=folder_table(args.checkpoint))
     parent = engine.submodels_by_size()[-1]
     think, answer, budget = args.submodel or parent, args.submodel or parent, None
     if args.depth:

@@ -11,6 +11,9 @@ probe`, the model manager, the slider):
 - `estimated`: the folder has no elastic.json (NVIDIA's official repos have none), so the
   catalog's widths are used: numbers fitted to published parameter counts, not facts. Such a
   submodel can be chosen, but never thinks by default.
+
+This module reads only a folder's own elastic.json (`own_table`); the catalog's estimates come
+from the model store (`runtime/store/submodel_tables.py`), which hands the engine its table.
 """
 
 from __future__ import annotations
@@ -18,12 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ModelConfig, read_json
+from .config import read_json
 
 VERIFIED, DECLARED, ESTIMATED = "verified", "declared", "estimated"
-# Config fields that must agree before a folder is taken for a catalog family.
-FAMILY_KEYS = ("hidden_size", "layer_types", "vocab_size", "num_attention_heads", "num_key_value_heads",
-               "mamba_num_heads", "n_groups", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size")
 
 
 @dataclass(frozen=True)
@@ -43,52 +43,18 @@ class SubmodelTable:
         return ""
 
 
-def submodel_table(folder, cfg: ModelConfig, catalog=None) -> SubmodelTable:
-    """The table `folder` runs with: its elastic.json, else the catalog family it belongs to, else
-    the parent alone."""
-    folder = Path(folder)
-    path = folder / "elastic.json"
-    if path.exists():
-        data = read_json(path)
-        entries = data.get("submodels") if isinstance(data.get("submodels"), list) else []
-        states = {}
-        for i, e in enumerate(entries):
-            if isinstance(e, dict) and isinstance(e.get("name"), str):
-                states[e["name"]] = VERIFIED if i == 0 or isinstance(e.get("verified"), dict) else DECLARED
-        return SubmodelTable(None, states, "the checkpoint's elastic.json")
-    family = _family_of(folder, cfg, catalog)
-    if family is None:
-        return SubmodelTable(None, {}, "config.json alone (no nested submodels)")
-    entries = family.elastic["submodels"]
-    states = {e["name"]: VERIFIED if i == 0 else ESTIMATED for i, e in enumerate(entries)}
-    return SubmodelTable(family.elastic, states, f"the catalog's estimate for {family.title}")
+def own_table(folder) -> SubmodelTable | None:
+    """The table of the folder's own elastic.json; None when it has none."""
+    path = Path(folder) / "elastic.json"
+    if not path.exists():
+        return None
+    data = read_json(path)
+    entries = data.get("submodels") if isinstance(data.get("submodels"), list) else []
+    states = {}
+    for i, e in enumerate(entries):
+        if isinstance(e, dict) and isinstance(e.get("name"), str):
+            states[e["name"]] = VERIFIED if i == 0 or isinstance(e.get("verified"), dict) else DECLARED
+    return SubmodelTable(None, states, "the checkpoint's elastic.json")
 
 
-def _family_of(folder: Path, cfg: ModelConfig, catalog):
-    if catalog is None:
-        from .catalog import load_catalog
-
-        catalog = load_catalog()
-    repo = _downloaded_from(folder)
-    if repo:
-        variant = catalog.for_repo(repo)
-        if variant is not None and variant.family:
-            return catalog.families[variant.family]
-    for family in catalog.families.values():
-        if all(getattr(family.config, k) == getattr(cfg, k) for k in FAMILY_KEYS):
-            return family
-    return None
-
-
-def _downloaded_from(folder: Path) -> str | None:
-    from .downloads import read_manifest
-
-    repo = read_manifest(folder).get("repo")
-    return repo if isinstance(repo, str) else None
-
-
-def folder_table(folder, catalog=None) -> SubmodelTable:
-    """`submodel_table` for a folder, reading its config."""
-    folder = Path(folder)
-    cfg = ModelConfig.from_dict(read_json(folder / "config.json"), folder / "config.json")
-    return submodel_table(folder, cfg, catalog)
+PARENT_ONLY = SubmodelTable(None, {}, "config.json alone (no nested submodels)")

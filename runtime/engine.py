@@ -19,7 +19,7 @@ from .chat_format import ChatFormat
 from .config import read_json
 from .depth import DepthStop, default_stop, depth_stops
 from .elastic import count_params
-from .elastic_source import ESTIMATED, SubmodelTable, folder_table
+from .elastic_source import ESTIMATED, PARENT_ONLY, SubmodelTable, own_table
 from .errors import UsageError
 from .events import Prefill
 from .model import ElasticModel
@@ -120,17 +120,20 @@ class Engine:
         self.prefill_chunk = prefill_chunk
         self.caches: dict[str, SequenceCache] = {}
         # Which submodels' widths are verified, declared or estimated, and the table they came from.
-        self.table = table if table is not None else folder_table(model.folder)
+        self.table = table if table is not None else (own_table(model.folder) or PARENT_ONLY)
         elastic = model.folder / "elastic.json"
         data = self.table.elastic or (read_json(elastic) if elastic.exists() else {})
         self.max_thinking_tokens = data.get("max_thinking_tokens")
 
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
-             max_context: int = 4096, elastic: dict | None = None) -> "Engine":
-        """Loads a checkpoint folder; without `elastic`, with the submodel table it has (its own
-        elastic.json, else the catalog's estimate for its family: elastic_source.py)."""
-        table = folder_table(folder) if elastic is None else SubmodelTable(elastic, {}, "the caller's table")
+             max_context: int = 4096, elastic: dict | None = None, table: SubmodelTable | None = None) -> "Engine":
+        """Loads a checkpoint folder with `table` (the model store's `folder_table` adds the catalog's
+        estimates for a folder without elastic.json), else `elastic` (a table object), else the
+        folder's own elastic.json (or the parent alone)."""
+        if table is None:
+            table = SubmodelTable(elastic, {}, "the caller's table") if elastic is not None else \
+                (own_table(folder) or PARENT_ONLY)
         engine = cls(ElasticModel.load(Path(folder), resident, device, dtype, table.elastic), max_context,
                      table=table)
         engine.prepare_decode()

@@ -42,8 +42,8 @@ def main():
     from app.models_controller import ModelsController
     from app.theme import apply_theme
     from app.widgets.model_manager import ModelManager
-    from runtime.catalog import load_catalog
-    from runtime.model_store import import_folder
+    from runtime.store.catalog import load_catalog
+    from runtime.store.model_store import import_folder
     from tests.hub_stub import HubStub
 
     huggingface_hub.constants.HF_HUB_OFFLINE = False

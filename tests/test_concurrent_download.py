@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from runtime import UsageError
-from runtime.downloads import DONE, Download, resolve
-from runtime.folder_lock import FolderBusy, FolderLock, holder
-from runtime.model_store import delete, list_models, verify
+from runtime.store.downloads import DONE, Download, resolve
+from runtime.store.folder_lock import FolderBusy, FolderLock, holder
+from runtime.store.model_store import delete, list_models, verify
 from tests.hub_stub import HubStub
 from tests.test_downloads import part_of
 

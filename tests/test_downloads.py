@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import downloads
-from runtime.downloads import CANCELLED, DONE, PAUSED, STALLED, Download, DownloadError, resolve, sha256_of
+from runtime.store import downloads
+from runtime.store.downloads import CANCELLED, DONE, PAUSED, STALLED, Download, DownloadError, resolve, sha256_of
 from tests.hub_stub import HubStub
 
 ROOT = Path(__file__).resolve().parents[1]

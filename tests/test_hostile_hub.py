@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.downloads import DONE, PAUSED, STALLED, Download, DownloadError, record_path, resolve, sha256_of
+from runtime.store.downloads import DONE, PAUSED, STALLED, Download, DownloadError, record_path, resolve, sha256_of
 from runtime.errors import ElasticError
-from runtime.model_store import verify
+from runtime.store.model_store import verify
 from tests.hub_stub import HubStub
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -81,11 +81,11 @@ def test_progress_reaches_the_gui_about_ten_times_a_second(qtbot, hub, monkeypat
 
     from PySide6.QtCore import QMetaObject, Qt
 
-    import runtime.downloads
+    import runtime.store.downloads
     from app.workers import start_in_thread, stop_thread
-    from runtime.model_store import download_dir
+    from runtime.store.model_store import download_dir
 
-    monkeypatch.setattr(runtime.downloads, "READ", 16 << 10)  # many small reads: many reports
+    monkeypatch.setattr(runtime.store.downloads, "READ", 16 << 10)  # many small reads: many reports
     (hub.source / "big.bin").write_bytes(bytes(range(256)) * (32 << 12))  # 32 MiB
     hub.faults["big.bin"] = {"throttle": 0.004}  # about 2 s for the file
     worker = DownloadWorker(REPO, download_dir(REPO))
@@ -148,7 +148,7 @@ def test_closing_and_reopening_the_dialog_keeps_the_download(qtbot, hub, models)
 
 
 def test_use_is_disabled_for_the_active_model(qtbot, models):
-    from runtime.catalog import load_catalog
+    from runtime.store.catalog import load_catalog
 
     demo = next(v for v in load_catalog().variants if v.bundled)
     models.set_active(str(demo.path))
@@ -195,7 +195,7 @@ def test_long_model_names_elide_with_a_tooltip(qtbot, models):
 
 
 def test_texts_without_a_gpu_have_no_nested_brackets():
-    from runtime.hardware import HardwareProbe
+    from runtime.store.hardware import HardwareProbe
 
     hw = HardwareProbe((), 32 << 30, 16 << 30, 100 << 30, "no NVIDIA driver found (NVML Shared Library Not Found)")
     line = hardware_text(hw)
@@ -223,7 +223,7 @@ def test_actions_for_each_kind_of_row(tmp_path):
 
 
 def test_verify_text():
-    from runtime.model_store import VerifyReport
+    from runtime.store.model_store import VerifyReport
 
     assert "3 file hashes match" in verify_text(VerifyReport(Path("/m/x"), True, 3, ()))
     assert verify_text(VerifyReport(Path("/m/x"), False, 1, ("a is missing",))) == "Problems: a is missing"

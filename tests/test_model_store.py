@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from runtime import CheckpointError, UsageError
-from runtime.model_store import delete, import_folder, list_models, verify
+from runtime.store.model_store import delete, import_folder, list_models, verify
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ def test_import_refuses_a_broken_folder(home, tmp_path):
 
 
 def test_verify_uses_the_download_manifest(home, tmp_path):
-    from runtime.downloads import git_blob_sha1, record_path, sha256_of
+    from runtime.store.downloads import git_blob_sha1, record_path, sha256_of
 
     folder = shutil.copytree(ROOT / "assets" / "demo-nvfp4", home / "models" / "nvidia--Demo")
     files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of(p) if p.suffix == ".safetensors" else None,

@@ -20,8 +20,8 @@ from runtime.config import load_config
 from runtime.elastic import load_elastic
 from runtime.errors import CheckpointError
 from runtime.extract import extract
-from runtime.nesting import discover, mamba_kept_heads, size_name, write_verified
-from runtime.tensor_source import FolderSource
+from runtime.store.nesting import discover, mamba_kept_heads, size_name, write_verified
+from runtime.store.tensor_source import FolderSource
 from tests.checkpoints import make_checkpoint
 
 
@@ -217,7 +217,7 @@ def hub_with(monkeypatch):
 
 
 def test_a_hub_slice_is_verified_by_headers_and_ranges(parents, tmp_path, hub_with, monkeypatch):
-    from runtime.tensor_source import HubSource, TensorSource, open_source
+    from runtime.store.tensor_source import HubSource, TensorSource, open_source
 
     monkeypatch.setattr(TensorSource, "GAP", 0)  # tiny files: merging neighbours would read them whole
 
@@ -239,7 +239,7 @@ def test_a_hub_slice_is_verified_by_headers_and_ranges(parents, tmp_path, hub_wi
 
 
 def test_a_hub_slice_with_another_order_is_refused(parents, tmp_path, hub_with):
-    from runtime.tensor_source import open_source
+    from runtime.store.tensor_source import open_source
 
     out = _slice(parents, tmp_path, "hybrid", "mid")
     _rewrite(out, lambda t: {**t, "backbone.norm_f.weight": t["backbone.norm_f.weight"].flip(0)})
@@ -249,8 +249,8 @@ def test_a_hub_slice_with_another_order_is_refused(parents, tmp_path, hub_with):
 
 
 def test_a_missing_hub_repo_is_one_clear_error(hub_with):
-    from runtime.downloads import DownloadError
-    from runtime.tensor_source import open_source
+    from runtime.store.downloads import DownloadError
+    from runtime.store.tensor_source import open_source
 
     hub_with({})
     with pytest.raises(DownloadError, match="not found"):

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.catalog import load_catalog
-from runtime.hardware import load_probe, probe
-from runtime.planner import FITS, NO, TIGHT, make_plan, weight_bytes, catalog_packing
+from runtime.store.catalog import load_catalog
+from runtime.store.hardware import load_probe, probe
+from runtime.store.planner import FITS, NO, TIGHT, make_plan, weight_bytes, catalog_packing
 
 PROBES = Path(__file__).parent / "probes"
 NVFP4, FP8, BF16 = "star-elastic-30b-nvfp4", "star-elastic-30b-fp8", "star-elastic-30b-bf16"
@@ -88,6 +88,6 @@ def test_probe_without_a_gpu_is_a_clear_state_not_a_crash(tmp_path):
 def load_probe_roundtrip(hw):
     import json
 
-    from runtime.hardware import HardwareProbe
+    from runtime.store.hardware import HardwareProbe
 
     return HardwareProbe.from_dict(json.loads(hw.to_json()))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from runtime import UsageError
-from runtime.downloads import record_path
-from runtime.model_store import delete, import_folder, list_models, verify
+from runtime.store.downloads import record_path
+from runtime.store.model_store import delete, import_folder, list_models, verify
 
 ROOT = Path(__file__).resolve().parents[1]
 

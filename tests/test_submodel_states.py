@@ -6,10 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
-from runtime.catalog import load_catalog
-from runtime.elastic_source import DECLARED, ESTIMATED, VERIFIED, folder_table
-from runtime.hardware import load_probe
-from runtime.planner import make_plan, plan_checkpoint
+from runtime.store.catalog import load_catalog
+from runtime.elastic_source import DECLARED, ESTIMATED, VERIFIED
+from runtime.store.submodel_tables import folder_table
+from runtime.store.hardware import load_probe
+from runtime.store.planner import make_plan, plan_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = ROOT / "tests" / "probes"
@@ -36,7 +37,7 @@ def test_a_folder_with_its_own_elastic_json_declares_its_submodels(tmp_path):
 
 
 def test_a_downloaded_official_checkpoint_without_elastic_json_gets_the_catalog_estimate(tmp_path):
-    from runtime.download_record import record_path, write_record
+    from runtime.store.download_record import record_path, write_record
 
     catalog = load_catalog()
     family = catalog.families["star-elastic-30b"]

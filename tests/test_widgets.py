@@ -32,10 +32,10 @@ def slider(qtbot):
 
 
 def test_the_slider_disables_stops_from_a_recorded_small_gpu_probe(qtbot):
-    from runtime.catalog import load_catalog
+    from runtime.store.catalog import load_catalog
     from runtime.depth import depth_stops
-    from runtime.hardware import load_probe
-    from runtime.planner import make_plan
+    from runtime.store.hardware import load_probe
+    from runtime.store.planner import make_plan
 
     catalog = load_catalog()
     plan = make_plan(load_probe(PROBES / "rtx4070.json"), catalog)

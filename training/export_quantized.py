@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from runtime.catalog import bf16_modules
+from runtime.store.catalog import bf16_modules
 from runtime.config import load_config
 
 COMPANIONS = ("elastic.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json")

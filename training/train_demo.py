@@ -220,11 +220,16 @@ def train(tm, chat, seed, steps, batch_size, lr, names, log, phase: str, mix: Mi
             last_save = time.time()
 
 
+def settle_mix(mix: Mix) -> Mix:
+    return replace(mix, lead_ins=True, numbers=(2, 3, 3, 4, 4, 4))
+
+
 def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_size: int, lr: float, log=print,
-          mix: Mix = Mix(), state_dir: Path | None = None, checkpoint_every: float = 180.0, polish_steps: int = 0):
+          mix: Mix = Mix(), state_dir: Path | None = None, checkpoint_every: float = 180.0, polish_steps: int = 0,
+          settle_steps: int = 0):
     out = Path(out)
     settings = {"seed": seed, "parent_steps": parent_steps, "elastic_steps": elastic_steps,
-                "polish_steps": polish_steps, "batch_size": batch_size,
+                "polish_steps": polish_steps, "settle_steps": settle_steps, "batch_size": batch_size,
                 "lr": lr, "mix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(mix).items()}}
     work = Path(state_dir) if state_dir else scratch_dir()
     progress = Progress(work, settings)
@@ -261,8 +266,14 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
                   checkpoint_every)
             progress.save("polish", 0, tm, None)
             phase, state = "polish", None
-        # A warm restart of the joint training, with lead-in words before some questions.
-        train(tm, chat, seed, polish_steps, batch_size, lr / 2, names, log, "polish", replace(mix, lead_ins=True),
+        if phase == "polish":
+            # A warm restart of the joint training, with lead-in words before some questions.
+            train(tm, chat, seed, polish_steps, batch_size, lr / 2, names, log, "polish", replace(mix, lead_ins=True),
+                  progress, state, checkpoint_every)
+            progress.save("settle", 0, tm, None)
+            phase, state = "settle", None
+        # A second, gentler restart weighted to the longer sums, where copying the question still slips.
+        train(tm, chat, seed, settle_steps, batch_size, lr / 4, names, log, "settle", settle_mix(mix),
               progress, state, checkpoint_every)
 
         save_file(hub_tensors(cfg, tm.weights, tm.a_logs), str(work / "model.safetensors"), metadata={"format": "pt"})
@@ -312,6 +323,7 @@ def main(argv=None):
     parser.add_argument("--parent-steps", type=int, default=400)
     parser.add_argument("--elastic-steps", type=int, default=160)
     parser.add_argument("--polish-steps", type=int, default=700)
+    parser.add_argument("--settle-steps", type=int, default=1200)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--trace", choices=sorted(TRACES), default="columns",
@@ -331,11 +343,11 @@ def main(argv=None):
         export_progress(args.export_progress, args.out)
         return
     if args.smoke:
-        args.parent_steps, args.elastic_steps, args.polish_steps, args.batch_size = 3, 3, 2, 4
+        args.parent_steps, args.elastic_steps, args.polish_steps, args.settle_steps, args.batch_size = 3, 3, 2, 2, 4
     state = args.state or args.out.parent / f".{args.out.name}-train-state"
     build(args.out, args.seed, args.parent_steps, args.elastic_steps, args.batch_size, args.lr,
           mix=Mix(trace=args.trace), state_dir=state, checkpoint_every=args.checkpoint_every,
-          polish_steps=args.polish_steps)
+          polish_steps=args.polish_steps, settle_steps=args.settle_steps)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError
+from ..store.submodel_tables import folder_table
 from .engine_queue import EngineQueue
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
@@ -160,7 +161,8 @@ def serve_command(args) -> int:
     server = ServerThread(queue, args.host, args.port, args.api_key).start()
     print(f"listening on {server.address} (OpenAI-compatible); loading {folder} ...", flush=True)
     try:
-        engine = Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context)
+        engine = Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context,
+                             table=folder_table(folder))
     except BaseException:
         server.stop()
         raise

@@ -29,7 +29,7 @@ def main() -> None:
 
     import huggingface_hub.constants
 
-    from runtime.downloads import VERIFYING, Download, resolve
+    from runtime.store.downloads import VERIFYING, Download, resolve
     from tests.hub_stub import HubStub
 
     huggingface_hub.constants.HF_HUB_OFFLINE = False

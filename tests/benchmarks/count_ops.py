@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-from runtime.catalog import load_catalog  # noqa: E402
+from runtime.store.catalog import load_catalog  # noqa: E402
 from runtime.elastic import parse_elastic  # noqa: E402
 from runtime.model import ElasticModel  # noqa: E402
 from runtime.weights import submodel_views  # noqa: E402

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from runtime.catalog import load_catalog  # noqa: E402
+from runtime.store.catalog import load_catalog  # noqa: E402
 from runtime.decode_check import random_weights  # noqa: E402
 from runtime.decode_step import DeviceSampler  # noqa: E402
 from runtime.elastic import parse_elastic  # noqa: E402

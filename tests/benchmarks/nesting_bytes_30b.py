@@ -17,10 +17,10 @@ from pathlib import Path
 
 from runtime.config import ModelConfig
 from runtime.elastic import FORMAT, parse_elastic
-from runtime.nesting import discover
+from runtime.store.nesting import discover
 from runtime.safetensors_io import BYTES_PER_ELEMENT
 from runtime.safetensors_io import TensorInfo
-from runtime.tensor_source import TensorSource
+from runtime.store.tensor_source import TensorSource
 from runtime.weights import expected_tensors
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .download_record import (HASH_BLOCK, LEGACY_MANIFEST, git_blob_sha1, read_manifest, reason,  # noqa: F401
+from .download_record import (HASH_BLOCK, LEGACY_MANIFEST, git_blob_sha1, hash_mismatch, read_manifest, reason,  # noqa: F401
                               record_path, sha256_of, write_record)  # noqa: F401 (re-exported)
 from .folder_lock import FolderLock, bookkeeping_dir
 from .hub_files import (DownloadError, RemoteFile, RemoteModel, check_repo_id, file_url,  # noqa: F401
@@ -366,20 +366,13 @@ class Download:
                 return "is not a plain file", st
             if st.st_size != f.size:
                 return f"has {st.st_size} bytes, the hub says {f.size}", st
-            if f.sha256:
-                h = hashlib.sha256()
-            elif f.git_sha1:
-                h = hashlib.sha1()
-                h.update(f"blob {st.st_size}\0".encode())
-            else:
+            if not (f.sha256 or f.git_sha1):
                 return None, st
-            while block := src.read(HASH_BLOCK):
-                self._check_stop()
-                h.update(block)
+            wrong = hash_mismatch(src, st.st_size, f.sha256, f.git_sha1, on_block=self._check_stop)
             if os.fstat(src.fileno()).st_size != st.st_size:
                 return "changed while it was being checked", st
-        if h.hexdigest() != (f.sha256 or f.git_sha1):
-            return f"does not match the hub's {'SHA-256' if f.sha256 else 'git hash'} (corrupted in transit)", st
+        if wrong:
+            return f"does not match the hub's {wrong} (corrupted in transit)", st
         return None, st
 
     def _verify_and_place(self, f: RemoteFile) -> None:

@@ -28,13 +28,13 @@ from pathlib import Path
 
 import torch
 
-from .config import ATTENTION, MAMBA, MLP, MOE, ModelConfig, read_json
-from .elastic import FORMAT, PER_LAYER_FIELDS, Submodel, count_params, parent_submodel, parse_elastic
-from .errors import CheckpointError, UsageError
-from .quant import PackedFP8, PackedNVFP4, QuantSpec, parse_quant_spec, whole_blocks
-from .safetensors_io import TensorInfo
+from ..config import ATTENTION, MAMBA, MLP, MOE, ModelConfig, read_json
+from ..elastic import FORMAT, PER_LAYER_FIELDS, Submodel, count_params, parent_submodel, parse_elastic
+from ..errors import CheckpointError, UsageError
+from ..quant import PackedFP8, PackedNVFP4, QuantSpec, parse_quant_spec, whole_blocks
+from ..safetensors_io import TensorInfo
 from .tensor_source import TensorSource, row_bytes
-from .weights import check_tensor_table, mamba_head_order
+from ..weights import check_tensor_table, mamba_head_order
 
 # Fields that must be equal in a parent and its slice: nesting shrinks widths, nothing else.
 FIXED_FIELDS = ("layer_types", "vocab_size", "num_attention_heads", "num_key_value_heads", "head_dim",

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from .config import MAX_JSON_FILE, parse_json, read_json
-from .errors import CheckpointError
-from .safetensors_io import BYTES_PER_ELEMENT, MAX_HEADER, TensorInfo, parse_header, parse_index
+from ..config import MAX_JSON_FILE, parse_json, read_json
+from ..errors import CheckpointError
+from ..safetensors_io import BYTES_PER_ELEMENT, MAX_HEADER, TensorInfo, parse_header, parse_index
 
 TORCH_DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,

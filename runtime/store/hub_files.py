@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from .errors import ElasticError
+from ..errors import ElasticError
 from .remote_names import check_remote_name, check_remote_names, show
 
 MAX_FILE_BYTES = 1 << 48

@@ -11,10 +11,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ATTENTION, MAMBA, ModelConfig
-from .elastic import Submodel, parse_elastic
+from ..config import ATTENTION, MAMBA, ModelConfig
+from ..elastic import Submodel, parse_elastic
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CATALOG = ROOT / "assets" / "catalog.json"
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from . import nesting_cli
-from .errors import UsageError
+from ..errors import UsageError
 from .remote_names import one_line
 
 

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import ElasticError
+from ..errors import ElasticError
 from .hub_files import HEX40, HEX64, DownloadError, check_repo_id
 from .remote_names import check_remote_names, open_no_follow, show
 
@@ -94,18 +94,40 @@ def _checked_record(data) -> dict:
     return data
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with os.fdopen(open_no_follow(path, os.O_RDONLY), "rb") as f:
-        for block in iter(lambda: f.read(HASH_BLOCK), b""):
-            h.update(block)
+HASH_NAMES = {"sha256": "SHA-256", "git_sha1": "git hash"}
+
+
+def digest(src, size: int, kind: str, on_block=None) -> str:
+    """The hex digest of an open binary file from its current position: "sha256", or "git_sha1"
+    (the hub's hash for small files: SHA-1 of "blob SIZE\\0" and the bytes). The one hashing loop
+    that downloads and `models verify` share; `on_block` runs between blocks (a download's stop)."""
+    h = hashlib.sha256() if kind == "sha256" else hashlib.sha1()
+    if kind == "git_sha1":
+        h.update(f"blob {size}\0".encode())
+    while block := src.read(HASH_BLOCK):
+        if on_block is not None:
+            on_block()
+        h.update(block)
     return h.hexdigest()
+
+
+def hash_mismatch(src, size: int, sha256: str | None, git_sha1: str | None, on_block=None) -> str | None:
+    """None when the file matches its recorded hash (SHA-256 preferred) or none is recorded, else
+    the name of the hash it fails ("SHA-256" or "git hash")."""
+    kind, want = ("sha256", sha256) if sha256 else ("git_sha1", git_sha1)
+    if not want:
+        return None
+    return None if digest(src, size, kind, on_block) == want else HASH_NAMES[kind]
+
+
+def _digest_path(path: Path, kind: str) -> str:
+    with os.fdopen(open_no_follow(path, os.O_RDONLY), "rb") as f:
+        return digest(f, os.fstat(f.fileno()).st_size, kind)
+
+
+def sha256_of(path: Path) -> str:
+    return _digest_path(path, "sha256")
 
 
 def git_blob_sha1(path: Path) -> str:
-    h = hashlib.sha1()
-    with os.fdopen(open_no_follow(path, os.O_RDONLY), "rb") as f:
-        h.update(f"blob {os.fstat(f.fileno()).st_size}\0".encode())
-        for block in iter(lambda: f.read(HASH_BLOCK), b""):
-            h.update(block)
-    return h.hexdigest()
+    return _digest_path(path, "git_sha1")

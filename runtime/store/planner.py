@@ -14,13 +14,14 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, replace
 
-from .cache import cache_bytes
+from ..cache import cache_bytes
 from .catalog import Catalog, Variant, bf16_modules
-from .config import ModelConfig
-from .elastic import Submodel, count_params
-from .elastic_source import ESTIMATED, VERIFIED, SubmodelTable, submodel_table
+from ..config import ModelConfig
+from ..elastic import Submodel, count_params
+from ..elastic_source import ESTIMATED, VERIFIED, SubmodelTable
+from .submodel_tables import submodel_table
 from .hardware import GiB, HardwareProbe
-from .weights import expected_tensors, is_linear
+from ..weights import expected_tensors, is_linear
 
 WORKSPACE_BYTES = GiB  # CUDA context, prefill activations, allocator slack
 FITS_SHARE = 0.9  # "fits" leaves 10% of free memory; up to 100% is "tight"
@@ -107,9 +108,9 @@ def catalog_packing(variant: Variant, cfg: ModelConfig):
 
 def checkpoint_sizing(folder):
     """Config, submodels, packing and submodel states of a checkpoint on disk (headers only)."""
-    from .config import read_json
-    from .elastic import load_elastic
-    from .safetensors_io import tensor_table
+    from ..config import read_json
+    from ..elastic import load_elastic
+    from ..safetensors_io import tensor_table
 
     raw = read_json(folder / "config.json")
     cfg = ModelConfig.from_dict(raw, folder / "config.json")

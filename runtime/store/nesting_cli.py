@@ -24,7 +24,7 @@ def add_parser(models_sub) -> None:
 
 
 def run(args) -> int:
-    from .errors import ElasticError
+    from ..errors import ElasticError
     from .nesting import discover, write_verified
     from .tensor_source import FolderSource, HubSource, open_source
 

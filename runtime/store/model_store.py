@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .catalog import load_catalog
-from .checkpoint_check import read_model_files
-from .download_record import LEGACY_MANIFEST, git_blob_sha1, read_manifest, record_path, sha256_of
-from .errors import CheckpointError, ElasticError, UsageError
+from ..checkpoint_check import read_model_files
+from .download_record import LEGACY_MANIFEST, hash_mismatch, read_manifest, record_path
+from ..errors import CheckpointError, ElasticError, UsageError
 from .folder_lock import FolderBusy, FolderLock, holder
 from .hub_files import check_repo_id
-from .remote_names import is_link, one_line, show, target_path
+from .remote_names import is_link, one_line, open_no_follow, show, target_path
 
 IMPORTED = "imported.json"
 MAX_IMPORTED_BYTES = 16 << 20
@@ -89,8 +89,8 @@ class VerifyReport:
 def _check_loadable(folder: Path) -> None:
     """Exactly what `ElasticModel.load` checks before it reads any tensor data (one function for
     both: checkpoint_check.py). Raises an ElasticError (one line) naming the file."""
-    from .checkpoint_check import check_checkpoint
-    from .elastic_source import folder_table
+    from ..checkpoint_check import check_checkpoint
+    from .submodel_tables import folder_table
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -310,15 +310,14 @@ def _verify_file(folder: Path, name: str, entry: dict) -> tuple[int, str]:
         return 0, f"{show(name)} is not a plain file"
     if st.st_size != entry["size"]:
         return 0, f"{show(name)} has {st.st_size} bytes, expected {entry['size']}"
+    if not (entry.get("sha256") or entry.get("git_sha1")):
+        return 0, ""
     try:
-        if entry.get("sha256"):
-            ok = sha256_of(f) == entry["sha256"]
-            return 1, "" if ok else f"{show(name)} does not match its SHA-256: the file is damaged; download it again"
-        if entry.get("git_sha1"):
-            ok = git_blob_sha1(f) == entry["git_sha1"]
-            return 1, "" if ok else f"{show(name)} does not match its git hash: the file is damaged; download it again"
+        with os.fdopen(open_no_follow(f, os.O_RDONLY), "rb") as src:
+            wrong = hash_mismatch(src, st.st_size, entry.get("sha256"), entry.get("git_sha1"))
     except (OSError, ElasticError) as e:
         return 0, f"{show(name)} cannot be read ({getattr(e, 'strerror', None) or e})"
+    return 1, f"{show(name)} does not match its {wrong}: the file is damaged; download it again" if wrong else ""
     return 0, ""
 
 

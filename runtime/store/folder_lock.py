@@ -14,7 +14,7 @@ import socket
 import time
 from pathlib import Path
 
-from .errors import ElasticError
+from ..errors import ElasticError
 from .remote_names import BOOKKEEPING, UnsafeName, is_link, open_no_follow
 
 LOCK_NAME = "lock"
