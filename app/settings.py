@@ -5,9 +5,11 @@ checked by type and range (`FIELDS`, `SAMPLING_FIELDS`: the ranges the Settings 
 bad value falls back to its default alone; the others are kept. `problem` then says which fields and
 why, and the file as it was is copied to `settings.broken` before the next save rewrites it. A file
 that is not a JSON object at all is moved aside to `settings.broken` and the defaults are used.
-Unknown keys (a newer version's) are kept and written back. Saving never raises: a folder that
-cannot be written gives a one-line reason instead, and a file that could not be set aside is never
-overwritten.
+The local server's address and API key are also checked together (an address other computers can
+reach needs a key, as `serve` requires): when they do not go together the server stays off and
+`problem` says why. Unknown keys (a newer version's) are kept and written back. Saving never
+raises: a folder that cannot be written gives a one-line reason instead, and a file that could not
+be set aside is never overwritten.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class Settings:
     context: int = 8192
     active_model: str = ""  # a checkpoint folder; empty: the bundled demo
     models_dir: str = ""  # empty: the platform's standard folder
+    server_enabled: bool = False  # serve the loaded model to other programs (app/server_control.py)
+    server_host: str = "127.0.0.1"  # any address that is not loopback needs server_api_key
+    server_port: int = 8000
+    server_api_key: str = ""  # clients send it as a Bearer token; empty: none asked for
     problem: str = ""  # what was wrong with the data files, for the window's banner (shown once, not saved)
 
     def __post_init__(self):
@@ -77,6 +83,11 @@ class Settings:
             else:
                 bad.append(f"sampling is {_show(sampling)} (not an object)")
         s.unknown.update({k: v for k, v in data.items() if k not in FIELDS and k not in ("sampling", "problem")})
+        unsafe = server_problem(s.server_host, s.server_port, s.server_api_key) if s.server_enabled else ""
+        if unsafe:  # each value passed alone, not together: the server stays off until the user fixes it
+            s.server_enabled = False
+            bad.append(f"server_enabled is true, but {unsafe[0].lower()}{unsafe[1:].rstrip('.')} "
+                       "(the server stays off)")
         if bad:
             kept = _keep_copy(path)
             s.problem = (f"{path.name}: {len(bad)} value{'s' if len(bad) > 1 else ''} could not be used, so "
@@ -173,6 +184,65 @@ def _depth(v):
     return _choice(names)(v)
 
 
+def _flag(v):
+    if not isinstance(v, bool):
+        raise ValueError("not true or false")
+    return v
+
+
+def _host(v):
+    """An IP address or a host name (whether it is one of this computer's is found when the server binds)."""
+    problem = host_problem(v) if isinstance(v, str) else "not text"
+    if problem:
+        raise ValueError(problem)
+    return v
+
+
+def _api_key(v):
+    from runtime.server.runner import valid_api_key  # the server's own rule
+
+    if not isinstance(v, str) or (v and not valid_api_key(v)):
+        raise ValueError("not an API key: at least 8 printable characters with no spaces, or empty")
+    return v
+
+
+def host_problem(host: str) -> str:
+    """Why `host` cannot be the server's address ("" when it can): it must be an IP address or a host name."""
+    import ipaddress
+
+    if not host or len(host) > 253:
+        return "empty or longer than 253 characters"
+    try:
+        ipaddress.ip_address(host)
+        return ""
+    except ValueError:
+        pass
+    if all(label and len(label) <= 63 and not label.startswith("-") and not label.endswith("-")
+           and all(c.isascii() and (c.isalnum() or c == "-") for c in label) for label in host.split(".")):
+        return ""
+    return "not an IP address or host name"
+
+
+def server_problem(host: str, port: int, api_key: str, serving: bool = True) -> str:
+    """Why the local server cannot listen with these values ("" when it can), in the settings' words;
+    with `serving` False, only whether they can be saved (an open address without a key may wait).
+    The rules are the server's own (runtime/server/runner.py: `is_loopback`, `valid_api_key`, which
+    `check_listen` applies to `serve`'s options), so the app and `serve` accept the same addresses."""
+    from runtime.server.runner import is_loopback, valid_api_key
+
+    if host_problem(host):
+        return (f"The address {_show(host)} is {host_problem(host)}: use 127.0.0.1 (only this computer) "
+                "or an address of this computer.")
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        return f"The port {_show(port)} is not a whole number from 1 to 65535."
+    if api_key and not valid_api_key(api_key):
+        return "The API key must be at least 8 printable characters with no spaces."
+    if serving and not is_loopback(host) and not api_key:
+        return (f"The address {host} lets other computers reach the model: set an API key of at least "
+                "8 characters (clients send it as a Bearer token), or use 127.0.0.1.")
+    return ""
+
+
 FIELDS = {
     "theme": _choice(THEMES),
     "font_size": _whole(7, 28),
@@ -182,6 +252,10 @@ FIELDS = {
     "context": _whole(512, 1_048_576),
     "active_model": _text(4096, path=True),
     "models_dir": _text(4096, path=True),
+    "server_enabled": _flag,
+    "server_host": _host,
+    "server_port": _whole(1, 65535),
+    "server_api_key": _api_key,
 }
 SAMPLING_FIELDS = {
     "temperature": _real(0.0, 2.0),

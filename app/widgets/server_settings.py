@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QFormLayout, QGroupBox, QLabel, QLineEdit, QSpinBox
 
-from runtime.server.runner import is_loopback
+from ..settings import server_problem
 
 
 class ServerSettingsBox(QGroupBox):
@@ -32,6 +32,7 @@ class ServerSettingsBox(QGroupBox):
         form.addRow(self.note)
         for w in (self.enabled, self.host, self.api_key):
             (w.toggled if w is self.enabled else w.textChanged).connect(self._explain)
+        self.port.valueChanged.connect(self._explain)
         self.address = address
         self._explain()
 
@@ -40,11 +41,10 @@ class ServerSettingsBox(QGroupBox):
             self.api_key.text().strip()
 
     def problem(self) -> str:
-        """Why these values cannot be served ("" when they can)."""
-        on, host, _, key = self.values()
-        if on and not is_loopback(host) and len(key) < 8:
-            return f"{host} lets other computers reach the model: set an API key of at least 8 characters."
-        return ""
+        """Why these values cannot be saved, or served when serving is on ("" when they can): the
+        settings' check (app/settings.py), which applies the server's own rules."""
+        on, host, port, key = self.values()
+        return server_problem(host, port, key, serving=on)
 
     def _explain(self, *_) -> None:
         problem = self.problem()
@@ -52,8 +52,10 @@ class ServerSettingsBox(QGroupBox):
             self.note.setText(problem)
         elif self.enabled.isChecked():
             _, host, port, _ = self.values()
-            self.note.setText(self.address and f"Serving at {self.address}" or
-                              f"Clients use base URL http://{host}:{port}/v1 and the model's name as model id.")
+            url = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+            self.note.setText(f"Serving at {url}: clients use it as base URL and the model's name as model id."
+                              if url == self.address else
+                              f"Clients use base URL {url} and the model's name as model id.")
         else:
             self.note.setText("Editors, agents and scripts that speak OpenAI's API can use the model the app "
                               "has loaded; they take turns with this window.")

@@ -34,13 +34,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def valid_api_key(api_key: str) -> bool:
+    """At least 8 printable characters, no spaces (the app's settings check keys with this too)."""
+    return len(api_key) >= 8 and set(api_key) <= KEY_CHARS
+
+
 def check_listen(host: str, port: int, api_key: str | None) -> None:
     """Refuses an address that is not safe or not valid, in one line that says what to do."""
     if not 0 <= port <= 65535:
         raise UsageError(f"--port {port} must be between 1 and 65535 (0: any free port)")
-    if api_key is not None:
-        if len(api_key) < 8 or not set(api_key) <= KEY_CHARS:
-            raise UsageError("--api-key must be at least 8 printable characters with no spaces")
+    if api_key is not None and not valid_api_key(api_key):
+        raise UsageError("--api-key must be at least 8 printable characters with no spaces")
     if not is_loopback(host) and not api_key:
         raise UsageError(f"--host {host} lets other computers reach the model; add --api-key KEY "
                          "(clients send it as 'Authorization: Bearer KEY'), or leave --host at 127.0.0.1")
