@@ -3,7 +3,9 @@
 - `EngineWorker` owns the engine: loads a checkpoint, streams replies. Events cross threads as
   the runtime's frozen dataclasses, tagged with a request id so the GUI can drop late events
   of a reply it stopped. Stop does not queue behind the decode loop: the GUI sets the
-  thread-safe `Controls` flag directly.
+  thread-safe `Controls` flag directly. The engine sits in an `EngineQueue` shared with the
+  local server (app/server_control.py): each chat reply waits its turn in that one line, and
+  loading or unloading holds it alone, so the server never runs on a model being replaced.
 - `DownloadWorker` runs one download; pause and cancel go straight to the thread-safe
   `Download` object.
 - `TaskWorker` runs one blocking function (verify, import, probe) and reports its result.
@@ -56,19 +58,28 @@ class EngineWorker(QObject):
     sig_reply_failed = Signal(int, str)
 
     def __init__(self, max_context: int = 8192, probe_file: str | None = None):
+        from runtime.server.engine_queue import EngineQueue
+
         super().__init__()
         self.engine = None
+        self.queue = EngineQueue()  # the one line for the engine: chat replies, server requests, loads
         self.max_context = max_context
         self.probe_file = probe_file
 
     @Slot(str, str, bool)
     def load(self, folder: str, resident: str, is_demo: bool) -> None:
-        """Plans once (here, off the GUI thread), loads, then warms the engine up with a tiny reply."""
+        """Plans once (here, off the GUI thread), loads, then warms the engine up with a tiny reply.
+        The whole of it holds the engine queue alone: every reply in flight or waiting (the server's
+        too) is stopped first, and server requests meanwhile get 503 (then wait during the warm-up)."""
+        with self.queue.exclusive(f"the model {Path(folder).name} is loading"):
+            self._release()
+            self._load(folder, resident, is_demo)
+
+    def _load(self, folder: str, resident: str, is_demo: bool) -> None:
         from runtime.engine import Engine
         from runtime.errors import ElasticError
         from runtime.store.submodel_tables import folder_table
 
-        self.unload()
         try:
             hw_plan = None if is_demo else self._plan(folder)
             if hw_plan is not None and not resident:
@@ -76,12 +87,15 @@ class EngineWorker(QObject):
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
                                       device="cpu" if is_demo else None, table=folder_table(folder))
         except ElasticError as e:
+            self.queue.set_failed(str(e))
             self.sig_load_failed.emit(str(e))
             return
         except Exception as e:  # out of memory, a driver problem: report it, keep the window alive
             log.exception("loading %s failed", folder)
+            self.queue.set_failed(_describe(e))
             self.sig_load_failed.emit(_describe(e))
             return
+        self.queue.set_engine(self.engine)
         e = self.engine
         loaded = tuple(e.submodels_by_size())
         missing = [n for n in e.all_submodels_by_size() if n not in loaded]
@@ -89,7 +103,8 @@ class EngineWorker(QObject):
         reasons = tuple((n, by_name.get(n, f"{n} is not in memory")) for n in missing)
         self.sig_loaded.emit(LoadedModel(folder, Path(folder).name, e.status(), tuple(e.depth_stops()),
                                          tuple(e.all_submodels_by_size()), loaded, is_demo, reasons))
-        # The window is usable while this runs; a reply sent meanwhile starts right after it, warm.
+        # The window is usable while this runs; a reply sent meanwhile (the chat's or the server's) waits
+        # in the queue and starts right after it, warm.
         log.info("warmed up %s in %.0f ms", Path(folder).name, self._warm_up(loaded))
 
     def _plan(self, folder: str):
@@ -134,7 +149,16 @@ class EngineWorker(QObject):
 
     @Slot()
     def unload(self) -> None:
-        """Drops the engine and frees its memory (the GPU's too)."""
+        """Drops the engine and frees its memory (the GPU's too), once no reply runs on it: replies in
+        flight or waiting (the server's too) are stopped, and this waits for the engine to be free."""
+        if self.engine is None:
+            return
+        with self.queue.exclusive("the model is being unloaded"):
+            self._release()
+            self.queue.set_engine(None)
+
+    def _release(self) -> None:
+        """Frees the engine; only while holding the queue alone (inside `queue.exclusive`)."""
         if self.engine is None:
             return
         self.engine.release()
@@ -150,13 +174,12 @@ class EngineWorker(QObject):
 
     @Slot(int, object, object)
     def generate(self, request_id: int, request, controls) -> None:
-        from runtime.generate import stream_chat
+        """One chat reply, in its turn: it waits behind server requests that came first (a stop while it
+        waits ends it at once, with nothing generated; with no model loaded it ends with an error)."""
+        from runtime.server.engine_queue import stream_in_turn
 
-        if self.engine is None:
-            self.sig_reply_failed.emit(request_id, "no model is loaded yet")
-            return
         try:
-            for event in stream_chat(self.engine, request, controls):
+            for event in stream_in_turn(self.queue, request, controls, "chat"):
                 self.sig_event.emit(request_id, event)
         except Exception as e:  # bad request values: the reply fails, the app does not
             log.exception("reply %s failed", request_id)
