@@ -23,6 +23,7 @@ from pathlib import Path
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Slot
 
 from .history import HistoryReadOnly, History, Message
+from .server_control import ServerControl
 from .settings import Settings
 from .workers import EngineWorker, LoadedModel, start_in_thread, stop_thread
 
@@ -127,6 +128,10 @@ class ChatController(QObject):
         self.worker.sig_reply_failed.connect(self._on_reply_failed)
         self._sig_load.connect(self.worker.load)
         self._sig_generate.connect(self.worker.generate)
+        # The local server shares the worker's engine queue: one copy of the weights, one line for replies.
+        self.server = ServerControl(self.worker.queue, self)
+        self._served: tuple | None = None  # (host, port, key) the server was last started with
+        self.apply_server_settings()
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(FLUSH_MS)
         self.flush_timer.timeout.connect(self._flush)
@@ -168,6 +173,19 @@ class ChatController(QObject):
     @Slot(str)
     def _on_load_failed(self, message: str) -> None:
         self.sig_model_failed.emit(message)
+
+    def apply_server_settings(self) -> None:
+        """Starts, stops or restarts the local server as the settings now say (a start that failed is
+        tried again); the outcome arrives as `server.sig_status`."""
+        s = self.settings
+        wanted = (s.server_host, s.server_port, s.server_api_key) if s.server_enabled else None
+        if wanted == self._served and not self.server.status().error:
+            return
+        self._served = wanted
+        if wanted is None:
+            self.server.stop()
+        else:
+            self.server.start(*wanted)
 
     # ------------------------------------------------------------------ depth
 
@@ -472,8 +490,9 @@ class ChatController(QObject):
     # ------------------------------------------------------------------ shutdown
 
     def shutdown(self) -> None:
-        """Explicit, in this order: stop the replies, stop the engine thread, save what the replies had,
-        save the settings, close the history."""
+        """Explicit, in this order: stop the server (its replies end, its thread joins), stop the replies,
+        stop the engine thread, save what the replies had, save the settings, close the history."""
+        self.server.shutdown()
         self.flush_timer.stop()
         self.persist_timer.stop()
         for r in self.replies.values():

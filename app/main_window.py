@@ -21,6 +21,7 @@ from .widgets.depth_slider import DepthSlider, slider_stops
 from .widgets.live_strip import LiveStrip
 from .models_controller import ModelsController
 from .widgets.model_manager import ModelManager
+from .widgets.server_settings import ServerSettingsBox
 from .widgets.sidebar import Sidebar
 from .window_state import WindowState
 
@@ -120,6 +121,7 @@ class MainWindow(QMainWindow):
         self.undo.setVisible(False)
         self.undo.clicked.connect(self.undo_delete)
         self.deleted_id: int | None = None
+        self._server_error = ""  # the local server's last failure shown in the banner
         self.undo_timer = QTimer(self)  # owned by the window: it dies with it
         self.undo_timer.setSingleShot(True)
         self.undo_timer.setInterval(15000)
@@ -234,6 +236,7 @@ class MainWindow(QMainWindow):
         c.sig_deleted.connect(self._deleted)
         c.sig_editing.connect(self._editing)
         c.sig_depth.connect(self._depth)
+        c.server.sig_status.connect(self._server_status)
 
     # ------------------------------------------------------------------ window state
 
@@ -342,6 +345,18 @@ class MainWindow(QMainWindow):
         if self.depth.stops and self.depth.selected != name:
             self.depth.set_stops(self.depth.stops, name)
 
+    @Slot(object)
+    def _server_status(self, status) -> None:
+        """The live strip's server label; a failure to serve also goes to the banner (once each), which
+        goes away when the server runs or is turned off."""
+        self.strip.set_server(status.summary)
+        if status.error and status.error != self._server_error:
+            self.show_error(f"The local server is not running: {status.error}. Change its address or port "
+                            "in Settings → Server, or turn it off there.")
+        elif not status.error and self._server_error and self.error.text().startswith("The local server "):
+            self.error.setVisible(False)
+        self._server_error = status.error
+
     def copy_conversation(self) -> None:
         if self.controller.current is not None:
             QGuiApplication.clipboard().setText(self.controller.history.export_text(self.controller.current))
@@ -405,7 +420,8 @@ class MainWindow(QMainWindow):
         self.load_model(folder, resident, is_demo)
 
     def open_settings(self, tab: int = 0) -> None:
-        dialog = SettingsDialog(self, self.settings, *self.controller.conversation_settings())
+        dialog = SettingsDialog(self, self.settings, *self.controller.conversation_settings(),
+                                server_address=self.controller.server.status().address)
         dialog.tabs.setCurrentIndex(tab)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             before = self.settings.models_dir
@@ -414,6 +430,7 @@ class MainWindow(QMainWindow):
                 self._set_models_dir(self.settings.models_dir)
             self.controller.set_conversation_settings(*dialog.conversation_values())
             self.apply_appearance()
+            self.controller.apply_server_settings()
 
     def apply_appearance(self) -> None:
         """The settings' theme and font size, for the whole application."""
@@ -484,9 +501,9 @@ class MainWindow(QMainWindow):
 
 
 class SettingsDialog(QDialog):
-    """Defaults for every chat, and this chat's system prompt and sampling."""
+    """Defaults for every chat, this chat's system prompt and sampling, and the local server."""
 
-    def __init__(self, parent, settings: Settings, system_prompt: str, chat_settings: dict):
+    def __init__(self, parent, settings: Settings, system_prompt: str, chat_settings: dict, server_address: str = ""):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         layout = QVBoxLayout(self)
@@ -528,10 +545,25 @@ class SettingsDialog(QDialog):
         self.chat_sampling = _SamplingForm({**vars(settings.sampling), **chat_settings.get("sampling", {})})
         chat_form.addRow(self.chat_sampling)
         self.tabs.addTab(chat, "This chat")
+        server = QWidget()
+        server_column = QVBoxLayout(server)
+        self.server_box = ServerSettingsBox(settings.server_enabled, settings.server_host, settings.server_port,
+                                            settings.server_api_key, server_address)
+        server_column.addWidget(self.server_box)
+        server_column.addStretch(1)
+        self.server_tab = self.tabs.addTab(server, "Server")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
+
+    def accept(self) -> None:
+        """OK keeps the dialog open while the server's values cannot be used (its note says why)."""
+        if self.server_box.problem():
+            self.tabs.setCurrentIndex(self.server_tab)
+            self.server_box.host.setFocus()
+            return
+        super().accept()
 
     def apply(self, s: Settings) -> None:
         s.theme, s.font_size = self.theme.currentText(), self.font_size.value()
@@ -542,6 +574,7 @@ class SettingsDialog(QDialog):
         s.models_dir = "" if not folder or Path(folder) == data_dir() / "models" else folder
         for k, v in self.default_sampling.values().items():
             setattr(s.sampling, k, v)
+        s.server_enabled, s.server_host, s.server_port, s.server_api_key = self.server_box.values()
 
     def conversation_values(self) -> tuple[str, dict]:
         return self.chat_prompt.toPlainText(), {"sampling": self.chat_sampling.values()}

@@ -1,5 +1,6 @@
 """The live strip: which submodel is producing tokens, a per-token latency sparkline coloured
-by submodel, time to first token, tokens/s, memory in use, and the compute path.
+by submodel, time to first token, tokens/s, memory in use, the compute path, and (while the local
+server is on) its address, the server request in flight and how many wait.
 
 Every text in it elides (the whole text goes to its tooltip), so a long compute path or switch
 note never widens the window."""
@@ -112,7 +113,10 @@ class LiveStrip(QWidget):
         self.speed = ElidedLabel("– tok/s", "Tokens per second after the first token", min_chars=1)
         self.memory = ElidedLabel("", "Memory this app holds", min_chars=1)
         self.path = ElidedLabel("", "The compute path running the model's matmuls", min_chars=1)
-        for w in (self.switch_note, self.ttft, self.speed, self.memory, self.path):
+        self.server = ElidedLabel("", "The local server (Settings → Server): its address, the request it is "
+                                  "answering and how many wait for the model", min_chars=1)
+        self.server.setVisible(False)  # only while the server is on (or could not start)
+        for w in (self.switch_note, self.ttft, self.speed, self.memory, self.path, self.server):
             w.setObjectName("stat")
         # Who is producing tokens and how fast come first; the long texts elide first.
         row.add(self.badge, priority=0)
@@ -121,7 +125,8 @@ class LiveStrip(QWidget):
         row.add(self.ttft, priority=1)
         row.add(self.speed, priority=2)
         row.add(self.memory, priority=4)
-        row.add(self.path, priority=6, stretch=1)
+        row.add(self.server, priority=6, stretch=1)
+        row.add(self.path, priority=7, stretch=1)
         self.colors: dict[str, str] = {}
         self.tokens = 0
         self._badge_key = ""
@@ -137,6 +142,11 @@ class LiveStrip(QWidget):
 
     def set_memory(self, text: str) -> None:
         self.memory.setText(text)
+
+    def set_server(self, text: str) -> None:
+        """The local server's one line (`ServerStatus.summary`); hidden when empty (the server is off)."""
+        self.server.setText(text)
+        self.server.setVisible(bool(text))
 
     def reset(self, submodel: str = "", phase: str = "") -> None:
         """A reply starts. `submodel` is the one about to produce the first token (it is shown
