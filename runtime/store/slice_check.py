@@ -34,6 +34,7 @@ class SliceVerdict:
     written: Path | None = None  # the elastic.json that now records the verified submodel
     error: str = ""  # why nothing was compared, in one line
     cancelled: bool = False
+    hub: bool = False  # the slice was read from a hub repo
 
     @property
     def verified(self) -> bool:
@@ -88,7 +89,7 @@ def check_slice(folder, where: str, revision: str | None = None, name: str | Non
         if report.verified and name is None:
             report = _keep_known_name(folder, report, catalog)
         written = record_verified(folder, report, piece, catalog) if report.verified else None
-        return SliceVerdict(where, piece.label, report, piece.bytes_read, written)
+        return SliceVerdict(where, piece.label, report, piece.bytes_read, written, hub=isinstance(piece, HubSource))
     except ReadCancelled:
         return SliceVerdict(where, piece.label if piece else "", None, piece.bytes_read if piece else 0,
                             error="cancelled; nothing was written", cancelled=True)
