@@ -107,13 +107,19 @@ STATE_HELP = {
 
 
 def states_text(fits) -> tuple[str, str]:
-    """The nested submodels' states in a few words ("estimated", "12B verified, 23B estimated") and a
-    tooltip saying what each means and what to do; the parent is the checkpoint itself (verified)."""
+    """The nested submodels' states in a word or three ("estimated", "1 of 2 verified": the table is
+    wide already) and a tooltip saying each one's, what it means and what to do; the parent is the
+    checkpoint itself (verified)."""
     nested = list(fits[1:])
     if not nested:
         return ("–", "No nested submodels: only the parent, which is the checkpoint itself." if fits else "")
-    states = {f.state for f in nested}
-    text = nested[0].state if len(states) == 1 else ", ".join(f"{f.name} {f.state}" for f in nested)
+    states = [f.state for f in nested]
+    if len(set(states)) == 1:
+        text = states[0]
+    elif "verified" in states:
+        text = f"{states.count('verified')} of {len(states)} verified"
+    else:
+        text = ", ".join(f"{f.name} {f.state}" for f in nested)
     tip = [f"{f.name}: {f.state} — {STATE_HELP.get(f.state, '')}" for f in nested]
     return text, "\n".join([f"{fits[0].name}: the parent, the checkpoint itself", *tip])
 

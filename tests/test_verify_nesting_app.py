@@ -121,7 +121,8 @@ def test_verify_nesting_proves_an_extracted_slice_and_its_state_turns_verified(q
     assert dialog.verdict.text() == line and dialog.verify_button.isEnabled() and not dialog.busy.isVisible()
     settled(qtbot, manager, models)
     assert states(manager, "parent") == {"full": "verified", "mid": "declared", "small": "verified"}
-    assert manager.table.item(i, NESTING).text() == "mid declared, small verified"
+    cell = manager.table.item(i, NESTING)
+    assert cell.text() == "1 of 2 verified" and "small: verified" in cell.toolTip() and "mid: declared" in cell.toolTip()
     entry = json.loads((imported / "elastic.json").read_text())["submodels"][-1]
     assert entry["name"] == "small" and entry["verified"]["path"] == str(piece.resolve())
 
@@ -313,3 +314,19 @@ def test_a_chat_never_starts_on_a_depth_whose_thinker_is_estimated(qtbot, tmp_pa
         assert controller.depth == default and len(notices) == 2
     finally:
         controller.shutdown()
+
+
+def test_the_catalog_lists_its_published_slices_checked(tmp_path):
+    from runtime.store.catalog import CATALOG, CatalogError, load_catalog
+
+    family = load_catalog().families["star-elastic-30b"]
+    assert [(s.repo, s.submodel) for s in family.slices] == [("DavidAU/NVIDIA-Nemotron-Labs-3-Elastic-12B-A2B", "12B")]
+    for bad, says in (({"repo": "DavidAU/x", "submodel": "30B"}, "not one of the nested"),  # the parent itself
+                      ({"repo": "../x", "submodel": "12B"}, "not a hub repo id"),
+                      ({"repo": "DavidAU/x"}, "needs 'repo' and 'submodel'")):
+        data = json.loads(CATALOG.read_text())
+        data["families"]["star-elastic-30b"]["slices"] = [bad]
+        path = tmp_path / "catalog.json"
+        path.write_text(json.dumps(data))
+        with pytest.raises(CatalogError, match=says):
+            load_catalog(path)

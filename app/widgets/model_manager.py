@@ -66,7 +66,7 @@ class ModelManager(QDialog):
                         "fit. Hover a verdict for the numbers. The largest submodel that fits is loaded; smaller "
                         "ones share its memory. Nesting: the nested submodels' widths are verified (checked against "
                         "a sliced checkpoint), declared (the checkpoint's elastic.json) or estimated (the catalog's "
-                        "guess); Verify nesting… checks them.")
+                        "guess; never thinks by default); hover for each one, and Verify nesting… to check them.")
         legend.setWordWrap(True)
         legend.setObjectName("depthDetail")
         layout.addWidget(legend)

@@ -21,13 +21,12 @@ class NestingDialog(QDialog):
         super().__init__(parent)
         self.models, self.key = models, row.key
         self.setWindowTitle(f"Verify nesting — {row.title}")
-        self.resize(720, 300)
+        self.resize(720, 340)
         layout = QVBoxLayout(self)
         intro = QLabel(f"Checks that a sliced checkpoint is a nested submodel of <b>{row.title}</b>: its widths "
-                       "come from the slice's config, and a set of its tensors is compared with this checkpoint's, "
-                       "value by value. Only headers and a few rows are read (megabytes, even from the hub). A "
-                       "verified submodel is recorded in this checkpoint's elastic.json; a refused one changes "
-                       "nothing.")
+                       "come from the slice's config, and some of its tensors are compared with this checkpoint's, "
+                       "value by value (headers and a few rows: megabytes, even from the hub). A verified submodel "
+                       "is recorded in this checkpoint's elastic.json; a refused one changes nothing.")
         intro.setWordWrap(True)
         layout.addWidget(intro)
         layout.addWidget(QLabel("Sliced checkpoint (a hub repo id, owner/name, or a folder):"))
