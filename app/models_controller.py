@@ -488,6 +488,9 @@ class ModelsController(QObject):
             line = f"The nesting check failed: {error}. The submodels' states are unchanged."
         else:
             line = " ".join(verdict_text(v) for v in verdicts) or "No slice to check against."
+            row = self.row(key)
+            if row is not None and row.status == "active" and any(v.verified for v in verdicts):
+                line += " The model in use runs on its old table until it is loaded again."
         self._say(prefix + line)
         self.sig_nesting.emit(key, prefix + line, False)
         self.refresh()  # a verified submodel's state, and the buttons
