@@ -104,6 +104,7 @@ class ChatController(QObject):
     sig_deleted = Signal(int, str)  # conversation id, title (for the undo banner)
     sig_editing = Signal(str)  # the text of the message being edited; "" when the edit ended
     sig_depth = Signal(str)
+    sig_notice = Signal(str)  # one line for the user that is not an error (why the depth changed)
     # requests to the engine worker (queued: it lives in its own thread)
     _sig_load = Signal(str, str, bool)
     _sig_generate = Signal(int, object, object)
@@ -164,11 +165,14 @@ class ChatController(QObject):
     @Slot(object)
     def _on_loaded(self, loaded: LoadedModel) -> None:
         self.loaded = loaded
-        # the saved depth if this model can run it, else the nearest below; a name it does not know: Balanced
-        self.depth = (self._available(self.depth) or self._available("Balanced")
+        # the saved depth if this model can run it, else the nearest below; a name it does not know: the default
+        self.depth = (self._available(self.depth) or self._available(loaded.default_depth or "Balanced")
                       or next((s.name for s in loaded.stops if s.available), self.depth))
+        notice = self._avoid_estimated()
         self.sig_model_loaded.emit(loaded)
         self.sig_depth.emit(self.depth)
+        if notice:
+            self.sig_notice.emit(notice)
 
     @Slot(str)
     def _on_load_failed(self, message: str) -> None:
@@ -194,6 +198,18 @@ class ChatController(QObject):
             self.depth = name
             self.settings.depth = name
             self.sig_depth.emit(name)
+
+    def _avoid_estimated(self) -> str:
+        """A chat never starts on a stop whose thinker's widths are only estimated: such a depth becomes
+        the engine's default; returns the line that says why ('' when nothing changed)."""
+        stop = next((s for s in self.loaded.stops if s.name == self.depth), None) if self.loaded else None
+        default = self.loaded.default_depth if self.loaded else ""
+        if stop is None or not stop.estimated or not default or default == stop.name:
+            return ""
+        self.depth = default
+        return (f"Reasoning depth is {default}, not {stop.name}: {stop.name} would think with {stop.think}, whose "
+                "widths are only estimated (not verified against a published slice). Verify nesting in the model "
+                f"manager, or choose {stop.name} again for this chat.")
 
     def _available(self, name: str) -> str | None:
         """`name` when it can run on what is loaded, else the nearest stop below it that can, else the lowest."""
@@ -228,6 +244,10 @@ class ChatController(QObject):
             return
         conv = self.history.new_conversation(system_prompt=self.settings.system_prompt)
         self.select(conv.id)
+        notice = self._avoid_estimated()  # new chats start on the default too
+        if notice:
+            self.sig_depth.emit(self.depth)
+            self.sig_notice.emit(notice)
 
     def select(self, cid: int) -> None:
         """Shows chat `cid`; a reply in flight elsewhere keeps streaming into its own chat."""

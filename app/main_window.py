@@ -231,6 +231,7 @@ class MainWindow(QMainWindow):
         c.sig_done.connect(self.strip.on_done)
         c.sig_busy.connect(self.stop_button.setEnabled)
         c.sig_error.connect(self.show_error)
+        c.sig_notice.connect(lambda text: self.show_error(text, kind="banner"))
         c.sig_model_loaded.connect(self._model_loaded)
         c.sig_model_failed.connect(self._model_failed)
         c.sig_deleted.connect(self._deleted)

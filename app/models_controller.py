@@ -1,12 +1,18 @@
 """The model manager's state and work, outside any window: the hardware probe and the fit plan,
-the rows the dialog shows, downloads and the slow tasks (verify, import, delete), each in its
-own thread.
+the rows the dialog shows, downloads and the slow tasks (verify, import, delete, the nesting
+check), each in its own thread.
 
 One `ModelsController` lives as long as the app; the model manager dialog only shows what it
 says and asks it to act, so closing the dialog neither stops nor orphans a download, and a
 reopened dialog shows the download where it is. Download progress arrives throttled (about
 10 Hz, see `workers.DownloadWorker`). Probing (NVML), planning and reading checkpoint headers
 run in a worker thread; the GUI thread only formats what they found.
+
+"Verify nesting…" checks a checkpoint on this PC against a sliced checkpoint (a folder or a hub
+repo, `runtime.store.slice_check`) in its own thread, with progress and cancel; a verified slice
+is written into the checkpoint's elastic.json and its submodel's state turns verified. A finished
+download of a catalog variant whose family lists published slices tries them at once; a hub that
+cannot be reached is one line, and the states stay as they were.
 """
 
 from __future__ import annotations
@@ -17,11 +23,13 @@ from pathlib import Path
 
 from PySide6.QtCore import QMetaObject, QObject, QThread, Qt, Signal, Slot
 
+from .nesting_worker import NestingWorker
 from .workers import DownloadWorker, TaskRunner, start_in_thread, stop_thread
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("Download", "Pause", "Resume", "Cancel", "Verify", "Delete", "Import folder…", "Use", "Refresh")
+ACTIONS = ("Download", "Pause", "Resume", "Cancel", "Verify", "Verify nesting…", "Delete", "Import folder…", "Use",
+           "Refresh")
 FINAL_WORDS = {"done": "Download complete and verified.",
                "paused": "Paused. Resume continues where it stopped, even after a restart.",
                "cancelled": "Cancelled; the partial files were removed."}
@@ -40,6 +48,7 @@ class ModelRow:
     local_name: str | None
     status: str  # "not downloaded", "ready", "active", "downloading 40%", a problem…
     resident: str = ""  # the submodel to load ("" = the largest that fits)
+    slices: tuple[str, ...] = ()  # the catalog's published slices (hub repo ids) for its family
 
     @property
     def on_disk(self) -> bool:
@@ -86,8 +95,59 @@ def verify_text(report) -> str:
     return f"{report.folder.name} is intact: {report.checked} file hashes match the download record."
 
 
-def actions(row: ModelRow | None, downloading: bool) -> dict[str, bool]:
-    """Which buttons make sense for `row` (None: nothing selected)."""
+# What each submodel state means and what to do about it (runtime/elastic_source.py).
+STATE_HELP = {
+    "verified": "checked value by value against a sliced checkpoint (its elastic.json records which one)",
+    "declared": "from the checkpoint's own elastic.json, not checked against a slice; Verify nesting… checks it "
+                "against one",
+    "estimated": "the catalog's estimate, fitted to published parameter counts, not a fact: its replies may be poor "
+                 "and it never thinks by default; select the model and press Verify nesting… to check it against a "
+                 "published slice",
+}
+
+
+def states_text(fits) -> tuple[str, str]:
+    """The nested submodels' states in a word or three ("estimated", "1 of 2 verified": the table is
+    wide already) and a tooltip saying each one's, what it means and what to do; the parent is the
+    checkpoint itself (verified)."""
+    nested = list(fits[1:])
+    if not nested:
+        return ("–", "No nested submodels: only the parent, which is the checkpoint itself." if fits else "")
+    states = [f.state for f in nested]
+    if len(set(states)) == 1:
+        text = states[0]
+    elif "verified" in states:
+        text = f"{states.count('verified')} of {len(states)} verified"
+    else:
+        text = ", ".join(f"{f.name} {f.state}" for f in nested)
+    tip = [f"{f.name}: {f.state} — {STATE_HELP.get(f.state, '')}" for f in nested]
+    return text, "\n".join([f"{fits[0].name}: the parent, the checkpoint itself", *tip])
+
+
+def bytes_text(n: int) -> str:
+    """A byte count for a person: "820 bytes", "41.3 kB", "9.6 MB"."""
+    if n < 1000:
+        return f"{n} bytes"
+    return f"{n / 1e3:.1f} kB" if n < 1e6 else size_text(n)
+
+
+def verdict_text(v) -> str:
+    """One line about one nesting check (runtime.store.slice_check.SliceVerdict)."""
+    source = v.label or v.slice
+    if v.cancelled:
+        return "Nesting check cancelled; nothing was written."
+    if v.report is None:
+        return f"Nesting not checked against {v.slice}: {v.error}. The submodels' states are unchanged."
+    r = v.report
+    read = bytes_text(r.bytes_read) + (f", {bytes_text(v.slice_bytes)} of them from the hub" if v.hub else "")
+    if r.verified and v.written is not None:
+        return (f"Verified: {r.name} nests in this checkpoint ({r.checked_tensors} tensors of {source} compared, "
+                f"{r.comparison}; {read} read). {r.name} is now verified in its elastic.json.")
+    return f"Refused: {source} does not nest here: {r.problems[0]} ({read} read). Nothing was written."
+
+
+def actions(row: ModelRow | None, downloading: bool, checking: bool = False) -> dict[str, bool]:
+    """Which buttons make sense for `row` (None: nothing selected); `checking`: a nesting check runs."""
     if row is None:
         return {name: name in ("Import folder…", "Refresh") for name in ACTIONS}
     can_get = row.repo is not None and row.status not in ("ready", "active") and not downloading
@@ -99,6 +159,9 @@ def actions(row: ModelRow | None, downloading: bool) -> dict[str, bool]:
         "Pause": downloading,
         "Cancel": downloading,
         "Verify": row.on_disk and not downloading,
+        # the bundled demo's files belong to the app: its table is declared by its training, never rewritten
+        "Verify nesting…": (row.on_disk and row.status in ("ready", "active") and not downloading and not checking
+                            and row.local_name not in (None, "demo")),
         "Delete": row.on_disk and not downloading and row.local_name not in (None, "demo"),
         "Use": usable and row.status != "active",  # the active model is already in use
         "Import folder…": True,
@@ -113,11 +176,12 @@ def gather(probe_file: str | None, context: int):
     from runtime.store.hardware import load_probe, probe
     from runtime.store.model_store import list_models, models_dir
     from runtime.store.planner import checkpoint_sizing, make_plan, plan_checkpoint
+    from runtime.store.slice_check import catalog_slices
 
     hw = load_probe(probe_file) if probe_file else probe(models_dir())
     catalog = load_catalog()
     models = list_models()
-    local, imported = {}, {}
+    local, imported, slices = {}, {}, {}
     for m in models:
         v = catalog.for_repo(m.repo) if m.repo else None
         usable = m.complete and not m.problem
@@ -126,13 +190,16 @@ def gather(probe_file: str | None, context: int):
                 local[v.id] = checkpoint_sizing(m.path)
             elif m.source == "imported" and usable:
                 imported[m.name] = plan_checkpoint(m.path, hw, context)
+                slices[m.name] = tuple(s.repo for s in catalog_slices(m.path, catalog))
         except ElasticError as e:  # a damaged folder: its row says why, the rest still show
             log.info("cannot plan %s: %s", m.path, e)
-    return hw, catalog, make_plan(hw, catalog, context, local), models, imported
+    return hw, catalog, make_plan(hw, catalog, context, local), models, imported, slices
 
 
-def build_rows(catalog, plan, models, imported: dict, active: str, status_of_download) -> list[ModelRow]:
-    """The dialog's rows: every catalog variant, then imported folders (planned from their own files)."""
+def build_rows(catalog, plan, models, imported: dict, active: str, status_of_download,
+               slices: dict | None = None) -> list[ModelRow]:
+    """The dialog's rows: every catalog variant, then imported folders (planned from their own files);
+    `slices`: an imported folder's name -> the catalog's slices for the family it is a copy of."""
     by_repo = {m.repo: m for m in models if m.repo}
     rows = []
     for vp in plan.variants:
@@ -141,9 +208,10 @@ def build_rows(catalog, plan, models, imported: dict, active: str, status_of_dow
         folder = local.path if local else (v.path if v.bundled else None)
         status = status_of_download(v.id) or _status(local, active)
         resident = vp.resident if vp.resident and vp.submodels and vp.resident != vp.submodels[0].name else ""
+        family = catalog.families.get(v.family) if v.family else None
         rows.append(ModelRow(v.id, v.title, v.format, size_text(vp.download_bytes or (local.size_bytes if local else 0)),
                              vp.compute_path, tuple(vp.submodels), v.repo, folder, local.name if local else None,
-                             status, resident))
+                             status, resident, tuple(s.repo for s in family.slices) if family else ()))
     known = {r.local_name for r in rows}
     for m in models:
         if m.name in known or m.source != "imported":
@@ -152,7 +220,7 @@ def build_rows(catalog, plan, models, imported: dict, active: str, status_of_dow
         resident = vp.resident if vp and vp.resident and vp.resident != vp.submodels[0].name else ""
         rows.append(ModelRow(m.name, f"{m.name} (imported)", m.format, size_text(m.size_bytes),
                              vp.compute_path if vp else "", tuple(vp.submodels) if vp else (), None, m.path, m.name,
-                             _status(m, active), resident))
+                             _status(m, active), resident, (slices or {}).get(m.name, ())))
     return rows
 
 
@@ -177,6 +245,7 @@ class ModelsController(QObject):
     sig_message = Signal(str)  # one line about the last thing that happened
     sig_changed = Signal()  # the set of models on this PC changed
     sig_use = Signal(str, str)  # checkpoint folder, resident submodel ("" = the largest that fits)
+    sig_nesting = Signal(str, str, bool)  # row key, one line (progress, then the verdict), whether it still runs
 
     def __init__(self, probe_file: str | None = None, context: int = 8192, active: str = "", parent=None):
         super().__init__(parent)
@@ -186,6 +255,7 @@ class ModelsController(QObject):
         self.progress: dict[str, object] = {}  # latest Progress per download, kept after it ends
         self.downloads: dict[str, tuple[DownloadWorker, QThread]] = {}
         self.tasks = TaskRunner(self)
+        self.nesting: tuple[str, NestingWorker, QThread, str] | None = None  # key, worker, thread, line prefix
         self._parts = None  # what the last refresh gathered, to rebuild rows without probing again
         self._generation = 0
         self.refreshing = False
@@ -203,7 +273,7 @@ class ModelsController(QObject):
         return next((r for r in self.rows() if r.folder is not None and _same_folder(r.folder, folder)), None)
 
     def actions(self, key: str | None) -> dict[str, bool]:
-        return actions(self.row(key), key in self.downloads)
+        return actions(self.row(key), key in self.downloads, self.nesting is not None)
 
     def refresh(self) -> None:
         """Probe, plan and list again, in a worker thread; a newer refresh wins over an older one."""
@@ -224,8 +294,8 @@ class ModelsController(QObject):
     def _rebuild(self) -> None:
         if self._parts is None:
             return
-        hw, catalog, plan, models, imported = self._parts
-        rows = build_rows(catalog, plan, models, imported, self.active, self._download_status)
+        hw, catalog, plan, models, imported, slices = self._parts
+        rows = build_rows(catalog, plan, models, imported, self.active, self._download_status, slices)
         why = plan.default_reason
         if hw.gpu is None:  # the planner's line brackets the no-GPU reason, which may hold brackets itself
             why = "Without an NVIDIA GPU the bundled demo model runs on the CPU."
@@ -303,6 +373,8 @@ class ModelsController(QObject):
         self._say(f"Download failed: {error}" if error else FINAL_WORDS.get(getattr(final, "state", ""), "Stopped."))
         self.sig_changed.emit()
         self.refresh()
+        if not error and getattr(final, "state", "") == "done":
+            self._try_catalog_slices(key)
 
     def pause(self, key: str) -> None:
         if key in self.downloads:
@@ -353,6 +425,76 @@ class ModelsController(QObject):
         self.set_active(str(r.folder))
         self.sig_use.emit(str(r.folder), r.resident)
 
+    # ------------------------------------------------------------------ nesting
+
+    def verify_nesting(self, key: str, where: str, revision: str | None = None) -> None:
+        """Checks the row's checkpoint against `where` (a hub repo id or a folder) in a worker thread."""
+        from runtime.store.slice_check import check_slice
+
+        r = self.row(key)
+        if r is None or not self.actions(key)["Verify nesting…"]:
+            return
+        folder, where = r.folder, (where or "").strip()
+        self._start_nesting(key, lambda stop, on_read: [check_slice(folder, where, revision, stop=stop,
+                                                                    on_read=on_read)],
+                            f"Verifying the nesting of {r.title} against {where}…", "")
+
+    def _try_catalog_slices(self, key: str) -> None:
+        """After a download: the family's published slices, checked against the new folder."""
+        from runtime.store.model_store import download_dir
+        from runtime.store.slice_check import check_catalog_slices
+
+        r = self.row(key)
+        if r is None or not r.slices or r.repo is None:
+            return
+        prefix = FINAL_WORDS["done"] + " "
+        if self.nesting is not None:
+            self._say(prefix + "Nesting not checked (another check is running): use Verify nesting… when it ends.")
+            return
+        folder = download_dir(r.repo)
+        self._start_nesting(key, lambda stop, on_read: check_catalog_slices(folder, stop=stop, on_read=on_read),
+                            prefix + f"Checking the nesting against {', '.join(r.slices)}…", prefix)
+
+    def _start_nesting(self, key: str, job, first_line: str, prefix: str) -> None:
+        worker = NestingWorker(job)
+        thread = start_in_thread(worker, "nesting check")
+        worker.sig_progress.connect(self._on_nesting_progress)
+        worker.sig_finished.connect(self._on_nesting_finished)
+        self.nesting = (key, worker, thread, prefix)
+        self._say(first_line)
+        self.sig_nesting.emit(key, first_line, True)
+        if self.inventory is not None:
+            self.sig_inventory.emit(self.inventory)  # the buttons: one check at a time
+        QMetaObject.invokeMethod(worker, "run", Qt.ConnectionType.QueuedConnection)
+
+    def cancel_nesting(self) -> None:
+        if self.nesting is not None:
+            self.nesting[1].cancel()
+
+    @Slot(int)
+    def _on_nesting_progress(self, total: int) -> None:
+        if self.nesting is None or self.sender() is not self.nesting[1]:
+            return
+        self.sig_nesting.emit(self.nesting[0], f"Checking the nesting: {bytes_text(total)} read…", True)
+
+    @Slot(object, str)
+    def _on_nesting_finished(self, verdicts, error: str) -> None:
+        if self.nesting is None or self.sender() is not self.nesting[1]:
+            return
+        key, _, thread, prefix = self.nesting
+        self.nesting = None
+        stop_thread(thread)
+        if error:
+            line = f"The nesting check failed: {error}. The submodels' states are unchanged."
+        else:
+            line = " ".join(verdict_text(v) for v in verdicts) or "No slice to check against."
+            row = self.row(key)
+            if row is not None and row.status == "active" and any(v.verified for v in verdicts):
+                line += " The model in use runs on its old table until it is loaded again."
+        self._say(prefix + line)
+        self.sig_nesting.emit(key, prefix + line, False)
+        self.refresh()  # a verified submodel's state, and the buttons
+
     # ------------------------------------------------------------------ shutdown
 
     def shutdown(self) -> None:
@@ -362,4 +504,10 @@ class ModelsController(QObject):
             worker.pause()
             stop_thread(thread)
         self.downloads.clear()
+        if self.nesting is not None:
+            _, worker, thread, _ = self.nesting
+            worker.blockSignals(True)
+            worker.cancel()
+            stop_thread(thread)
+            self.nesting = None
         self.tasks.shutdown()

@@ -36,6 +36,7 @@ class LoadedModel:
     loaded: tuple[str, ...]  # those in memory
     is_demo: bool
     reasons: tuple[tuple[str, str], ...] = ()  # (submodel, why it is not in memory): the planner's one-liners
+    default_depth: str = ""  # Engine.default_depth(): never a stop whose thinker's widths are only estimated
 
 
 def start_in_thread(worker: QObject, name: str) -> QThread:
@@ -102,7 +103,8 @@ class EngineWorker(QObject):
         by_name = {f.name: f.reason for f in hw_plan[1].submodels} if hw_plan is not None else {}
         reasons = tuple((n, by_name.get(n, f"{n} is not in memory")) for n in missing)
         self.sig_loaded.emit(LoadedModel(folder, Path(folder).name, e.status(), tuple(e.depth_stops()),
-                                         tuple(e.all_submodels_by_size()), loaded, is_demo, reasons))
+                                         tuple(e.all_submodels_by_size()), loaded, is_demo, reasons,
+                                         e.default_depth()))
         # The window is usable while this runs; a reply sent meanwhile (the chat's or the server's) waits
         # in the queue and starts right after it, warm.
         log.info("warmed up %s in %.0f ms", Path(folder).name, self._warm_up(loaded))
@@ -283,18 +285,26 @@ class _TaskHandle(QObject):
 
     @Slot(object)
     def done(self, value) -> None:
-        self._finish()
-        self.on_done(value)
+        on_done, _ = self._finish()
+        if on_done is not None:  # None: the runner was shut down, its owner is going away
+            on_done(value)
 
     @Slot(str)
     def failed(self, message: str) -> None:
-        self._finish()
-        self.on_failed(message)
+        _, on_failed = self._finish()
+        if on_failed is not None:
+            on_failed(message)
 
-    def _finish(self) -> None:
+    def _finish(self) -> tuple:
+        """Ends the task; returns (on_done, on_failed). The handle lets go of them and of the runner
+        before its deferred deletion: if they held the last reference to the runner's owner, freeing
+        them inside this handle's destructor would delete the owner, and with it this handle, twice."""
         stop_thread(self.thread)
         self.runner.handles.discard(self)
+        callbacks = self.on_done, self.on_failed
+        self.on_done = self.on_failed = self.runner = None
         self.deleteLater()
+        return callbacks
 
 
 class TaskRunner(QObject):
@@ -316,6 +326,10 @@ class TaskRunner(QObject):
         QMetaObject.invokeMethod(worker, "run", Qt.ConnectionType.QueuedConnection)
 
     def shutdown(self) -> None:
+        """Stops every task's thread; a result that arrives afterwards is dropped, never handed to an
+        owner that is going away."""
         for handle in list(self.handles):
+            handle.worker.blockSignals(True)
             stop_thread(handle.thread)
+            handle.on_done = handle.on_failed = None
         self.handles.clear()

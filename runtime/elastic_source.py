@@ -10,7 +10,9 @@ probe`, the model manager, the slider):
   a file the user wrote).
 - `estimated`: the folder has no elastic.json (NVIDIA's official repos have none), so the
   catalog's widths are used: numbers fitted to published parameter counts, not facts. Such a
-  submodel can be chosen, but never thinks by default.
+  submodel can be chosen, but never thinks by default. When a slice is verified into such a
+  folder, the elastic.json written keeps the other estimates, each with `"estimated": ORIGIN`,
+  and they stay estimated.
 
 This module reads only a folder's own elastic.json (`own_table`); the catalog's estimates come
 from the model store (`runtime/store/submodel_tables.py`), which hands the engine its table.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import read_json
+from .errors import one_line
 
 VERIFIED, DECLARED, ESTIMATED = "verified", "declared", "estimated"
 
@@ -50,11 +53,18 @@ def own_table(folder) -> SubmodelTable | None:
         return None
     data = read_json(path)
     entries = data.get("submodels") if isinstance(data.get("submodels"), list) else []
-    states = {}
+    states, origins = {}, []
     for i, e in enumerate(entries):
         if isinstance(e, dict) and isinstance(e.get("name"), str):
-            states[e["name"]] = VERIFIED if i == 0 or isinstance(e.get("verified"), dict) else DECLARED
-    return SubmodelTable(None, states, "the checkpoint's elastic.json")
+            if i == 0 or isinstance(e.get("verified"), dict):
+                states[e["name"]] = VERIFIED
+            elif isinstance(e.get("estimated"), str):
+                states[e["name"]] = ESTIMATED
+                origins.append(one_line(e["estimated"], 200))  # text from a file: shown, never obeyed
+            else:
+                states[e["name"]] = DECLARED
+    origin = f"{origins[0]}, kept in the checkpoint's elastic.json" if origins else "the checkpoint's elastic.json"
+    return SubmodelTable(None, states, origin)
 
 
 PARENT_ONLY = SubmodelTable(None, {}, "config.json alone (no nested submodels)")

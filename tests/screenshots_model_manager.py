@@ -2,9 +2,13 @@
 
     xvfb-run -a -s "-screen 0 1400x900x24" python tests/screenshots_model_manager.py [--out docs/screenshots]
 
-1. model-manager-downloading.png: light theme, a recorded RTX 4090 probe, the NVFP4 30B downloading
-   from a hub stand-in on 127.0.0.1 (throttled link), an imported folder, the demo active
-2. model-manager-dark.png: dark theme, a PC without an NVIDIA GPU, the same dialog reopened
+1. model-manager-verify-nesting.png: the Verify nesting dialog after checking an imported copy of
+   the demo against a slice `extract` made (a full-precision slice of the NVFP4 parent: verified
+   within the quantization error)
+2. model-manager-downloading.png: light theme, a recorded RTX 4090 probe, the NVFP4 30B downloading
+   from a hub stand-in on 127.0.0.1 (throttled link), the imported folder with its slice verified
+   (the Nesting column), the demo active
+3. model-manager-dark.png: dark theme, a PC without an NVIDIA GPU, the same dialog reopened
    while the download goes on (the controller outlives the dialog)
 
 Nothing is slowed but the stand-in hub's link; the MB/s shown is that link's.
@@ -42,6 +46,7 @@ def main():
     from app.models_controller import ModelsController
     from app.theme import apply_theme
     from app.widgets.model_manager import ModelManager
+    from runtime.extract import extract
     from runtime.store.catalog import load_catalog
     from runtime.store.model_store import import_folder
     from tests.hub_stub import HubStub
@@ -63,6 +68,7 @@ def main():
 
     demo = next(v for v in load_catalog().variants if v.bundled)
     import_folder(shutil.copytree(ROOT / "assets" / "demo-nvfp4", work / "my-finetune"))
+    piece = extract(ROOT / "assets" / "demo", "1.0M", work / "my-finetune-1.0M")
     source = shutil.copytree(ROOT / "assets" / "demo-nvfp4", work / "repo")
     probes = ROOT / "tests" / "probes"
     with HubStub({REPO: source}) as hub:
@@ -75,6 +81,14 @@ def main():
         m = ModelManager(models=models)
         m.show()
         wait(lambda: bool(m.rows) and not models.refreshing)
+        m.select("my-finetune")
+        dialog = m.verify_nesting()
+        dialog.slice.setEditText(str(piece))
+        dialog.verify_button.click()
+        wait(lambda: dialog.verdict.text().startswith(("Verified", "Refused", "Nesting not")), 120)
+        wait(lambda: not models.refreshing and m.row("my-finetune").fits[1].state == "verified")
+        shoot(dialog, "model-manager-verify-nesting.png")
+        dialog.close()
         m.select("star-elastic-30b-nvfp4")
         m.buttons["Download"].click()
         wait(lambda: "DOWNLOADING" in m.progress_text.text() and m.progress.value() > 150, 60)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.models_controller import ModelsController, actions, hardware_text, verify_text
-from app.widgets.model_manager import ModelManager
+from app.widgets.model_manager import STATUS, ModelManager
 from app.workers import PROGRESS_INTERVAL_S, DownloadWorker, Throttle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,7 +156,7 @@ def test_use_is_disabled_for_the_active_model(qtbot, models):
     dialog.select(demo.id)
     assert dialog.row().status == "active"
     assert not dialog.buttons["Use"].isEnabled() and dialog.buttons["Verify"].isEnabled()
-    assert "in use" in dialog.table.item(dialog.table.currentRow(), 7).text()
+    assert "in use" in dialog.table.item(dialog.table.currentRow(), STATUS).text()
     with qtbot.assertNotEmitted(models.sig_use):
         models.use(demo.id)  # asked anyway (a stale click): nothing reloads
     models.set_active("/somewhere/else")

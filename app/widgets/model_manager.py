@@ -1,5 +1,6 @@
-"""The model manager dialog: hardware, the catalog's variants with a fit verdict per submodel,
-downloads (progress, speed, ETA, pause, resume, cancel, stalled), verify, delete, import, use.
+"""The model manager dialog: hardware, the catalog's variants with a fit verdict per submodel and
+how far their nested widths can be trusted (the Nesting column), downloads (progress, speed, ETA,
+pause, resume, cancel, stalled), verify, verify nesting, delete, import, use.
 
 A view of `app.models_controller.ModelsController`, which owns the plan, the downloads and
 the tasks and outlives this dialog: closing it stops nothing, reopening it shows where each
@@ -13,11 +14,14 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QDialog, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QMessageBox,
                                QProgressBar, QPushButton, QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout)
 
-from ..models_controller import ACTIONS, ModelRow, ModelsController, progress_text
+from ..models_controller import ACTIONS, ModelRow, ModelsController, progress_text, states_text
+from .nesting_dialog import NestingDialog
 
 VERDICT_COLORS = {"fits": "#16a34a", "tight": "#d97706", "does not fit": "#dc2626"}
 VERDICT_MARKS = {"fits": "✓ fits", "tight": "! tight", "does not fit": "✗ no"}
-COLUMNS = ["Model", "Format", "Size", "Compute path", "Parent", "Middle", "Smallest", "Status"]
+COLUMNS = ["Model", "Format", "Size", "Compute path", "Parent", "Middle", "Smallest", "Nesting", "Status"]
+NESTING, STATUS = COLUMNS.index("Nesting"), COLUMNS.index("Status")
+STATE_COLORS = {"verified": "#16a34a", "estimated": "#d97706"}  # declared: the text colour
 
 
 class ModelManager(QDialog):
@@ -60,7 +64,9 @@ class ModelManager(QDialog):
         layout.addWidget(self.table, 1)
         legend = QLabel("Per submodel: ✓ fits, ! tight (close other GPU programs or lower the context), ✗ does not "
                         "fit. Hover a verdict for the numbers. The largest submodel that fits is loaded; smaller "
-                        "ones share its memory.")
+                        "ones share its memory. Nesting: the nested submodels' widths are verified (checked against "
+                        "a sliced checkpoint), declared (the checkpoint's elastic.json) or estimated (the catalog's "
+                        "guess; never thinks by default); hover for each one, and Verify nesting… to check them.")
         legend.setWordWrap(True)
         legend.setObjectName("depthDetail")
         layout.addWidget(legend)
@@ -85,6 +91,10 @@ class ModelManager(QDialog):
         self.buttons["Pause"].clicked.connect(self._pause)
         self.buttons["Cancel"].clicked.connect(self._cancel)
         self.buttons["Verify"].clicked.connect(self._verify)
+        self.buttons["Verify nesting…"].clicked.connect(self.verify_nesting)
+        self.buttons["Verify nesting…"].setToolTip("Check this checkpoint's nested submodels against a sliced "
+                                                   "checkpoint (a hub repo or a folder)")
+        self.nesting_dialog: NestingDialog | None = None
         self.buttons["Delete"].clicked.connect(self.delete)
         self.buttons["Import folder…"].clicked.connect(self.import_folder)
         self.buttons["Use"].clicked.connect(self._use)
@@ -140,6 +150,13 @@ class ModelManager(QDialog):
                     item.setToolTip(fit.reason)
                     item.setForeground(QColor(VERDICT_COLORS[fit.verdict]))
                 self.table.setItem(i, 4 + j, item)
+            text, tip = states_text(r.fits)
+            item = QTableWidgetItem(text)
+            item.setToolTip(tip)
+            color = STATE_COLORS["estimated"] if "estimated" in text else STATE_COLORS.get(text)
+            if color:
+                item.setForeground(QColor(color))
+            self.table.setItem(i, NESTING, item)
             self._set_status(i, r.status)
             self.table.item(i, 0).setData(Qt.ItemDataRole.UserRole, r.key)
             if r.key == selected:
@@ -151,7 +168,7 @@ class ModelManager(QDialog):
         item.setToolTip(status)
         if status == "active":
             item.setText("active (in use)")
-        self.table.setItem(i, 7, item)
+        self.table.setItem(i, STATUS, item)
 
     @Slot(str, object)
     def _show_progress(self, key: str, p) -> None:
@@ -203,6 +220,18 @@ class ModelManager(QDialog):
 
     def _verify(self) -> None:
         self.models.verify(self._selected_key())
+
+    def verify_nesting(self) -> NestingDialog | None:
+        """Opens the nesting check for the selected checkpoint (one dialog, reused)."""
+        r = self.row()
+        if r is None or not self.models.actions(r.key)["Verify nesting…"]:
+            return None
+        if self.nesting_dialog is not None:
+            self.nesting_dialog.close()
+            self.nesting_dialog.deleteLater()
+        self.nesting_dialog = NestingDialog(self, self.models, r)
+        self.nesting_dialog.show()
+        return self.nesting_dialog
 
     def delete(self) -> None:
         r = self.row()

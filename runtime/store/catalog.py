@@ -2,7 +2,9 @@
 
 Each variant is one downloadable checkpoint (NVFP4, FP8, BF16 of the same family) or the
 bundled demo. A family carries the parent's config and an elastic table, so the fit planner
-can size every submodel before anything is downloaded.
+can size every submodel before anything is downloaded, and the sliced checkpoints published
+for it (`slices`: a hub repo and the submodel it is), which the model manager checks a
+downloaded parent against (`store/slice_check.py`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,17 @@ class Variant:
         return self.path is not None
 
 
+class CatalogError(ValueError):
+    """assets/catalog.json says something this version cannot use (a bug in the data)."""
+
+
+@dataclass(frozen=True)
+class CatalogSlice:
+    repo: str  # hub repo id of a sliced checkpoint of this family's parent
+    submodel: str  # the family's submodel it is (its name in the elastic table)
+    about: str  # who made it and how, in one line
+
+
 @dataclass(frozen=True)
 class Family:
     id: str
@@ -48,6 +61,7 @@ class Family:
     elastic: dict
     submodels: tuple[Submodel, ...]
     note: str
+    slices: tuple[CatalogSlice, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,7 @@ def load_catalog(path: Path = CATALOG) -> Catalog:
         cfg = ModelConfig.from_dict(f["config"], f"{path} ({fid})")
         subs = parse_elastic(f["elastic"], cfg, f"{path} ({fid})")
         families[fid] = Family(fid, f["title"], f.get("about", ""), cfg, f["config"], f["elastic"], tuple(subs),
-                               f.get("elastic_note", ""))
+                               f.get("elastic_note", ""), _slices(f.get("slices", []), subs, f"{path} ({fid})"))
     variants = []
     for v in data["variants"]:
         fam = families.get(v.get("family"))
@@ -83,6 +97,32 @@ def load_catalog(path: Path = CATALOG) -> Catalog:
             fast_min_cc=tuple(v["fast_path"]["min_compute_capability"]), fallback_path=v["fallback_path"],
             family=v.get("family"), default=bool(v.get("default"))))
     return Catalog(tuple(variants), families)
+
+
+def _slices(raw, subs: list[Submodel], where: str) -> tuple[CatalogSlice, ...]:
+    """A family's `slices`, checked: each names a valid repo id and one of the family's nested
+    submodels (not the parent), each repo once."""
+    from .hub_files import DownloadError, check_repo_id
+
+    if not isinstance(raw, list):
+        raise CatalogError(f"{where}: 'slices' must be a list")
+    names = [s.name for s in subs[1:]]
+    out, seen = [], set()
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("repo", "submodel")):
+            raise CatalogError(f"{where}: slice #{i + 1} needs 'repo' and 'submodel' strings")
+        try:
+            check_repo_id(entry["repo"])
+        except DownloadError as e:
+            raise CatalogError(f"{where}: slice #{i + 1}: {e}") from None
+        if "/" not in entry["repo"] or entry["repo"] in seen:
+            raise CatalogError(f"{where}: slice #{i + 1}: {entry['repo']!r} must be owner/name, listed once")
+        if entry["submodel"] not in names:
+            raise CatalogError(f"{where}: slice #{i + 1} is {entry['submodel']!r}, not one of the nested "
+                               f"submodels {names}")
+        seen.add(entry["repo"])
+        out.append(CatalogSlice(entry["repo"], entry["submodel"], str(entry.get("about", ""))))
+    return tuple(out)
 
 
 def bf16_modules(cfg: ModelConfig) -> list[str]:

@@ -30,6 +30,7 @@ import torch
 
 from ..config import ATTENTION, MAMBA, MLP, MOE, ModelConfig, read_json
 from ..elastic import FORMAT, PER_LAYER_FIELDS, Submodel, count_params, parent_submodel, parse_elastic
+from ..elastic_source import ESTIMATED, SubmodelTable
 from ..errors import CheckpointError, UsageError
 from ..quant import PackedFP8, PackedNVFP4, QuantSpec, parse_quant_spec, whole_blocks
 from ..safetensors_io import TensorInfo
@@ -363,9 +364,13 @@ def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 # ----------------------------------------------------------------------------- elastic.json
 
-def write_verified(folder, report: NestingReport, source: dict) -> Path:
+def write_verified(folder, report: NestingReport, source: dict, table: SubmodelTable | None = None) -> Path:
     """Adds (or corrects) the verified submodel in the checkpoint's `elastic.json`, with its source.
 
+    `table` is the one the folder runs with (`submodel_tables.folder_table`). When the folder has
+    no elastic.json and that table is the catalog's estimate, the file starts from it: the parent's
+    name, `max_thinking_tokens` and every other submodel are kept, those estimated marked
+    `"estimated": ORIGIN` so they stay estimated (verifying the 12B must not drop the 23B).
     The file is rewritten atomically and read back through the normal parser before it replaces
     the old one, so a bad write can never leave the checkpoint unloadable."""
     if not report.verified or report.submodel is None:
@@ -377,8 +382,16 @@ def write_verified(folder, report: NestingReport, source: dict) -> Path:
         data = read_json(path)
         parse_elastic(data, cfg, path)  # refuse to edit a file we could not load
         entries = [e for e in data["submodels"]]
+    elif table is not None and table.elastic is not None:
+        data = table.elastic
+        parse_elastic(data, cfg, table.origin)
+        entries = [data["submodels"][0]] + [
+            {**e, "estimated": table.origin} if table.state(e["name"]) == ESTIMATED else e
+            for e in data["submodels"][1:]]
     else:
+        data = {}
         entries = [{"name": size_name(count_params(cfg, parent_submodel(cfg)).total)}]
+    kept = {k: v for k, v in data.items() if k not in ("format", "submodels")}  # max_thinking_tokens ...
     new = {**report.submodel.to_dict(cfg), "verified": {**source, "checked_tensors": report.checked_tensors,
                                                           "comparison": report.comparison}}
     same_widths = [i for i, e in enumerate(entries[1:], 1) if _widths_of(e, cfg) == _widths_of(new, cfg)]
@@ -388,7 +401,7 @@ def write_verified(folder, report: NestingReport, source: dict) -> Path:
     entries.append(new)
     parent, rest = entries[0], entries[1:]
     rest.sort(key=lambda e: -count_params(cfg, parse_elastic({"format": FORMAT, "submodels": [parent, e]}, cfg)[1]).total)
-    data = {"format": FORMAT, "submodels": [parent, *rest]}
+    data = {"format": FORMAT, **kept, "submodels": [parent, *rest]}
     parse_elastic(data, cfg, path)
     fd, tmp = tempfile.mkstemp(prefix=".elastic-", suffix=".json", dir=folder)
     with os.fdopen(fd, "w", encoding="utf-8") as f:

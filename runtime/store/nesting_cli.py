@@ -4,7 +4,8 @@ Prints the widths learned from the slice and the verdict; the last stdout line i
 object {"name", "widths", "verified", "checked_tensors", "bytes_read"}. Exit 0 when the slice
 is verified, 2 (with one `error:` line on stderr) when it does not nest or the input is bad.
 With --write, a verified slice's submodel is added to (or corrected in) the checkpoint's
-elastic.json, with where it came from.
+elastic.json, with where it came from (`slice_check.record_verified`, as the app does: a folder
+running on the catalog's estimates keeps the others, still estimated).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ def add_parser(models_sub) -> None:
 
 def run(args) -> int:
     from ..errors import ElasticError
-    from .nesting import discover, write_verified
-    from .tensor_source import FolderSource, HubSource, open_source
+    from .nesting import discover
+    from .slice_check import record_verified
+    from .tensor_source import FolderSource, open_source
 
     parent = piece = None
     try:
@@ -48,10 +50,8 @@ def run(args) -> int:
         print(f"Verified: {report.name} nests in the parent ({report.checked_tensors} tensors compared, "
               f"{report.comparison}; {report.bytes_read:,} bytes read)")
         if args.write:
-            source = ({"repo": piece.repo, "revision": piece.revision} if isinstance(piece, HubSource)
-                      else {"path": str(Path(piece.label).resolve())})
             try:
-                path = write_verified(args.checkpoint, report, source)
+                path = record_verified(args.checkpoint, report, piece)
             except (ElasticError, OSError) as e:
                 print(json.dumps(report.summary()))
                 print(f"error: could not write elastic.json: {e}", file=sys.stderr)

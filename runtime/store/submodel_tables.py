@@ -55,3 +55,10 @@ def folder_table(folder, catalog=None) -> SubmodelTable:
     folder = Path(folder)
     cfg = ModelConfig.from_dict(read_json(folder / "config.json"), folder / "config.json")
     return submodel_table(folder, cfg, catalog)
+
+
+def folder_family(folder, catalog=None):
+    """The catalog family a folder is a copy of (by its download record, else its config); None if none."""
+    folder = Path(folder)
+    cfg = ModelConfig.from_dict(read_json(folder / "config.json"), folder / "config.json")
+    return _family_of(folder, cfg, catalog)

@@ -5,7 +5,10 @@ safetensors header(s) and a few rows of a few tensors, never whole files. A `Ten
 gives exactly that: JSON files by name, the tensor table with byte offsets, and `rows()` that
 reads a range of rows of one tensor. `FolderSource` reads a local folder; `HubSource` reads a
 hub repo through HTTP Range requests (same endpoint, token and error messages as downloads),
-counting every byte it receives so the caller can report how little was read.
+counting every byte it receives so the caller can report how little was read. A caller in
+another thread may stop a source (`stop`, a threading.Event: the next read raises
+`ReadCancelled`) and watch it (`on_read`, called with the bytes of each read, from the reading
+thread).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..config import MAX_JSON_FILE, parse_json, read_json
-from ..errors import CheckpointError
+from ..errors import CheckpointError, ElasticError
 from ..safetensors_io import BYTES_PER_ELEMENT, MAX_HEADER, TensorInfo, parse_header, parse_index
 
 TORCH_DTYPES = {
@@ -31,6 +34,10 @@ TORCH_DTYPES = {
     "BOOL": torch.bool, "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
 }
 EMBED_NAMES = ("backbone.embeddings.weight", "backbone.embedding.weight")
+
+
+class ReadCancelled(ElasticError):
+    """The caller stopped the source (its `stop` event is set)."""
 
 
 def row_bytes(t: TensorInfo) -> int:
@@ -53,6 +60,14 @@ class TensorSource:
         self._cache: dict[str, list[tuple[int, bytes]]] = {}
         self._json: dict[str, dict] = {}
         self._lock = threading.Lock()
+        self.stop: threading.Event | None = None  # set by another thread: the next read raises ReadCancelled
+        self.on_read = None  # called with the length of each read, in the reading thread
+
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self.bytes_read += n
+        if self.on_read is not None:
+            self.on_read(n)
 
     # -- files
     def has(self, file: str) -> bool:
@@ -77,9 +92,10 @@ class TensorSource:
         for begin, block in self._cache.get(file, ()):
             if begin <= start and start + length <= begin + len(block):
                 return block[start - begin:start - begin + length]
+        if self.stop is not None and self.stop.is_set():
+            raise ReadCancelled("the nesting check was cancelled")
         data = self._read(file, start, length)
-        with self._lock:
-            self.bytes_read += len(data)
+        self._count(len(data))
         if len(data) != length:
             raise CheckpointError(f"{self.label}/{file}", "the file ended early (truncated)")
         return data
@@ -177,7 +193,7 @@ class FolderSource(TensorSource):
     def _load_json(self, file: str) -> dict:
         path = self.folder / file
         data = read_json(path)
-        self.bytes_read += path.stat().st_size
+        self._count(path.stat().st_size)
         return data
 
     def _size(self, file: str) -> int | None:
