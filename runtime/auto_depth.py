@@ -3,9 +3,10 @@ thinker is unsure of its next token.
 
 The signal is the entropy (in nats) of the thinker's next-token distribution: the softmax of
 the logits the token is sampled from, at temperature 1 (so it means the same at any sampling
-setting). It is computed on the device from logits the decode step already has, and read back
-with the token in the one host sync per token (decode_step.DecodeStep.send/receive): no extra
-forward pass, no extra sync; it is computed only while there is a larger submodel to climb to.
+setting). It is computed on the device from logits the decode step already has
+(decode_step.token_signals) and read back with the token in the one host sync per token
+(DecodeStep.send/receive): no extra forward pass, no extra sync; and only while there is a
+larger submodel to climb to.
 When its mean over the last `window` tokens exceeds the threshold, the token just sampled is not
 kept: the next submodel up the ladder re-prefills the thought so far (the exact switch) and
 decides that token itself; its Switch event says reason "escalate". The parent answers.
@@ -13,6 +14,8 @@ decides that token itself; its Switch event says reason "escalate". The parent a
 Why entropy, and the threshold: `python -m training.auto_signal` measures the candidates on
 held-out sums and writes what it picks into the checkpoint's elastic.json as `auto_depth`; a
 checkpoint without it uses the depth table's default (depth_stops.json, the Auto row).
+
+This module is plain Python (no torch), so elastic.json's validation stays light.
 """
 
 from __future__ import annotations
@@ -21,8 +24,6 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
-
-import torch
 
 from .errors import CheckpointError
 
@@ -36,13 +37,6 @@ class Signals(NamedTuple):
 
 SIGNALS = Signals._fields
 MAX_THRESHOLD = 64.0  # no distribution over fewer than e^64 tokens has more entropy
-
-
-def token_signals(logits: torch.Tensor) -> torch.Tensor:
-    """(entropy, doubt) of softmax(logits) as a (2,) fp32 device tensor; no host sync. Tokens masked
-    with -inf count as impossible (entr(0) = 0)."""
-    probs = torch.softmax(logits.reshape(-1).float(), dim=-1)
-    return torch.stack([torch.special.entr(probs).sum(), 1 - probs.max()])
 
 
 def read_signals(values) -> Signals | None:

@@ -171,6 +171,14 @@ class DecodeStep:
         return token
 
 
+def token_signals(logits: torch.Tensor) -> torch.Tensor:
+    """The Auto depth's signals of softmax(logits), in auto_depth.Signals order (entropy in nats, doubt =
+    1 - the top probability), as a (2,) fp32 device tensor, with no host sync. Tokens masked with -inf
+    count as impossible (entr(0) = 0)."""
+    probs = torch.softmax(logits.reshape(-1).float(), dim=-1)
+    return torch.stack([torch.special.entr(probs).sum(), 1 - probs.max()])
+
+
 class InvalidLogits(ElasticError):
     def __init__(self):
         super().__init__("the model computed invalid numbers (NaN, or no token left possible): its weights may be damaged; "

@@ -25,11 +25,11 @@ from typing import Iterator
 
 import torch
 
-from .auto_depth import Escalation, Signals, Watch, read_signals, token_signals
+from .auto_depth import Escalation, Signals, Watch, read_signals
 from .engine import Controls, Engine, StopRequested
 from .errors import ElasticError, UsageError
 from .events import (ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, Done, Event, Switch, Token)
-from .decode_step import DeviceSampler
+from .decode_step import DeviceSampler, token_signals
 from .sampling import SamplingSettings
 
 log = logging.getLogger(__name__)

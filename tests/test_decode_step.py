@@ -114,7 +114,7 @@ def test_one_step_does_not_synchronise(loaded):
 def test_signals_ride_back_with_the_token_without_another_sync(loaded):
     """Auto's signals are computed on the device beside the sampled token and copied out with it: the
     step still does not synchronise, and `receive` (the one wait per token) hands both back."""
-    from runtime.auto_depth import token_signals
+    from runtime.decode_step import token_signals
 
     model = loaded["grouped"]
     cache = model.new_cache("half", 64)
