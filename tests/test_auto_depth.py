@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from runtime import cli
-from runtime.auto_depth import AutoPolicy, Escalation, Signals, Watch, parse_policy, token_signals
+from runtime.auto_depth import AutoPolicy, Escalation, Signals, Watch, parse_policy
+from runtime.decode_step import token_signals
 from runtime.depth import default_stop, depth_stops, find_stop, load_table, table_default
 from runtime.engine import Controls, Engine
 from runtime.errors import CheckpointError
@@ -259,3 +260,35 @@ def test_the_servers_auto_effort(engine):
     with pytest.raises(ApiError) as err:
         parse_chat(dict(body, reasoning_effort="auto"), without)
     assert err.value.status == 400 and err.value.param == "reasoning_effort" and "Auto" in err.value.message
+
+
+# ---------------------------------------------------------------------- choosing the policy (training/auto_signal.py)
+
+
+def test_the_measurement_helpers():
+    from training.auto_signal import auroc, peak, repeated_lines, thresholds_for
+
+    assert peak([1.0, 3.0, 2.0, 0.0], 1) == 3.0 and peak([1.0, 3.0, 2.0, 0.0], 2) == 2.5 and peak([4.0], 3) == 4.0
+    assert auroc([2.0, 3.0], [1.0]) == 1.0 and auroc([1.0], [1.0, 2.0]) == 0.25 and auroc([], [1.0]) is None
+    assert repeated_lines("a\nb\na\n\nb\nc") == 2
+    peaks = [0.1, 0.5, 0.9, 0.3]
+    assert thresholds_for(peaks, (0.25, 0.5)) == [0.7, 0.4]  # one of four above the first, two above the second
+    assert all(sum(p > t for p in peaks) == k for t, k in zip(thresholds_for(peaks, (0.25, 0.5)), (1, 2)))
+
+
+def test_the_measurement_runs_and_its_pick_is_what_the_engine_uses(checkpoints, tmp_path):
+    from training.auto_signal import markdown, measure, write_policy
+
+    folder = shutil.copytree(checkpoints["hybrid"], tmp_path / "hybrid")
+    data = json.loads((folder / "elastic.json").read_text())
+    (folder / "elastic.json").write_text(json.dumps(dict(data, max_thinking_tokens=16)))  # short thoughts: fast
+    result = measure(folder, n=4, seed=1, windows=(1,), fractions=(0.5,), eval_n=4, log=lambda *_: None)
+    assert result["ladder"] == ["small", "mid", "full"] and result["budget"] == 8
+    assert [r["signal"] for r in result["separation"]] == ["entropy, window 1", "doubt, window 1", "repeated lines",
+                                                           "budget spent"]
+    assert result["grid"] and all(r["auto"]["policy"]["window"] == 1 for r in result["grid"])
+    assert {r["stop"] for r in result["fixed_stops"]} == {"Off", "Quick", "Balanced", "Deep", "Max"}
+    assert "## Chosen" in markdown(result)
+    write_policy(folder, result)
+    engine = Engine.load(folder, max_context=256)
+    assert find_stop(engine.depth_stops(), "Auto").escalation.policy == AutoPolicy(**result["chosen"])
