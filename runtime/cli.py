@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--prompt", required=True)
     p.add_argument("--submodel", help="think and answer on this submodel")
-    p.add_argument("--depth", help="a reasoning-depth stop: Off, Quick, Balanced, Deep or Max")
+    p.add_argument("--depth", help="a reasoning-depth stop: Off, Quick, Balanced, Deep, Max or Auto")
     p.add_argument("--thinking-budget", type=int, help="thinking tokens (0: thinking off; default: unbounded)")
     p.add_argument("--think-submodel")
     p.add_argument("--answer-submodel")
@@ -205,10 +205,10 @@ def _generate(args) -> int:
     engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
                          table=folder_table(args.checkpoint))
     parent = engine.submodels_by_size()[-1]
-    think, answer, budget = args.submodel or parent, args.submodel or parent, None
+    think, answer, budget, escalation = args.submodel or parent, args.submodel or parent, None, None
     if args.depth:
         stop = find_stop(engine.depth_stops(), args.depth)
-        think, answer, budget = stop.think, stop.answer, stop.budget
+        think, answer, budget, escalation = stop.think, stop.answer, stop.budget, stop.escalation
     think = args.think_submodel or think
     answer = args.answer_submodel or answer
     if args.thinking_budget is not None:
@@ -219,7 +219,7 @@ def _generate(args) -> int:
         [{"role": "user", "content": args.prompt}]
     request = ChatRequest(tuple(messages), think, answer, budget, args.max_new_tokens,
                           SamplingSettings(args.temperature, args.top_p, args.top_k, args.min_p, args.seed),
-                          transplant=args.transplant)
+                          transplant=args.transplant, escalation=escalation)
     printer = _JsonPrinter() if args.json else _TextPrinter()
     for event in stream_chat(engine, request):
         if isinstance(event, Token):
@@ -270,8 +270,9 @@ class _TextPrinter:
 
     def switch(self, e):
         how = "" if e.exact else " (approximate cache transplant)"
-        print(f"\n[switch {printable(e.from_submodel)} -> {printable(e.to_submodel)}: re-prefilled {e.reprefill_tokens} tokens "
-              f"in {e.ms:.0f} ms{how}]", end="", flush=True)
+        why = "" if e.reason == "answer" else f" ({printable(e.reason)})"  # e.g. "escalate": Auto climbed
+        print(f"\n[switch {printable(e.from_submodel)} -> {printable(e.to_submodel)}{why}: re-prefilled "
+              f"{e.reprefill_tokens} tokens in {e.ms:.0f} ms{how}]", end="", flush=True)
 
     def done(self, e):
         print()

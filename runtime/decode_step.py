@@ -14,11 +14,15 @@ shape would raise), and replayed as a CUDA graph (cuda_graphs.py) on a GPU.
 
 Sampling happens on the device too (`DeviceSampler`), and the sampled token feeds the next step
 without a round trip: the host learns it from a pinned copy read after the next step is queued.
+A few values computed on the device beside the token (the Auto depth's signals) can ride along:
+copied out with it and read in the same wait, so the host still syncs once per token.
 
     step = model.decoder(name, cache)
     logits = step.forward_token(17)      # a host-known token (prefill of one, score --stepwise)
     step.send(sampler.on_device(logits)) # a device token: copy out, queue the step
     token = step.receive()               # the token id, read while the step runs
+    step.send(token_tensor, signals)     # also copy out `signals` (a small fp32 vector)...
+    step.receive(); step.signals         # ...read with the token: a tuple of floats
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from .sampling import SamplingSettings
 from .weights import ModelWeights
 
 MIN_SPAN = 256  # the smallest attention bucket: short contexts share one graph
+SIGNAL_SLOTS = 4  # values that may ride back with a token (DecodeStep.send)
 
 
 def span_for(length: int, max_len: int) -> int:
@@ -90,6 +95,9 @@ class DecodeStep:
         grouped_experts(self.device, weights.embed.dtype)  # decided now, outside any capture
         cuda = self.device.type == "cuda"
         self.host = torch.zeros(1, dtype=torch.long, pin_memory=cuda)  # the sampled token, copied out
+        self.host_signals = torch.zeros(SIGNAL_SLOTS, dtype=torch.float32, pin_memory=cuda)  # sent with it
+        self.sent_signals: torch.Tensor | None = None
+        self.signals: tuple[float, ...] | None = None  # the last received token's signals (None: none sent)
         self.copied = torch.cuda.Event() if cuda else None
         self.pending = False  # a token was sent and not yet received
         self.logits: torch.Tensor | None = None  # the last step's output (a fixed buffer under graphs)
@@ -119,16 +127,22 @@ class DecodeStep:
         self.cache.tokens.append(token)
         return logits
 
-    def send(self, token: torch.Tensor) -> torch.Tensor:
-        """Queues the step for a device token ((1,) long, e.g. just sampled): the token is copied
-        to pinned memory first, so `receive` can read it while the step runs. Returns the logits buffer."""
+    def send(self, token: torch.Tensor, signals: torch.Tensor | None = None) -> torch.Tensor:
+        """Queues the step for a device token ((1,) long, e.g. just sampled): the token (and `signals`,
+        a small fp32 vector computed beside it) is copied to pinned memory first, so `receive` can read
+        it while the step runs. Returns the logits buffer."""
         if self.pending:
             raise RuntimeError("a sent token was not received")
         with torch.inference_mode():
             self.sent = token.reshape(1)
+            if signals is not None and signals.numel() > SIGNAL_SLOTS:
+                raise ValueError(f"at most {SIGNAL_SLOTS} signals ride with a token")
+            self.sent_signals = signals
             if self.copied is not None:
                 self.host.copy_(self.sent, non_blocking=True)
-                self.copied.record()
+                if signals is not None:
+                    self.host_signals[:signals.numel()].copy_(signals.reshape(-1), non_blocking=True)
+                self.copied.record()  # one event for both copies: `receive` waits once
             # A sampler marks logits that are not finite with -1 (see DeviceSampler): the host learns
             # it from the copy, the embedding never sees it.
             torch.clamp(self.sent, min=0, out=self.token)
@@ -141,17 +155,28 @@ class DecodeStep:
         if not self.pending:
             raise RuntimeError("nothing was sent")
         self.pending = False
+        signals = self.sent_signals
         if self.copied is not None:
             self.copied.synchronize()  # waits for the sampler, not for the step queued after it
             token = int(self.host[0])
+            signals = self.host_signals[:signals.numel()] if signals is not None else None
         elif self.device.type == "meta":
-            token = 0  # no values on the meta device; the sequence length is what matters there
+            token, signals = 0, None  # no values on the meta device; the sequence length is what matters there
         else:
             token = int(self.sent[0])
+        self.signals = None if signals is None else tuple(signals.tolist())
         if token < 0:
             raise InvalidLogits()
         self.cache.tokens.append(token)
         return token
+
+
+def token_signals(logits: torch.Tensor) -> torch.Tensor:
+    """The Auto depth's signals of softmax(logits), in auto_depth.Signals order (entropy in nats, doubt =
+    1 - the top probability), as a (2,) fp32 device tensor, with no host sync. Tokens masked with -inf
+    count as impossible (entr(0) = 0)."""
+    probs = torch.softmax(logits.reshape(-1).float(), dim=-1)
+    return torch.stack([torch.special.entr(probs).sum(), 1 - probs.max()])
 
 
 class InvalidLogits(ElasticError):

@@ -4,6 +4,11 @@ Each stop names roles, not submodels, so the table works for any `elastic.json`:
 resolved over the submodels in memory sorted by active parameters (smallest, middle,
 parent = the largest). Budgets are fractions of the checkpoint's thinking ceiling:
 `max_thinking_tokens` in elastic.json, else a quarter of the context (at most 32k).
+
+A row with `escalate` (roles, in order) is an Auto stop (auto_depth.py): its thinker starts and the
+thought climbs those submodels when the thinker struggles, by the checkpoint's `auto_depth` policy
+(elastic.json) or else the row's own `signal`, `threshold` and `window`. The table's `default` names
+the stop a new chat starts on.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .auto_depth import AutoPolicy, Escalation, parse_policy
 from .errors import UsageError
 
 TABLE = Path(__file__).with_name("depth_stops.json")
@@ -27,6 +33,7 @@ class DepthStop:
     about: str
     missing: str | None = None  # the thinking submodel, when it is not in memory (the stop is unavailable)
     estimated: bool = False  # the thinking submodel's widths are the catalog's estimate (elastic_source.py)
+    escalation: Escalation | None = None  # an Auto stop: where the thought may climb, and when
 
     @property
     def available(self) -> bool:
@@ -35,6 +42,17 @@ class DepthStop:
 
 def load_table(path: Path = TABLE) -> list[dict]:
     return json.loads(Path(path).read_text())["stops"]
+
+
+def table_default(path: Path = TABLE) -> str:
+    """The stop the table names as the default (the one switch that makes Auto the default or not)."""
+    return json.loads(Path(path).read_text())["default"]
+
+
+def row_policy(row: dict) -> AutoPolicy:
+    """An Auto row's own policy: what a checkpoint without a measured `auto_depth` uses."""
+    return parse_policy({k: row[k] for k in ("signal", "threshold", "window") if k in row},
+                        f"depth stop {row['name']}", TABLE)
 
 
 def resolve_roles(names_by_size: list[str]) -> dict[str, str]:
@@ -46,12 +64,14 @@ def resolve_roles(names_by_size: list[str]) -> dict[str, str]:
 
 
 def depth_stops(names_by_size: list[str], thinking_ceiling: int, table: list[dict] | None = None,
-                loaded: set[str] | None = None, estimated: set[str] = frozenset()) -> list[DepthStop]:
+                loaded: set[str] | None = None, estimated: set[str] = frozenset(),
+                policy: AutoPolicy | None = None) -> list[DepthStop]:
     """The table's stops for a checkpoint whose submodels are `names_by_size` (smallest first).
 
     When only some submodels are in memory (`loaded`: the largest that fits and those nested in
     it), the largest loaded one answers in place of the parent, and a stop whose thinking
-    submodel is not loaded is unavailable (`missing` names it)."""
+    submodel is not loaded is unavailable (`missing` names it); an Auto stop climbs only to loaded
+    submodels. `policy` is the checkpoint's own Auto policy (elastic.json's `auto_depth`)."""
     roles = resolve_roles(names_by_size)
     loaded = set(names_by_size) if loaded is None else loaded
     largest_loaded = next((n for n in reversed(names_by_size) if n in loaded), None)
@@ -65,18 +85,32 @@ def depth_stops(names_by_size: list[str], thinking_ceiling: int, table: list[dic
         if think in estimated:
             about += (f" {think}'s widths are an estimate, not verified against a published slice, so its "
                       "thinking may be poor; this stop is never the default")
-        stops.append(DepthStop(row["name"], think, answer, budget, about, missing, think in estimated))
+        escalation = None
+        if think is not None and "escalate" in row:
+            escalation = Escalation(_ladder(think, [roles[r] for r in row["escalate"]], names_by_size, loaded),
+                                    policy or row_policy(row))
+        stops.append(DepthStop(row["name"], think, answer, budget, about, missing, think in estimated, escalation))
     return stops
 
 
-DEFAULT_ORDER = ("Balanced", "Deep", "Max", "Quick", "Off")
+def _ladder(think: str, rungs: list[str], names_by_size: list[str], loaded: set[str]) -> tuple[str, ...]:
+    """The thinker, then each rung that is in memory and larger than the one before it."""
+    ladder = [think]
+    for name in rungs:
+        if name in loaded and names_by_size.index(name) > names_by_size.index(ladder[-1]):
+            ladder.append(name)
+    return tuple(ladder)
 
 
-def default_stop(stops: list[DepthStop]) -> DepthStop:
-    """The stop to start on: Balanced, unless its thinker is missing or estimated (then the nearest
-    one whose thinker is in memory and verified or declared; Max, where the parent thinks, always is)."""
+FALLBACK_ORDER = ("Balanced", "Deep", "Max", "Quick", "Off")
+
+
+def default_stop(stops: list[DepthStop], default: str | None = None) -> DepthStop:
+    """The stop to start on: the table's `default` (Balanced), unless its thinker is missing or
+    estimated (then the nearest one whose thinker is in memory and verified or declared; Max, where
+    the parent thinks, always is)."""
     by_name = {s.name: s for s in stops}
-    for name in DEFAULT_ORDER:
+    for name in (default or table_default(),) + FALLBACK_ORDER:
         stop = by_name.get(name)
         if stop is not None and stop.available and not stop.estimated:
             return stop

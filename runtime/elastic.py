@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .auto_depth import AutoPolicy, parse_policy
 from .config import ATTENTION, MAMBA, MLP, MOE, ModelConfig, read_json
 from .errors import CheckpointError
 
@@ -99,6 +100,7 @@ def parse_elastic(data: dict, cfg: ModelConfig, path: Path | str = "elastic.json
     if len(entries) > MAX_SUBMODELS:
         raise CheckpointError(path, f"lists {len(entries)} submodels; at most {MAX_SUBMODELS} are supported")
     max_thinking_tokens(data, path)
+    auto_policy(data, path)
     parent = parent_submodel(cfg)
     subs, names = [], set()
     for index, entry in enumerate(entries):
@@ -130,6 +132,13 @@ def max_thinking_tokens(data: dict, path) -> int | None:
         raise CheckpointError(path, f"max_thinking_tokens is {_show(value)}; it must be a whole number "
                                     f"from 1 to {MAX_THINKING_TOKENS:,}")
     return value
+
+
+def auto_policy(data: dict, path) -> AutoPolicy | None:
+    """elastic.json's optional `auto_depth`: when the Auto stop climbs, as measured for this checkpoint
+    (training/auto_signal.py); absent: the depth table's default."""
+    value = data.get("auto_depth")
+    return None if value is None else parse_policy(value, "auto_depth", path)
 
 
 def _show(value) -> str:

@@ -18,7 +18,7 @@ from .cache import SequenceCache
 from .chat_format import ChatFormat
 from .config import read_json
 from .depth import DepthStop, default_stop, depth_stops
-from .elastic import count_params
+from .elastic import auto_policy, count_params
 from .elastic_source import ESTIMATED, PARENT_ONLY, SubmodelTable, own_table
 from .errors import UsageError
 from .events import Prefill
@@ -124,6 +124,7 @@ class Engine:
         elastic = model.folder / "elastic.json"
         data = self.table.elastic or (read_json(elastic) if elastic.exists() else {})
         self.max_thinking_tokens = data.get("max_thinking_tokens")
+        self.auto_policy = auto_policy(data, elastic)  # None: the depth table's default
 
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
@@ -161,10 +162,10 @@ class Engine:
 
     def depth_stops(self) -> list[DepthStop]:
         """The slider's stops; those whose thinking submodel is not in memory are unavailable, those
-        whose thinker's widths are only estimated say so."""
+        whose thinker's widths are only estimated say so; Auto climbs by this checkpoint's policy."""
         estimated = {n for n in self.model.submodels if self.table.state(n) == ESTIMATED}
         return depth_stops(self.all_submodels_by_size(), self.thinking_ceiling, loaded=set(self.model.views),
-                           estimated=estimated)
+                           estimated=estimated, policy=self.auto_policy)
 
     def default_depth(self) -> str:
         """The stop a new chat starts on (depth.default_stop): never one whose thinker is estimated."""

@@ -1,10 +1,13 @@
 """Chat generation with elastic budget control, in three layers (each thin over the one below):
 
-1. `decode_steps`  yields sampled token ids from one submodel, feeding each back.
+1. `sampled_steps` yields sampled token ids from one submodel, feeding each back (and, when
+                   watched, each token's Auto signals, read in the same sync); `decode_steps`
+                   the ids alone.
 2. `stream_chat`   yields immutable events for a whole reply: it thinks on one submodel
-                   under a token budget, forces the end of thinking, switches to the
-                   answering submodel (which re-prefills the context it has not seen) and
-                   answers. The CLI and the GUI use this layer.
+                   under a token budget (an Auto reply climbs to larger ones when the thinker
+                   struggles), forces the end of thinking, switches to the answering submodel
+                   (which re-prefills the context it has not seen) and answers. The CLI and
+                   the GUI use this layer.
 3. `chat`          returns the finished reply.
 
 Budget semantics follow Nemotron's: once the thinking budget is spent, keep going until a
@@ -22,10 +25,11 @@ from typing import Iterator
 
 import torch
 
+from .auto_depth import Escalation, Signals, Watch, read_signals
 from .engine import Controls, Engine, StopRequested
 from .errors import ElasticError, UsageError
 from .events import (ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, Done, Event, Switch, Token)
-from .decode_step import DeviceSampler
+from .decode_step import DeviceSampler, token_signals
 from .sampling import SamplingSettings
 
 log = logging.getLogger(__name__)
@@ -46,25 +50,37 @@ class ChatRequest:
     logits_processors: tuple = ()
     # APPROXIMATE: at the switch, reuse the thinking submodel's state instead of re-prefilling
     transplant: bool = False
+    # Auto: thinking climbs to larger submodels when the thinker struggles (DepthStop.escalation)
+    escalation: Escalation | None = None
 
 
-def decode_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=()) -> Iterator[int]:
+def sampled_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=(),
+                  watch: bool = False) -> Iterator[tuple[int, Signals | None]]:
     """Layer 1: from the logits after the cached context, sample a token, run it, yield it, repeat.
     The caller stops when it likes; the last yielded token is already in the cache (its step was
     queued before the host read the token, so the GPU never waits for the host).
     `sample` is a DeviceSampler (the token stays on the device) or any `logits -> int` sampler.
-    `processors` see `context`, the caller's live list of the sequence's token ids."""
+    `processors` see `context`, the caller's live list of the sequence's token ids. With `watch`,
+    each token comes with the signals of the distribution it was sampled from (auto_depth.py),
+    computed on the device and read back with it; else with None."""
     step = engine.decoder(name)
     while True:
         for process in processors:
             logits = process(context, logits)
+        signals = token_signals(logits) if watch else None
         if isinstance(sample, DeviceSampler):
-            logits = step.send(sample.on_device(logits))
-            yield step.receive()
+            logits = step.send(sample.on_device(logits), signals)
+            yield step.receive(), read_signals(step.signals)
         else:
             token = sample(logits)
             logits = step.forward_token(token)
-            yield token
+            yield token, read_signals(None if signals is None else signals.tolist())
+
+
+def decode_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=()) -> Iterator[int]:
+    """Layer 1, the token ids alone."""
+    for token, _ in sampled_steps(engine, name, logits, sample, processors, context):
+        yield token
 
 
 def reserve_for_answer(max_new_tokens: int) -> int:
@@ -95,7 +111,8 @@ class _Reply:
         self.special = engine.chat.special
         if request.max_new_tokens < 1:
             raise UsageError("max_new_tokens must be at least 1")
-        for name in filter(None, (request.think_submodel, request.answer_submodel)):
+        ladder = request.escalation.ladder if request.escalation else ()
+        for name in filter(None, (request.think_submodel, request.answer_submodel, *ladder)):
             engine.model.submodel(name)  # raises a clear error for an unknown or unloaded submodel
         thinking = (request.think_submodel is not None and request.thinking_budget != 0
                     and self.chat.supports_thinking)
@@ -111,6 +128,9 @@ class _Reply:
             thinking = False
             self.prompt = self._prompt(False)
         self.think_sub = request.think_submodel if thinking else None
+        # Auto: the thinker is watched while there is a larger submodel to climb to.
+        self.escalation = request.escalation if thinking else None
+        self.watch = Watch(self.escalation.policy) if self.escalation else None
         self.boundary = _last_index(self.prompt, self.special.turn_start)
         self.think_cap = hard_limit
         self._set_budget(request.thinking_budget if thinking else 0)
@@ -158,8 +178,12 @@ class _Reply:
                     yield from self._steer(steer)
                 wanted = self.controls.take_submodel_request()
                 if wanted and wanted != self.current and wanted in self.engine.model.views:
+                    self.watch = None  # a submodel the user chose: Auto stops climbing
                     yield self._switch(wanted, reason="request")
-                token = next(self.steps)
+                token, signals = next(self.steps)
+                if self.phase == THINKING and self.watch is not None and self.watch.struggling(signals):
+                    yield self._escalate()  # the token is not kept: the submodel above decides it
+                    continue
                 now = time.perf_counter()
                 latency = (now - (last or started)) * 1000
                 first_token_at, last = first_token_at or now, now
@@ -182,7 +206,9 @@ class _Reply:
         yield self._done(finish, error, started, first_token_at, last)
 
     def _steps(self, name: str, logits):
-        return decode_steps(self.engine, name, logits, self.sample, self.req.logits_processors, self.context)
+        # Signals are computed only while they can matter: an Auto thought with somewhere to climb.
+        watch = self.phase == THINKING and self.watch is not None and self.escalation.next_rung(name) is not None
+        return sampled_steps(self.engine, name, logits, self.sample, self.req.logits_processors, self.context, watch)
 
     # ------------------------------------------------------------------ thinking
 
@@ -207,13 +233,22 @@ class _Reply:
             events += self._start_answer(forced=self._end_thinking_tokens())
         return events
 
+    def _escalate(self) -> Switch:
+        """Auto: the thinker struggles, so the next submodel up re-prefills the thought so far, decides
+        the token the thinker was unsure of, and thinks on (watched afresh while it can climb further)."""
+        self.watch = Watch(self.escalation.policy)
+        return self._switch(self.escalation.next_rung(self.current), reason="escalate")
+
     def _steer(self, steer) -> list[Event]:
-        """Applies what the user asked of the thought in flight (engine.Controls), before the next token."""
+        """Applies what the user asked of the thought in flight (engine.Controls), before the next token.
+        A depth the user chooses is fixed: Auto stops climbing."""
         if steer.answer_now:
             self.thinking_end = "user"
             return self._start_answer(forced=self._end_thinking_tokens())
         events = []
         target = steer.think_submodel
+        if target:
+            self.watch = None
         if target and target != self.current and target in self.engine.model.views:
             events.append(self._switch(target, reason="depth"))
         if steer.budget is not None:

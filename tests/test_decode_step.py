@@ -111,6 +111,28 @@ def test_one_step_does_not_synchronise(loaded):
     step.receive()
 
 
+def test_signals_ride_back_with_the_token_without_another_sync(loaded):
+    """Auto's signals are computed on the device beside the sampled token and copied out with it: the
+    step still does not synchronise, and `receive` (the one wait per token) hands both back."""
+    from runtime.decode_step import token_signals
+
+    model = loaded["grouped"]
+    cache = model.new_cache("half", 64)
+    logits = model.forward("half", cache, TOKENS[:5])
+    step = model.decoder("half", cache)
+    sampler = DeviceSampler(SamplingSettings(temperature=0.7, top_p=0.9, seed=1))
+    p = torch.softmax(logits.reshape(-1), -1)
+    expected = (float(-(p * p.log()).sum()), float(1 - p.max()))
+    watch = NoHostSync()
+    with watch:
+        step.send(sampler.on_device(logits), token_signals(logits))
+    assert watch.bad == []
+    step.receive()
+    assert step.signals == pytest.approx(expected, rel=1e-5)
+    step.send(torch.tensor([3]))  # a token sent without signals brings none back
+    assert step.receive() == 3 and step.signals is None
+
+
 def test_the_detector_catches_a_sync():
     """The check above can fail: a host read and a data-dependent shape are both caught."""
     watch = NoHostSync()

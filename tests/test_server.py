@@ -70,9 +70,9 @@ def slow_engine(engine, delay_s=0.03):
         def __init__(self, step):
             self.step = step
 
-        def send(self, token):
+        def send(self, token, signals=None):
             time.sleep(delay_s)
-            return endless(self.step.send(token))
+            return endless(self.step.send(token, signals))
 
         def forward_token(self, token):
             time.sleep(delay_s)
@@ -196,8 +196,17 @@ def test_reasoning_effort_changes_who_thinks_and_for_how_long(server, how):
 def test_the_depth_table_has_every_stop_the_efforts_name():
     names = {row["name"] for row in load_table()}
     for effort, stops in EFFORT_DEPTHS.items():
-        if effort != "auto":
-            assert set(stops) <= names
+        assert set(stops) <= names
+
+
+def test_auto_effort_and_no_effort(server, engine):
+    """"auto" is the Auto stop (the smallest submodel starts thinking and may climb; the parent answers);
+    no effort at all is the depth table's default stop, as a new chat in the app starts on."""
+    r = ask(server, reasoning_effort="auto", seed=1, temperature=0)
+    e = extra(r, "elastic")
+    assert (e["depth"], e["think_submodel"], e["answer_submodel"]) == ("Auto", "0.5M", "1.5M")
+    assert r.choices[0].message.content and r.usage.completion_tokens_details.reasoning_tokens > 0
+    assert extra(ask(server, seed=1, max_tokens=300), "elastic")["depth"] == engine.default_depth()
 
 
 def test_elastic_fields_and_pinned_submodels(server):
@@ -264,7 +273,6 @@ def test_max_tokens_ends_with_length(server):
     ({"temperature": 3}, "temperature"),
     ({"top_p": 0}, "top_p"),
     ({"reasoning_effort": "extreme"}, "reasoning_effort"),
-    ({"reasoning_effort": "auto"}, "reasoning_effort"),  # the demo's depth table has no Auto stop
     ({"extra_body": {"reasoning": {"effort": "minimal"}}}, "reasoning.effort"),
     ({"max_tokens": 10 ** 6}, "max_tokens"),
     ({"max_tokens": 0}, "max_tokens"),

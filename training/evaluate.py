@@ -8,11 +8,14 @@ Every question is a held-out sum (its expression never trains) asked in a held-o
 wording never trains either); as many with two, three and four numbers. Greedy decoding on this
 machine. Measures:
 - each submodel answering alone with thinking off and on (up to the checkpoint's ceiling);
-- each stop of the app's depth slider, as the app runs it (runtime/depth_stops.json);
+- each stop of the app's depth slider, as the app runs it (runtime/depth_stops.json), Auto included:
+  how often its thought climbed to a larger submodel, at which thinking token, and how many
+  thinking tokens each submodel wrote;
 - standard budget control (the parent thinks with budget B and answers) against elastic budget
   control (a smaller submodel thinks with budget B, the parent answers), per budget;
 - accuracy per count of numbers for all of the above, and sample replies verbatim.
-Writes OUT.json, OUT.md and OUT.png (drawn with Qt, which the app already depends on).
+Writes OUT.json, OUT.md and OUT.png (drawn with Qt, which the app already depends on): accuracy
+and latency against budget, and every stop on an accuracy-latency plane with Auto marked.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from pathlib import Path
 
 import torch
 
+from runtime.auto_depth import Escalation
 from runtime.engine import Engine
-from runtime.generate import ChatRequest, chat
+from runtime.events import THINKING, Done, Switch, Token
+from runtime.generate import ChatRequest, stream_chat
 from runtime.sampling import SamplingSettings
 
 from .data import evaluation_problems, question
@@ -58,22 +63,24 @@ class Runner:
         self.max_new = engine.thinking_ceiling + 64
         self.done: dict[tuple, dict] = {}
 
-    def run(self, think: str | None, answer: str, budget: int) -> dict:
-        key = (think if budget else None, answer, budget if think else 0)
+    def run(self, think: str | None, answer: str, budget: int, escalation: Escalation | None = None) -> dict:
+        key = (think if budget else None, answer, budget if think else 0, escalation if think and budget else None)
         if key in self.done:
             return dict(self.done[key])
-        think, _, budget = key
-        rows, latencies, thinking_tokens = [], [], []
+        think, _, budget, escalation = key
+        rows, latencies, cpu, thinking_tokens = [], [], [], []
         for p, text in self.items:
             request = ChatRequest(({"role": "user", "content": text},), think, answer, budget, self.max_new,
-                                  SamplingSettings(temperature=0))
-            started = time.perf_counter()
-            done = chat(self.engine, request)
+                                  SamplingSettings(temperature=0), escalation=escalation)
+            started, cpu_started = time.perf_counter(), time.process_time()
+            done, climbed_at = reply(self.engine, request)
             latencies.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
             thinking_tokens.append(done.thinking_tokens)
             rows.append({"question": text, "expected": p.result, "numbers": len(p.numbers),
                          "thinking": done.thinking_text, "answer": done.answer_text,
-                         "right": last_number(done.answer_text) == p.result})
+                         "right": last_number(done.answer_text) == p.result, "escalated_at": climbed_at,
+                         "thinking_by_submodel": dict(done.thinking_by_submodel)})
         by_count = {}
         for k in sorted({r["numbers"] for r in rows}):
             group = [r["right"] for r in rows if r["numbers"] == k]
@@ -81,11 +88,43 @@ class Runner:
         out = {"think": think, "answer": answer, "budget": budget,
                "accuracy": round(sum(r["right"] for r in rows) / len(rows), 4), "by_numbers": by_count,
                "mean_latency_ms": round(1000 * statistics.mean(latencies), 1),
+               "mean_cpu_ms": round(1000 * statistics.mean(cpu), 1),
                "mean_thinking_tokens": round(statistics.mean(thinking_tokens), 1), "replies": rows}
+        if escalation is not None:
+            out["auto"] = auto_summary(rows, escalation)
         self.done[key] = out
         self.log(f"think={think} answer={answer} budget={budget}: {out['accuracy']:.1%} {by_count} "
                  f"({out['mean_latency_ms']:.0f} ms)")
         return dict(out)
+
+
+def reply(engine: Engine, request: ChatRequest) -> tuple[Done, list[int]]:
+    """One reply, and the thinking tokens written before each escalation (Auto's climbs)."""
+    thought, climbed_at, done = 0, [], None
+    for event in stream_chat(engine, request):
+        if isinstance(event, Token) and event.phase == THINKING:
+            thought += 1
+        elif isinstance(event, Switch) and event.reason == "escalate":
+            climbed_at.append(thought)
+        done = event
+    return done, climbed_at
+
+
+def auto_summary(rows: list[dict], escalation: Escalation) -> dict:
+    """How an Auto stop climbed: how often, where (the thinking token of the first climb), and how
+    many thinking tokens each submodel of its ladder wrote, on average over every reply."""
+    first = [r["escalated_at"][0] for r in rows if r["escalated_at"]]
+    return {"ladder": list(escalation.ladder), "policy": escalation.policy.as_dict(),
+            "escalated": round(len(first) / len(rows), 4),
+            "escalations_per_reply": round(sum(len(r["escalated_at"]) for r in rows) / len(rows), 3),
+            "first_escalation_mean": round(statistics.mean(first), 1) if first else None,
+            "first_escalation_median": statistics.median(first) if first else None,
+            "mean_thinking_by_submodel": {name: round(sum(r["thinking_by_submodel"].get(name, 0) for r in rows)
+                                                      / len(rows), 1) for name in escalation.ladder},
+            "accuracy_escalated": round(statistics.mean(r["right"] for r in rows if r["escalated_at"]), 4)
+            if first else None,
+            "accuracy_not_escalated": round(statistics.mean(r["right"] for r in rows if not r["escalated_at"]), 4)
+            if len(first) < len(rows) else None}
 
 
 def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, log=print) -> dict:
@@ -95,9 +134,11 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
     runner = Runner(engine, questions(seed, n), log)
     result = {"checkpoint": str(checkpoint), "problems": n, "submodels": names, "thinking_ceiling": ceiling,
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-              "per_submodel": [], "stops": [], "budget_control": []}
+              "per_submodel": [], "stops": [], "budget_control": [],
+              "auto_policy_from": "the checkpoint's elastic.json (auto_depth)" if engine.auto_policy
+              else "the depth table's default (depth_stops.json)"}
     for stop in engine.depth_stops():
-        row = runner.run(stop.think, stop.answer, stop.budget)
+        row = runner.run(stop.think, stop.answer, stop.budget, stop.escalation)
         row["stop"] = stop.name
         result["stops"].append(row)
     if not stops_only:
@@ -120,13 +161,15 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
 
 
 def samples(result: dict, k: int = 3) -> list[dict]:
-    """A few replies verbatim, right and wrong, from the default stop (Balanced) and the parent thinking."""
+    """A few replies verbatim, right and wrong, from the default stop (Balanced), the parent thinking
+    and Auto."""
     out = []
     for row in result["stops"]:
-        if row["stop"] in ("Balanced", "Max"):
+        if row["stop"] in ("Balanced", "Max", "Auto"):
             right = [r for r in row["replies"] if r["right"]][:k]
             wrong = [r for r in row["replies"] if not r["right"]][:k]
-            out += [dict(r, stop=row["stop"]) for r in right + wrong]
+            out += [{k: v for k, v in dict(r, stop=row["stop"]).items() if k != "thinking_by_submodel"}
+                    for r in right + wrong]
     return out
 
 
@@ -152,14 +195,21 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
              f"Written by `python -m training.evaluate` on {result['machine']}: {result['problems']} held-out "
              f"sums ({', '.join(counts)} numbers, as many of each; every expression and every phrasing unseen in "
              "training), greedy decoding, one reply at a time. A reply is right when its last number is the "
-             f"result. Latency is the mean wall time of a whole reply on this machine's CPU. Thinking ceiling "
+             f"result. Latency is the mean wall time of a whole reply on this machine's CPU; CPU time is the "
+             "processor time the reply used, which other work on a shared machine disturbs less. Thinking ceiling "
              f"(`max_thinking_tokens`): {result['thinking_ceiling']} tokens.", "",
              "## The depth slider's stops, as the app runs them", "",
-             f"| stop | thinks | answers | budget | accuracy | {head} | mean latency (ms) | mean thinking tokens |",
-             f"|---|---|---|---|---{rule}|---|---|"]
+             f"| stop | thinks | answers | budget | accuracy | {head} | mean latency (ms) | mean CPU time (ms) | "
+             "mean thinking tokens |",
+             f"|---|---|---|---|---{rule}|---|---|---|"]
     for r in result["stops"]:
-        lines.append(f"| {r['stop']} | {r['think'] or '-'} | {r['answer']} | {r['budget']} | {r['accuracy']:.1%} | "
-                     f"{by_numbers(r)} | {r['mean_latency_ms']} | {r['mean_thinking_tokens']} |")
+        thinks = r["think"] or "-"
+        if r.get("auto"):
+            thinks = " → ".join(r["auto"]["ladder"])
+        lines.append(f"| {r['stop']} | {thinks} | {r['answer']} | {r['budget']} | {r['accuracy']:.1%} | "
+                     f"{by_numbers(r)} | {r['mean_latency_ms']} | {r.get('mean_cpu_ms', '-')} | "
+                     f"{r['mean_thinking_tokens']} |")
+    lines += auto_lines(result)
     if nvfp4:
         lines += ["", f"The app's default checkpoint is the NVFP4 export (`{nvfp4['checkpoint']}`), on the same "
                   "questions:", "",
@@ -182,21 +232,50 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     lines += ["", "![accuracy and latency against budget](demo-eval.png)", "", "## Sample replies, verbatim", ""]
     for s in result["samples"]:
         verdict = "right" if s["right"] else f"wrong (expected {s['expected']})"
-        lines += [f"**{s['stop']}**, {verdict}: *{s['question']}*", "", "```", "<think>", s["thinking"].strip(),
+        climbed = (f", climbed at thinking token{'s' if len(s['escalated_at']) > 1 else ''} "
+                   f"{', '.join(map(str, s['escalated_at']))}" if s.get("escalated_at") else "")
+        lines += [f"**{s['stop']}**, {verdict}{climbed}: *{s['question']}*", "", "```", "<think>", s["thinking"].strip(),
                   "</think>", s["answer"].strip(), "```", ""]
     if result.get("notes"):
         lines += ["## Notes", "", result["notes"].strip(), ""]
     path.write_text("\n".join(lines) + "\n")
 
 
+def auto_lines(result: dict) -> list[str]:
+    """The Auto stop's own table: how often and where its thought climbed, and who wrote it."""
+    autos = [r for r in result["stops"] if r.get("auto")]
+    if not autos:
+        return []
+    ladder = autos[0]["auto"]["ladder"]
+    lines = ["", "### Auto: where the thought climbed", "",
+             f"Auto's thought starts on {ladder[0]} and climbs {' then '.join(ladder[1:]) or 'nowhere'} when the "
+             f"thinker struggles; its policy comes from {result.get('auto_policy_from', 'the depth table')}. "
+             "A climb happens before the token the thinker was unsure of, which the larger submodel then decides.",
+             "", "| stop | signal > threshold (window) | replies that climbed | climbs per reply | first climb at "
+             "thinking token (mean / median) | accuracy when it climbed / did not | "
+             + " | ".join(f"mean thinking tokens on {n}" for n in ladder) + " |",
+             "|---|---|---|---|---|---|" + "---|" * len(ladder)]
+    for r in autos:
+        a, pol = r["auto"], r["auto"]["policy"]
+        where = (f"{a['first_escalation_mean']} / {a['first_escalation_median']}"
+                 if a["first_escalation_mean"] is not None else "-")
+        acc = " / ".join("-" if v is None else f"{v:.0%}" for v in (a["accuracy_escalated"], a["accuracy_not_escalated"]))
+        lines.append(f"| {r['stop']} | {pol['signal']} > {pol['threshold']:g} ({pol['window']}) | {a['escalated']:.0%} | "
+                     f"{a['escalations_per_reply']} | {where} | {acc} | "
+                     + " | ".join(str(a["mean_thinking_by_submodel"].get(n, 0)) for n in ladder) + " |")
+    return lines
+
+
 def write_plot(result: dict, path: Path) -> None:
-    """Two panels, accuracy and latency against budget, one line per thinking submodel. Qt draws it."""
+    """Three panels: accuracy and latency against budget, one line per thinking submodel; and every
+    depth stop as a point on accuracy against latency, Auto marked. Qt draws it."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtCore import QPointF, QRectF, Qt
     from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter, QPen
 
     app = QGuiApplication.instance() or QGuiApplication(sys.argv[:1])  # noqa: F841 (fonts need it)
-    W, H, pad = 1000, 420, 60
+    W, H, pad = 1500, 420, 60
+    third = W / 3
     image = QImage(W, H, QImage.Format.Format_ARGB32)
     image.fill(QColor("white"))
     p = QPainter(image)
@@ -208,7 +287,7 @@ def write_plot(result: dict, path: Path) -> None:
     panels = [("accuracy", "accuracy", lambda v: f"{v:.0%}"), ("mean_latency_ms", "mean reply latency (ms)",
                                                                lambda v: f"{v:.0f}")]
     for k, (key, title, fmt) in enumerate(panels):
-        x0, y0, w, h = k * W / 2 + pad, 40, W / 2 - 1.5 * pad, H - 110
+        x0, y0, w, h = k * third + pad, 40, third - 1.5 * pad, H - 110
         values = [r[key] for r in result["budget_control"]]
         lo, hi = (0.0, 1.0) if key == "accuracy" else (0.0, max(values) * 1.1)
         p.setPen(QPen(QColor("#333"), 1))
@@ -230,6 +309,7 @@ def write_plot(result: dict, path: Path) -> None:
                 p.drawLine(a, b)
             for q in pts:
                 p.drawEllipse(q, 3.5, 3.5)
+    _stops_panel(p, result, 2 * third + pad, 40, third - 1.5 * pad, H - 110, pad)
     for c, thinker in enumerate(thinkers):
         kind = "standard: parent thinks" if thinker == result["submodels"][-1] else f"elastic: {thinker} thinks"
         p.setPen(QPen(QColor(colors[c % len(colors)]), 3))
@@ -241,6 +321,37 @@ def write_plot(result: dict, path: Path) -> None:
     p.drawText(QPointF(pad, H - 6), "The parent writes the answer in every case; B is the thinking budget in tokens.")
     p.end()
     image.save(str(path))
+
+
+def _stops_panel(p, result: dict, x0: float, y0: float, w: float, h: float, pad: float) -> None:
+    """Every depth stop as a point, accuracy against mean latency; Auto a red diamond, the others grey dots."""
+    from PySide6.QtCore import QPointF, QRectF, Qt
+    from PySide6.QtGui import QBrush, QColor, QPen, QPolygonF
+
+    stops = result["stops"]
+    hi = max(r["mean_latency_ms"] for r in stops) * 1.15 or 1.0
+    p.setPen(QPen(QColor("#333"), 1))
+    p.drawRect(QRectF(x0, y0, w, h))
+    p.drawText(QRectF(x0, 8, w, 24), Qt.AlignmentFlag.AlignCenter, "the slider's stops: accuracy against latency")
+    for t in range(5):
+        y = y0 + h - h * t / 4
+        p.drawText(QRectF(x0 - pad, y - 8, pad - 6, 16), Qt.AlignmentFlag.AlignRight, f"{t / 4:.0%}")
+        x = x0 + w * t / 4
+        p.drawText(QRectF(x - 30, y0 + h + 4, 60, 16), Qt.AlignmentFlag.AlignCenter, f"{hi * t / 4:.0f}")
+    p.drawText(QRectF(x0, y0 + h + 20, w, 16), Qt.AlignmentFlag.AlignCenter, "mean reply latency (ms)")
+    for i, r in enumerate(stops):
+        q = QPointF(x0 + w * r["mean_latency_ms"] / hi, y0 + h - h * r["accuracy"])
+        if r.get("auto"):
+            p.setPen(QPen(QColor("#d62728"), 1.5))
+            p.setBrush(QBrush(QColor("#d62728")))
+            p.drawPolygon(QPolygonF([q + QPointF(0, -7), q + QPointF(7, 0), q + QPointF(0, 7), q + QPointF(-7, 0)]))
+        else:
+            p.setPen(QPen(QColor("#555"), 1.5))
+            p.setBrush(QBrush(QColor("#555")))
+            p.drawEllipse(q, 4, 4)
+        p.setBrush(QBrush())
+        p.setPen(QColor("#222"))
+        p.drawText(q + QPointF(8, -6 if i % 2 else 14), r["stop"])  # alternate, so neighbours' names do not collide
 
 
 def main(argv=None):

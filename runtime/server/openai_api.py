@@ -6,8 +6,10 @@
     completion(events, ...) / ChunkStream(...).on_event(event) -> chunk dicts
 
 Reasoning controls that other servers spell differently all land on the depth table: Ollama's
-`reasoning_effort` / `reasoning.effort` (none, low, medium, high; none turns thinking off), vLLM's
-`thinking_token_budget`, and the `elastic` object for what only this engine can do. Reasoning goes
+`reasoning_effort` / `reasoning.effort` (none, low, medium, high; none turns thinking off; auto is the
+Auto stop, whose thought climbs to larger submodels when the thinker struggles; absent, the depth
+table's default stop), vLLM's `thinking_token_budget`, and the `elastic` object for what only this
+engine can do. Reasoning goes
 out as both `reasoning_content` (LM Studio, llama.cpp) and `reasoning` (vLLM, Ollama).
 """
 
@@ -32,7 +34,6 @@ EFFORT_DEPTHS = {
     "high": ("Max", "Deep", "Balanced", "Quick"),
     "auto": ("Auto",),  # only where the depth table has an Auto stop
 }
-DEFAULT_EFFORT = "medium"  # OpenAI's default
 DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.6, 0.95  # the model card's recommendation, not OpenAI's 1.0
 MAX_STOPS, MAX_STOP_CHARS = 4, 256
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -73,12 +74,13 @@ class ServedModel:
     submodels: tuple[str, ...]  # in memory, fewest active parameters first
     stops: tuple[DepthStop, ...]
     max_context: int
+    default: str = "Balanced"  # the stop a request without an effort gets (depth.default_stop)
     created: int = field(default_factory=lambda: int(time.time()))
 
     @classmethod
     def from_engine(cls, engine) -> "ServedModel":
         return cls(Path(engine.model.folder).name, tuple(engine.submodels_by_size()), tuple(engine.depth_stops()),
-                   engine.max_context)
+                   engine.max_context, engine.default_depth())
 
     @property
     def parent(self) -> str:
@@ -141,8 +143,9 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
 
     stop, depth = _depth(body, elastic, served)
     think, answer, budget = stop.think, stop.answer, stop.budget
+    escalation = stop.escalation  # Auto climbs unless the client chose the submodels itself
     if pin is not None:
-        think, answer = (pin if think else None), pin
+        think, answer, escalation = (pin if think else None), pin, None
     for key in ("think_submodel", "answer_submodel"):
         name = elastic.get(key)
         if name is None:
@@ -158,7 +161,7 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
             think = name
         else:
             answer = name
-        depth = None
+        depth, escalation = None, None
     chosen, budget_param = _budget(body, elastic, served)
     if chosen is not None:
         if chosen > 0 and think is None:
@@ -186,7 +189,8 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
         if options.get("include_usage") is not None:
             include_usage = _bool(options, "include_usage", "stream_options.include_usage")
     request = ChatRequest(tuple(messages), think, answer, budget if think else 0, max_tokens, sampling,
-                          _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning)
+                          _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
+                          escalation=escalation if think else None)
     return ParsedChat(request, model, stream, include_usage, depth)
 
 
@@ -279,12 +283,14 @@ def _depth(body: dict, elastic: dict, served: ServedModel) -> tuple[DepthStop, s
                                                "memory; choose a lower depth")
                 return stop, stop.name
         raise bad("elastic.depth", f"unknown depth {depth!r}; choose one of {', '.join(s.name for s in served.stops)}")
-    if effort is None:
-        effort = DEFAULT_EFFORT
-    if not isinstance(effort, str) or effort not in EFFORT_DEPTHS:
-        raise bad(param, f"{param} must be none, low, medium or high (or auto where the depth table has it), "
-                         f"got {effort!r}")
     by_name = {s.name.lower(): s for s in served.stops}
+    if effort is None:  # the stop a new chat starts on in the app
+        stop = by_name.get(served.default.lower())
+        if stop is not None and stop.available:
+            return stop, stop.name
+        effort = "medium"
+    if not isinstance(effort, str) or effort not in EFFORT_DEPTHS:
+        raise bad(param, f"{param} must be none, low, medium, high or auto, got {effort!r}")
     for name in EFFORT_DEPTHS[effort]:
         stop = by_name.get(name.lower())
         if stop is not None and stop.available:

@@ -1,0 +1,315 @@
+"""Choosing the Auto depth's signal and threshold by measurement, on held-out sums.
+
+    python -m training.auto_signal --checkpoint assets/demo [--n 60] [--out docs/results/auto-signal] [--write]
+
+1. The Auto stop's first thinker thinks alone on calibration sums (held-out expressions in held-out
+   phrasings, none of them among the questions `training.evaluate` scores), with Auto's budget, and the
+   parent answers: Auto that never climbs. Each thinking token's signals are recorded by a logits
+   processor that calls the runtime's own `token_signals` on the distribution the token is sampled from.
+2. Each candidate signal gets a score per thought: the entropy and the doubt (1 - top-1 probability),
+   as the largest mean over any `window` consecutive tokens; the lines repeated within the thought; the
+   share of the budget spent. How well a score separates thoughts that end wrong from those that end
+   right is its AUROC (0.5: not at all, 1: perfectly).
+3. For the runtime's signals (entropy, doubt) and each window, thresholds are set where a given share
+   of those thoughts would cross them, and Auto runs with each (the thinker climbs, the larger
+   submodel decides the token it was unsure of): accuracy, mean latency, how often and where it climbed.
+   The fixed stops run on the same sums for comparison.
+4. The pick: the highest accuracy; on a tie, fewer climbs per reply, then the less CPU time per reply
+   (wall time on a shared machine is too noisy to decide by; "never climb" competes too). `--write` stores it in the checkpoint's elastic.json as `auto_depth`, which the
+   engine reads (runtime/auto_depth.py); OUT.md and OUT.json say what was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+from runtime.auto_depth import AutoPolicy, Escalation, Signals, parse_policy
+from runtime.decode_step import token_signals
+from runtime.engine import Engine
+from runtime.events import THINKING, Token
+from runtime.generate import ChatRequest, stream_chat
+from runtime.sampling import SamplingSettings
+
+from .data import evaluation_problems, question
+from .evaluate import Runner, last_number, questions
+
+DEVICE_SIGNALS = ("entropy", "doubt")
+FRACTIONS = (0.1, 0.2, 0.3, 0.5)
+WINDOWS = (1, 4)
+
+
+def calibration_questions(seed: int, n: int, eval_seed: int = 0, eval_n: int = 120) -> list[tuple]:
+    """(problem, held-out phrasing) pairs whose expressions the evaluation (seed 0) never asks."""
+    asked = {p.expression for p, _ in questions(eval_seed, eval_n)}
+    rng = random.Random(seed + 17)
+    problems = [p for p in evaluation_problems(seed, n + eval_n) if p.expression not in asked][:n]
+    return [(p, question(p, rng, held_out_phrasing=True)) for p in problems]
+
+
+# ---------------------------------------------------------------------- 1. thoughts and their signals
+
+
+def watched_thoughts(engine: Engine, items: list[tuple], think: str, answer: str, budget: int, max_new: int) -> list[dict]:
+    """The thinker thinks alone (never climbing), the parent answers; every sampled thinking token's signals."""
+    out = []
+    for p, text in items:
+        seen: list[Signals] = []
+
+        def record(context, logits):
+            seen.append(Signals(*token_signals(logits).tolist()))
+            return logits
+
+        request = ChatRequest(({"role": "user", "content": text},), think, answer, budget, max_new,
+                              SamplingSettings(temperature=0), logits_processors=(record,))
+        sampled, done = 0, None
+        for event in stream_chat(engine, request):
+            if isinstance(event, Token) and event.phase == THINKING and not event.forced:
+                sampled += 1
+            done = event
+        out.append({"question": text, "expected": p.result, "right": last_number(done.answer_text) == p.result,
+                    "thinking": done.thinking_text, "thinking_tokens": done.thinking_tokens,
+                    "signals": [list(s) for s in seen[:sampled]]})
+    return out
+
+
+# ---------------------------------------------------------------------- 2. separation
+
+
+def peak(values: list[float], window: int) -> float:
+    """The largest mean of `window` consecutive values (of all of them, when there are fewer)."""
+    if not values:
+        return 0.0
+    if len(values) <= window:
+        return sum(values) / len(values)
+    run = sum(values[:window])
+    best = run
+    for i in range(window, len(values)):
+        run += values[i] - values[i - window]
+        best = max(best, run)
+    return best / window
+
+
+def repeated_lines(thinking: str) -> int:
+    lines = [line.strip() for line in thinking.splitlines() if line.strip()]
+    return sum(1 for i, line in enumerate(lines) if line in lines[:i])
+
+
+def auroc(wrong: list[float], right: list[float]) -> float | None:
+    """P(a wrong thought scores higher than a right one), ties counting half."""
+    if not wrong or not right:
+        return None
+    wins = sum((w > r) + 0.5 * (w == r) for w in wrong for r in right)
+    return round(wins / (len(wrong) * len(right)), 4)
+
+
+def candidate_scores(thoughts: list[dict], budget: int, windows) -> dict[str, list[float]]:
+    """Per candidate signal, one score per thought (higher: more struggling)."""
+    scores = {}
+    for i, name in enumerate(Signals._fields):
+        for w in windows:
+            scores[f"{name}, window {w}"] = [peak([s[i] for s in t["signals"]], w) for t in thoughts]
+    scores["repeated lines"] = [float(repeated_lines(t["thinking"])) for t in thoughts]
+    scores["budget spent"] = [t["thinking_tokens"] / budget for t in thoughts]
+    return scores
+
+
+def separation(thoughts: list[dict], scores: dict[str, list[float]]) -> list[dict]:
+    rows = []
+    for name, values in scores.items():
+        wrong = [v for v, t in zip(values, thoughts) if not t["right"]]
+        right = [v for v, t in zip(values, thoughts) if t["right"]]
+        rows.append({"signal": name, "auroc": auroc(wrong, right),
+                     "mean_wrong": round(statistics.mean(wrong), 4) if wrong else None,
+                     "mean_right": round(statistics.mean(right), 4) if right else None})
+    return rows
+
+
+def thresholds_for(peaks: list[float], fractions) -> list[float]:
+    """Thresholds that about `fraction` of these thoughts' peaks exceed (midway between neighbours)."""
+    ranked = sorted(peaks, reverse=True)
+    out = []
+    for f in fractions:
+        k = min(len(ranked) - 1, max(1, round(f * len(ranked))))
+        t = round((ranked[k - 1] + ranked[k]) / 2, 4)
+        if ranked[k - 1] > t and t not in out:
+            out.append(t)
+    return out
+
+
+# ---------------------------------------------------------------------- 3. Auto with each threshold
+
+
+def auto_grid(runner: Runner, stop, thoughts: list[dict], windows, fractions, log=print) -> list[dict]:
+    rows = []
+    for i, signal in enumerate(DEVICE_SIGNALS):
+        for w in windows:
+            peaks = [peak([s[Signals._fields.index(signal)] for s in t["signals"]], w) for t in thoughts]
+            for threshold in thresholds_for(peaks, fractions):
+                policy = parse_policy({"signal": signal, "threshold": threshold, "window": w}, "the grid")
+                row = runner.run(stop.think, stop.answer, stop.budget, Escalation(stop.escalation.ladder, policy))
+                row.pop("replies")
+                row["would_cross"] = round(sum(p > threshold for p in peaks) / len(peaks), 4)
+                rows.append(row)
+                a = row["auto"]
+                log(f"{signal} > {threshold} (window {w}): {row['accuracy']:.1%}, {row['mean_cpu_ms']:.0f} ms CPU, "
+                    f"climbed in {a['escalated']:.0%} (first at token {a['first_escalation_median']})")
+    return rows
+
+
+def pick(never: dict, grid: list[dict]) -> dict:
+    """Highest accuracy; then fewer climbs per reply; then less CPU time."""
+    return min([never] + grid, key=lambda r: (-r["accuracy"], r["auto"]["escalations_per_reply"], r["mean_cpu_ms"]))
+
+
+# ---------------------------------------------------------------------- the run
+
+
+def measure(checkpoint: Path, n: int, seed: int, windows=WINDOWS, fractions=FRACTIONS, eval_n: int = 120,
+            log=print) -> dict:
+    engine = Engine.load(checkpoint, device="cpu", max_context=2048)
+    stops = engine.depth_stops()
+    auto = next((s for s in stops if s.escalation is not None and s.available), None)
+    if auto is None or len(auto.escalation.ladder) < 2:
+        raise SystemExit("error: this checkpoint has no Auto stop with a larger submodel to climb to "
+                         "(it needs at least two submodels in memory)")
+    items = calibration_questions(seed, n, eval_n=eval_n)
+    runner = Runner(engine, items, log)
+    log(f"{len(items)} calibration sums; Auto starts on {auto.think}, climbs {' then '.join(auto.escalation.ladder[1:])}, "
+        f"budget {auto.budget}")
+    thoughts = watched_thoughts(engine, items, auto.think, auto.answer, auto.budget, runner.max_new)
+    scores = candidate_scores(thoughts, auto.budget, windows)
+    never = runner.run(auto.think, auto.answer, auto.budget)  # the same replies as the watched ones
+    never.pop("replies")
+    never["auto"] = {"policy": None, "escalated": 0.0, "escalations_per_reply": 0.0}
+    grid = auto_grid(runner, auto, thoughts, windows, fractions, log)
+    fixed = []
+    for stop in stops:
+        if stop.escalation is None and stop.available:
+            row = runner.run(stop.think, stop.answer, stop.budget)
+            row.pop("replies")
+            fixed.append(dict(row, stop=stop.name))
+    chosen = pick(never, grid)
+    policy = (AutoPolicy(**chosen["auto"]["policy"]) if chosen["auto"]["policy"] else
+              AutoPolicy("entropy", 64.0, 1))  # never climbing won: a threshold no entropy reaches
+    weights = checkpoint / "model.safetensors"
+    return {"checkpoint": str(checkpoint), "model_sha256_16": _digest(weights) if weights.exists() else None,
+            "calibration": {"n": len(items), "seed": seed, "excluded": f"the first {eval_n} evaluation questions"},
+            "thinker": auto.think, "ladder": list(auto.escalation.ladder), "budget": auto.budget,
+            "right_without_climbing": sum(t["right"] for t in thoughts),
+            "separation": separation(thoughts, scores), "never": never, "grid": grid, "fixed_stops": fixed,
+            "chosen": policy.as_dict(), "chosen_row": chosen,
+            "machine": f"{os.cpu_count()} cores, torch {torch.__version__}"}
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def note(result: dict) -> str:
+    """The one-line provenance stored beside the policy in elastic.json."""
+    c, chosen, never = result["chosen_row"], result["chosen"], result["never"]
+    name = f"{chosen['signal']}, window {chosen['window']}"
+    auroc = next((r["auroc"] for r in result["separation"] if r["signal"] == name), None)
+    return (f"python -m training.auto_signal, {result['calibration']['n']} calibration sums (seed "
+            f"{result['calibration']['seed']}): {name} (AUROC {auroc}) above {chosen['threshold']:g}; Auto "
+            f"{c['accuracy']:.1%} (never climbing {never['accuracy']:.1%}), climbing in "
+            f"{c['auto']['escalated']:.0%} of replies, {c['mean_cpu_ms']:.0f} ms CPU per reply")
+
+
+def write_policy(checkpoint: Path, result: dict) -> Path:
+    path = checkpoint / "elastic.json"
+    data = json.loads(path.read_text())
+    data["auto_depth"] = dict(result["chosen"], measured=note(result))
+    parse_policy(data["auto_depth"], "auto_depth", path)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def markdown(result: dict) -> str:
+    ladder = result["ladder"]
+    lines = ["# The Auto depth's signal, measured", "",
+             f"Written by `python -m training.auto_signal --checkpoint {result['checkpoint']}` (model.safetensors "
+             f"sha256 {result['model_sha256_16']}...) on {result['machine']}: {result['calibration']['n']} held-out "
+             f"sums in held-out phrasings (seed {result['calibration']['seed']}; none of them is one of "
+             f"{result['calibration']['excluded']}), greedy decoding. Auto starts thinking on {ladder[0]} with a budget "
+             f"of {result['budget']} tokens and may climb to {' then '.join(ladder[1:])}; the parent answers.", "",
+             "## How well each signal tells a thought that ends wrong from one that ends right", "",
+             f"{ladder[0]} thinking alone (never climbing): {result['right_without_climbing']} of "
+             f"{result['calibration']['n']} right. A thought's score is its peak (the largest mean over the window).", "",
+             "| signal | AUROC | mean score, wrong | mean score, right |", "|---|---|---|---|"]
+    for r in result["separation"]:
+        lines.append(f"| {r['signal']} | {r['auroc']} | {r['mean_wrong']} | {r['mean_right']} |")
+    lines += ["", "## Auto with each threshold", "",
+              "A threshold is set where a share of the thoughts above would cross it; the thinker climbs at the first "
+              "token whose windowed signal exceeds it, and the larger submodel decides that token.", "",
+              "| signal | window | threshold | thoughts that would cross | accuracy | mean latency (ms) | mean CPU time "
+              "(ms) | replies that climbed | first climb at token (median) | "
+              + " | ".join(f"thinking on {n}" for n in ladder) + " |",
+              "|---|---|---|---|---|---|---|---|---|" + "---|" * len(ladder)]
+    never = result["never"]
+    lines.append(f"| (never climbs) | - | - | 0% | {never['accuracy']:.1%} | {never['mean_latency_ms']} | "
+                 f"{never['mean_cpu_ms']} | 0% | - | "
+                 + " | ".join(str(never["mean_thinking_tokens"]) if i == 0 else "0" for i in range(len(ladder))) + " |")
+    for r in result["grid"]:
+        a, pol = r["auto"], r["auto"]["policy"]
+        lines.append(f"| {pol['signal']} | {pol['window']} | {pol['threshold']:g} | {r['would_cross']:.0%} | "
+                     f"{r['accuracy']:.1%} | {r['mean_latency_ms']} | {r['mean_cpu_ms']} | {a['escalated']:.0%} | "
+                     f"{a['first_escalation_median'] if a['first_escalation_median'] is not None else '-'} | "
+                     + " | ".join(str(a["mean_thinking_by_submodel"].get(n, 0)) for n in ladder) + " |")
+    lines += ["", "## The fixed stops on the same sums", "",
+              "| stop | accuracy | mean latency (ms) | mean CPU time (ms) | mean thinking tokens |", "|---|---|---|---|---|"]
+    for r in result["fixed_stops"]:
+        lines.append(f"| {r['stop']} | {r['accuracy']:.1%} | {r['mean_latency_ms']} | {r['mean_cpu_ms']} | "
+                     f"{r['mean_thinking_tokens']} |")
+    c = result["chosen"]
+    lines += ["", "## Chosen", "", f"`auto_depth`: `{json.dumps(c)}` (the highest accuracy; on a tie, fewer climbs, "
+              "then less CPU time).", "", note(result), ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m training.auto_signal")
+    parser.add_argument("--checkpoint", type=Path, default=Path("assets/demo"))
+    parser.add_argument("--n", type=int, default=60, help="calibration sums")
+    parser.add_argument("--seed", type=int, default=1, help="calibration seed (the evaluation uses 0)")
+    parser.add_argument("--eval-n", type=int, default=120, help="evaluation questions to keep out of calibration")
+    parser.add_argument("--windows", type=int, nargs="+", default=list(WINDOWS))
+    parser.add_argument("--fractions", type=float, nargs="+", default=list(FRACTIONS))
+    parser.add_argument("--out", type=Path, default=None, help="write OUT.md and OUT.json")
+    parser.add_argument("--write", action="store_true", help="store the chosen policy in the checkpoint's elastic.json")
+    parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    args = parser.parse_args(argv)
+    if not args.checkpoint.is_dir() or not (args.checkpoint / "elastic.json").is_file():
+        print(f"error: no checkpoint folder with an elastic.json at {args.checkpoint}", file=sys.stderr)
+        raise SystemExit(2)
+    if args.n < 4 or not all(1 <= w <= 256 for w in args.windows) or not all(0 < f < 1 for f in args.fractions):
+        print("error: --n must be at least 4, --windows from 1 to 256, --fractions between 0 and 1", file=sys.stderr)
+        raise SystemExit(2)
+    torch.set_num_threads(max(1, args.threads))
+    result = measure(args.checkpoint, args.n, args.seed, tuple(args.windows), tuple(args.fractions), args.eval_n)
+    text = markdown(result)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+        args.out.with_suffix(".md").write_text(text)
+        print(f"wrote {args.out}.md and .json")
+    if args.write:
+        print(f"wrote auto_depth {json.dumps(result['chosen'])} into {write_policy(args.checkpoint, result)}")
+
+
+if __name__ == "__main__":
+    main()
