@@ -382,7 +382,7 @@ class ChatController(QObject):
         messages = ([{"role": "system", "content": conv.system_prompt}] if conv.system_prompt else [])
         messages += [m.as_chat() for m in self.history.messages(cid) if m.role in ("user", "assistant") and m.complete]
         return ChatRequest(tuple(messages), stop.think, stop.answer, stop.budget, self.settings.max_new_tokens,
-                           sampling_for(self.settings.sampling, conv.settings))
+                           sampling_for(self.settings.sampling, conv.settings), escalation=stop.escalation)
 
     def _start_reply(self, cid: int, added: list[Message]) -> None:
         from runtime.depth import find_stop
