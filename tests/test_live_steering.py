@@ -133,7 +133,7 @@ def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, w
     assert (meta["switch"]["from"], meta["switch"]["to"]) == ("1.0M", "1.5M") and message.content
     # the live strip shows the switch where it happened (a mark after the third token), with its cost
     note = f"0.5M → 1.0M (depth): re-prefilled {depth_moves[0]['tokens']} tok"
-    assert note in w.strip.switch_note.text()
+    assert note in w.strip.switch_note.toolTip()  # all of the reply's; the text shows the newest
     assert w.strip.sparkline.marks[0] == (3, "depth") and w.strip.sparkline.marks[1][1] == "answer"
     # the header names both thinkers, from what was saved, and again when the chat is rebuilt from history
     header = f"· 3 tokens on 0.5M, then {by['1.0M']} on 1.0M"
@@ -284,8 +284,9 @@ def test_the_strip_notes_every_switch_with_its_reason_and_cost(qtbot):
     strip.on_token("1.0M", "thinking", 10.0, 0.2)
     strip.on_switch("1.0M", "1.5M", 52, 20.0)
     assert strip.sparkline.marks == [(3, "depth"), (4, "answer")]
-    whole = "0.5M → 1.0M (depth): re-prefilled 40 tok in 12 ms · 1.0M → 1.5M: re-prefilled 52 tok in 20 ms"
-    assert strip.switch_note.text() == whole
+    assert strip.switch_note.text() == "1.0M → 1.5M: re-prefilled 52 tok in 20 ms"  # the newest
+    assert ("0.5M → 1.0M (depth): re-prefilled 40 tok in 12 ms\n1.0M → 1.5M: re-prefilled 52 tok in 20 ms"
+            in strip.switch_note.toolTip())
     strip.resize(900, 40)
     strip.show()
     qtbot.waitExposed(strip)

@@ -23,6 +23,7 @@ SPARKLINE_TIP = ("Latency of each token in ms, newest on the right, coloured by 
                  "waits for the prompt's prefill (TTFT, on the right), is drawn but not used for the scale. "
                  "A line marks each switch of submodel: solid where the answer started, dashed where the "
                  "thought moved to another submodel (the depth was moved during it).")
+SWITCH_TIP = "The last switch of submodel: why, and what its re-prefill cost"
 SWITCH_WHY = {"answer": "", "depth": " (depth)", "escalate": " (escalated)", "request": " (requested)"}
 
 
@@ -128,8 +129,7 @@ class LiveStrip(QWidget):
         self.badge = ElidedLabel("idle", "The submodel producing the current token", min_chars=4)
         self.badge.setObjectName("badge")
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.switch_note = ElidedLabel("", "This reply's switches of submodel: why, and the re-prefill each cost",
-                                       min_chars=1)
+        self.switch_note = ElidedLabel("", SWITCH_TIP, min_chars=1)
         self.sparkline = Sparkline()
         self.ttft = ElidedLabel("TTFT –", "Time to first token", min_chars=1)
         self.speed = ElidedLabel("– tok/s", "Tokens per second after the first token", min_chars=1)
@@ -139,8 +139,9 @@ class LiveStrip(QWidget):
             w.setObjectName("stat")
         # Who is producing tokens and how fast come first; the long texts elide first.
         row.add(self.badge, priority=0)
-        row.add(self.switch_note, priority=4, stretch=1)  # a switch's cost before the memory
-        row.add(self.sparkline, priority=3, stretch=2)
+        # a switch's cost before the sparkline's full width (it keeps its minimum) and the memory
+        row.add(self.switch_note, priority=3, stretch=1)
+        row.add(self.sparkline, priority=4, stretch=2)
         row.add(self.ttft, priority=1)
         row.add(self.speed, priority=2)
         row.add(self.memory, priority=5)
@@ -168,6 +169,7 @@ class LiveStrip(QWidget):
         self.sparkline.clear()
         self.switches = []
         self.switch_note.setText("")
+        self.switch_note.setToolTip(SWITCH_TIP)
         self.ttft.setText("TTFT …")
         self.speed.setText("– tok/s")
         self.tokens = 0
@@ -194,12 +196,15 @@ class LiveStrip(QWidget):
             self.speed.setText(f"{(self.tokens - 1) / elapsed_s:.1f} tok/s")
 
     def on_switch(self, old: str, new: str, tokens: int, ms: float, reason: str = "answer") -> None:
-        """A switch where it happened: a mark on the sparkline, a note with its reason and re-prefill cost."""
+        """A switch where it happened: a mark on the sparkline, a note with its reason and re-prefill cost
+        (the newest switch; the tooltip lists every switch of the reply)."""
         self.set_badge(new, "" if reason == "answer" else "thinking")
         self.sparkline.mark(reason)
         why = SWITCH_WHY.get(reason, f" ({reason})")
         self.switches.append(f"{old} → {new}{why}: re-prefilled {tokens} tok in {ms:.0f} ms")
-        self.switch_note.setText(" · ".join(self.switches))
+        self.switch_note.setText(self.switches[-1])  # the newest; all of the reply's in the tooltip
+        if len(self.switches) > 1:
+            self.switch_note.setToolTip("This reply's switches of submodel, oldest first:\n" + "\n".join(self.switches))
 
     def on_done(self, done) -> None:
         self.ttft.setText(f"TTFT {done.ttft_ms:.0f} ms")
