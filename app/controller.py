@@ -9,6 +9,11 @@ its own stored message, and a view that shows that chat again picks it up live. 
 come from the runtime's events only (the per-token deltas are joined once, here, to show and save
 the reply so far; the final text and timings are the Done event's). The view gets the text on a
 ~30 Hz timer; SQLite gets it about once a second, so a crash loses at most a second.
+
+The reply shown can be steered while it thinks (the runtime's thread-safe Controls, set here and
+polled by the decode loop every token, so the GUI never waits): a depth change moves the rest of the
+thought to the new stop's thinker and budget, "Answer now" ends the thought, "Think longer" adds budget.
+Once it answers, a depth change is for the next reply only. The depth stays the controller's either way.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from .workers import EngineWorker, LoadedModel, start_in_thread, stop_thread
 
 log = logging.getLogger(__name__)
 FLUSH_MS, PERSIST_MS = 33, 1000
+THINK_LONGER_PART = 0.25  # "Think longer" adds this part of the longest stop's budget (the model's ceiling)
 INTERRUPTED = "interrupted"  # a reply the process died during (a crash, a kill, a power cut)
 
 
@@ -50,7 +56,10 @@ class Reply:
     elapsed_ms: float = 0.0  # every token's latency plus the switch's re-prefill
     first_token: bool = False
     first_latency: float = 0.0  # elapsed_ms at the first token
-    switch: dict = field(default_factory=dict)
+    switch: dict = field(default_factory=dict)  # the switch to the answering submodel
+    switches: list[dict] = field(default_factory=list)  # every switch, with its reason (Switch events)
+    thought_by: dict[str, int] = field(default_factory=dict)  # thinking tokens per submodel (Token events)
+    ending_thought: bool = False  # "Answer now" (or the depth Off) was asked: no more steering
     dirty: bool = False
     stopping: bool = False
     removed: bool = False  # its message was deleted (edit, regenerate); SQLite may give its id to the next one
@@ -61,7 +70,8 @@ class Reply:
                 "thinking_budget": self.stop.budget if self.stop.think else 0,
                 "thinking_tokens": self.thinking_tokens, "answer_tokens": self.answer_tokens,
                 "thinking_ms": round(self.thinking_ms, 1), "total_ms": round(self.elapsed_ms, 1),
-                "switch": self.switch}
+                "switch": self.switch, "switches": self.switches,
+                "thinking_by_submodel": [[name, n] for name, n in self.thought_by.items()]}
 
 
 def sampling_for(defaults, chat_settings: dict):
@@ -96,7 +106,7 @@ class ChatController(QObject):
     sig_reply_started = Signal(int, int, str, str)  # conversation id, message id, submodel about to work, phase
     sig_stream = Signal(int, int, str, str, str, bool)  # conv id, message id, answer, thinking, submodel, thinking live
     sig_token = Signal(str, str, float, float)  # submodel, phase, latency ms, seconds since the first token
-    sig_switch = Signal(str, str, int, float)
+    sig_switch = Signal(str, str, int, float, str)  # from, to, re-prefilled tokens, ms, reason (Switch.reason)
     sig_reply_done = Signal(int, object)  # conversation id, the saved Message
     sig_done = Signal(object)  # the runtime's Done event (for the live strip)
     sig_error = Signal(str, str)  # message, a lower depth stop to offer ("" when none)
@@ -105,6 +115,8 @@ class ChatController(QObject):
     sig_editing = Signal(str)  # the text of the message being edited; "" when the edit ended
     sig_depth = Signal(str)
     sig_notice = Signal(str)  # one line for the user that is not an error (why the depth changed)
+    # the shown chat's reply: "thinking" (it can be steered), "answer" (a depth change is for the next reply), ""
+    sig_live_phase = Signal(str)
     # requests to the engine worker (queued: it lives in its own thread)
     _sig_load = Signal(str, str, bool)
     _sig_generate = Signal(int, object, object)
@@ -120,6 +132,7 @@ class ChatController(QObject):
         self.editing: int | None = None
         self.loaded: LoadedModel | None = None
         self.replies: dict[int, Reply] = {}  # request id -> reply, oldest first
+        self.live_phase = ""  # last sig_live_phase
         self._ids = itertools.count(1)
         self.worker = EngineWorker(settings.context, probe_file)
         self.thread = start_in_thread(self.worker, "engine")
@@ -194,10 +207,60 @@ class ChatController(QObject):
     # ------------------------------------------------------------------ depth
 
     def set_depth(self, name: str) -> None:
+        """The chat's depth for the next reply; while the reply shown thinks, the rest of its thought too."""
         if self.loaded is None or any(s.name == name for s in self.loaded.stops):
             self.depth = name
             self.settings.depth = name
             self.sig_depth.emit(name)
+            self._steer_depth(name)
+
+    # ------------------------------------------------------------------ steering the thought in flight
+
+    def _steerable(self) -> Reply | None:
+        """The reply shown, while it thinks and no end of its thought was asked for."""
+        r = self.reply_in(self.current)
+        return r if r is not None and r.phase == "thinking" and not r.ending_thought else None
+
+    def _steer_depth(self, name: str) -> None:
+        """The rest of the thought goes to stop `name`'s thinker and budget (what was thought counts)."""
+        r = self._steerable()
+        stop = next((s for s in self.loaded.stops if s.name == name), None) if self.loaded else None
+        if r is None or stop is None or not stop.available:
+            return
+        if stop.think is None:  # thinking off: answer now
+            self.answer_now()
+        else:
+            r.controls.request_depth(stop.think, stop.budget)
+
+    def answer_now(self) -> bool:
+        """Ends the shown reply's thought at once (as a budget hit does); False when it is not thinking."""
+        r = self._steerable()
+        if r is None:
+            return False
+        r.controls.answer_now()
+        r.ending_thought = True
+        self._update_live_phase()
+        return True
+
+    @property
+    def think_longer_tokens(self) -> int:
+        budgets = [s.budget for s in self.loaded.stops] if self.loaded else []
+        return max(1, round(max(budgets, default=0) * THINK_LONGER_PART))
+
+    def think_longer(self) -> int:
+        """Gives the shown reply's thought more budget; returns how much (0 when it is not thinking)."""
+        r = self._steerable()
+        if r is None:
+            return 0
+        r.controls.think_longer(self.think_longer_tokens)
+        return self.think_longer_tokens
+
+    def _update_live_phase(self) -> None:
+        r = self.reply_in(self.current)
+        phase = "" if r is None else "thinking" if self._steerable() is not None else "answer"
+        if phase != self.live_phase:
+            self.live_phase = phase
+            self.sig_live_phase.emit(phase)
 
     def _avoid_estimated(self) -> str:
         """A chat never starts on a stop whose thinker's widths are only estimated: such a depth becomes
@@ -257,6 +320,7 @@ class ChatController(QObject):
         reply = self.reply_in(cid)
         self.sig_chat_shown.emit(cid, self._messages_with_live(cid), reply.message_id if reply else None)
         self.refresh_conversations()
+        self._update_live_phase()
 
     def _messages_with_live(self, cid: int) -> list[Message]:
         """The stored messages, with a reply in flight as far as it has got (not only its last save)."""
@@ -405,6 +469,7 @@ class ChatController(QObject):
         self.sig_messages_added.emit(cid, added + [msg], msg.id)
         self.sig_reply_started.emit(cid, msg.id, submodel, phase)
         self.sig_busy.emit(True)
+        self._update_live_phase()
         self.flush_timer.start()
         self.persist_timer.start()
         self._sig_generate.emit(reply.request_id, request, reply.controls)
@@ -417,6 +482,7 @@ class ChatController(QObject):
     def _stop_reply(self, r: Reply) -> None:
         r.controls.stop()
         r.stopping = True
+        self._update_live_phase()
 
     @Slot(int, object)
     def _on_event(self, request_id: int, event) -> None:
@@ -432,10 +498,14 @@ class ChatController(QObject):
                 r.thinking.append(event.text)
                 r.thinking_tokens += 1
                 r.thinking_ms += event.latency_ms
+                r.thought_by[event.submodel] = r.thought_by.get(event.submodel, 0) + 1
             else:
                 r.answer.append(event.text)
                 r.answer_tokens += 1
+            phase_changed = r.phase != event.phase
             r.phase, r.submodel, r.dirty = event.phase, event.submodel, True
+            if phase_changed:
+                self._update_live_phase()
             since_first = 0.0 if not r.first_token else (r.elapsed_ms - r.first_latency) / 1000
             if not r.first_token:
                 r.first_token, r.first_latency = True, r.elapsed_ms
@@ -443,11 +513,16 @@ class ChatController(QObject):
                 self.sig_token.emit(event.submodel, event.phase, event.latency_ms, since_first)
         elif kind == "switch":
             r.elapsed_ms += event.ms
-            r.switch = {"from": event.from_submodel, "to": event.to_submodel, "tokens": event.reprefill_tokens,
-                        "ms": round(event.ms, 1)}
+            switch = {"from": event.from_submodel, "to": event.to_submodel, "tokens": event.reprefill_tokens,
+                      "ms": round(event.ms, 1), "reason": event.reason}
+            r.switches.append(switch)
             r.submodel = event.to_submodel
+            if event.reason == "answer":  # thinking is over: the answering submodel takes over
+                r.switch, r.phase = switch, "answer"
+                self._update_live_phase()
             if not r.stopping:
-                self.sig_switch.emit(event.from_submodel, event.to_submodel, event.reprefill_tokens, event.ms)
+                self.sig_switch.emit(event.from_submodel, event.to_submodel, event.reprefill_tokens, event.ms,
+                                     event.reason)
         elif kind == "done":
             self._finish(r, event)
 
@@ -485,7 +560,9 @@ class ChatController(QObject):
                 "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
                 "thinking_budget": done.thinking_budget, "thinking_tokens": done.thinking_tokens,
                 "answer_tokens": done.answer_tokens, "budget_hit": done.budget_hit, "ttft_ms": done.ttft_ms,
-                "tokens_per_s": done.tokens_per_s, "finish_reason": done.finish_reason}
+                "tokens_per_s": done.tokens_per_s, "finish_reason": done.finish_reason,
+                "thinking_end": done.thinking_end,
+                "thinking_by_submodel": [[name, n] for name, n in done.thinking_by_submodel]}
         if not done.think_submodel:
             meta["thinking_ms"] = 0
         self._close(r, done.answer_text, done.thinking_text, meta)
@@ -498,6 +575,7 @@ class ChatController(QObject):
         if not self.replies:
             self.flush_timer.stop()
             self.persist_timer.stop()
+        self._update_live_phase()
         if r.removed:
             self.sig_busy.emit(bool(self.replies))
             return

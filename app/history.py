@@ -57,7 +57,11 @@ MESSAGE_COLUMNS = {"id": None, "conversation_id": None, "role": "user", "content
 META_TYPES = {"think_submodel": (str, type(None)), "answer_submodel": str, "finish_reason": str, "depth": str,
               "budget_hit": bool, "thinking_budget": "number", "thinking_tokens": "number",
               "answer_tokens": "number", "ttft_ms": "number", "tokens_per_s": "number", "thinking_ms": "number",
-              "total_ms": "number", "switch": dict}
+              "total_ms": "number", "switch": dict, "thinking_end": str,
+              # [["0.5M", 40], ["1.0M", 12]]: thinking tokens per submodel, in the order they thought
+              "thinking_by_submodel": list,
+              # every switch of the reply: {"from", "to", "tokens", "ms", "reason"} ("depth": the slider moved)
+              "switches": list}
 DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 
 
@@ -441,11 +445,23 @@ def _meta(value) -> tuple[dict, bool]:
         ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)) if kind == "number" \
             else isinstance(v, kind)
         if ok and key == "switch":
-            ok = all(isinstance(v.get(k, ""), str) for k in ("from", "to"))
+            ok = _is_switch(v)
+        elif ok and key == "switches":
+            ok = all(isinstance(x, dict) and _is_switch(x) for x in v)
+        elif ok and key == "thinking_by_submodel":
+            ok = all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) and _is_count(x[1]) for x in v)
         if ok:
             clean[key] = v
     clean.update({k: v for k, v in data.items() if k not in META_TYPES})
     return clean, len(clean) == len(data)
+
+
+def _is_switch(v: dict) -> bool:
+    return all(isinstance(v.get(k, ""), str) for k in ("from", "to", "reason"))
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def _conversation(row) -> Conversation:

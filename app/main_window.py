@@ -30,8 +30,11 @@ DEMO_BANNER = ("You are chatting with the offline demo model (1.5 million parame
                "right about three times in four at Balanced, and knows a few facts about Elastic Chat. "
                "Get the real 30B model in the model manager.")
 
+ANSWER_NOW_KEY, THINK_LONGER_KEY = "Ctrl+Shift+A", "Ctrl+Shift+L"  # only while a reply thinks
 SHORTCUTS = [("Enter", "send the message"), ("Shift+Enter", "new line in the message"),
              ("Ctrl+Enter", "send the message"), ("Esc", "stop the reply, or cancel editing a sent message"),
+             (ANSWER_NOW_KEY, "answer now: end the reply's thinking at once"),
+             (THINK_LONGER_KEY, "think longer: give the reply's thinking more budget"),
              ("Ctrl+N", "new chat (and the cursor in the message box)"), ("Tab", "leave the message box"),
              ("F2", "rename the selected chat"), ("Del", "delete the selected chat (with undo)"),
              ("Ctrl+Shift+M", "model manager"), ("Ctrl+,", "settings"), ("Ctrl+Q", "quit")]
@@ -147,11 +150,24 @@ class MainWindow(QMainWindow):
         self.cancel_edit_button = QPushButton("Cancel edit")
         self.cancel_edit_button.setToolTip("Keep the sent message as it was (Esc)")
         self.cancel_edit_button.setVisible(False)
+        # Steering the thought in flight: shown always (so they can be found), enabled only while it thinks.
+        self.answer_now_button = QPushButton("Answer now")
+        self.answer_now_button.setToolTip(f"End the thinking at once and answer ({ANSWER_NOW_KEY}); "
+                                          "only while a reply is thinking")
+        self.think_longer_button = QPushButton("Think longer")
+        self.answer_now_button.setEnabled(False)
+        self.think_longer_button.setEnabled(False)
+        steer = QVBoxLayout()
+        steer.addWidget(self.answer_now_button)
+        steer.addWidget(self.think_longer_button)
+        steer.addStretch()
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.cancel_edit_button)
+        buttons.addStretch()
         inputs.addWidget(self.input, 1)
+        inputs.addLayout(steer)
         inputs.addLayout(buttons)
         self.lower_depth = QPushButton("")
         self.lower_depth.setVisible(False)
@@ -197,6 +213,12 @@ class MainWindow(QMainWindow):
         chat = bar.addMenu("&Chat")
         self.new_action = self._action(chat, "&New chat", self.new_chat, "Ctrl+N")
         self.stop_action = self._action(chat, "&Stop the reply / cancel the edit", self.escape, Qt.Key.Key_Escape)
+        self.answer_now_action = self._action(chat, "&Answer now", self.answer_now, ANSWER_NOW_KEY,
+                                              "End the reply's thinking at once and answer")
+        self.think_longer_action = self._action(chat, "Think &longer", self.think_longer, THINK_LONGER_KEY,
+                                                "Give the reply's thinking more budget")
+        self.answer_now_action.setEnabled(False)
+        self.think_longer_action.setEnabled(False)
         self._action(chat, "&Regenerate the last reply", c.regenerate)
         self._action(chat, "&Copy conversation", self.copy_conversation)
         self._action(chat, "Chat se&ttings…", lambda: self.open_settings(tab=1))
@@ -213,6 +235,8 @@ class MainWindow(QMainWindow):
         self.sidebar.sig_search.connect(c.refresh_conversations)
         self.send_button.clicked.connect(self.send)
         self.stop_button.clicked.connect(c.stop)
+        self.answer_now_button.clicked.connect(self.answer_now)
+        self.think_longer_button.clicked.connect(self.think_longer)
         self.cancel_edit_button.clicked.connect(self.cancel_edit)
         self.manager_button.clicked.connect(self.open_manager)
         self.settings_button.clicked.connect(lambda: self.open_settings(tab=0))
@@ -238,6 +262,7 @@ class MainWindow(QMainWindow):
         c.sig_editing.connect(self._editing)
         c.sig_depth.connect(self._depth)
         c.server.sig_status.connect(self._server_status)
+        c.sig_live_phase.connect(self._live_phase)
 
     # ------------------------------------------------------------------ window state
 
@@ -286,6 +311,8 @@ class MainWindow(QMainWindow):
         self.strip.set_path("CPU demo · " + path if loaded.is_demo else path)
         self.models.set_active(loaded.folder)
         self.strip.set_badge(loaded.loaded[-1])
+        self.think_longer_button.setToolTip(f"Give the thinking {self.controller.think_longer_tokens} more tokens "
+                                            f"of budget ({THINK_LONGER_KEY}); only while a reply is thinking")
         self.banner.setText(DEMO_BANNER)
         self.banner.setVisible(loaded.is_demo)
         self.send_button.setEnabled(True)
@@ -340,6 +367,23 @@ class MainWindow(QMainWindow):
     def _reply_started(self, _cid: int, _message_id: int, submodel: str, phase: str) -> None:
         self.strip.reset()
         self.strip.set_badge(submodel, phase)  # the submodel about to work, during the time to first token
+
+    @Slot(str)
+    def _live_phase(self, phase: str) -> None:
+        """The reply shown thinks ("thinking"), answers, or there is none: what steering can do now."""
+        thinking = phase == "thinking"
+        for w in (self.answer_now_button, self.think_longer_button, self.answer_now_action, self.think_longer_action):
+            w.setEnabled(thinking)
+        self.depth.set_live(phase)
+
+    def answer_now(self) -> None:
+        if self.controller.answer_now():
+            self.status.showMessage("Answering now: the thinking ends at the next token", 4000)
+
+    def think_longer(self) -> None:
+        tokens = self.controller.think_longer()
+        if tokens:
+            self.status.showMessage(f"Thinking longer: {tokens} more tokens of budget", 4000)
 
     @Slot(str)
     def _depth(self, name: str) -> None:

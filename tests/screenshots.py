@@ -4,6 +4,8 @@
 
 1. a reply mid-stream, light and dark: thinking block live, the live strip showing the thinking submodel
 2. the finished reply (thinking collapsed to its summary), light and dark
+3. a thought steered in flight: the slider moved from Quick to Balanced while 0.5M thought, so 1.0M
+   thinks on (the strip notes the switch and its cost; Answer now and Think longer are enabled)
 (the model manager's: tests/screenshots_model_manager.py)
 
 The model is never slowed: the mid-stream moment is caught by grabbing the window while the worker keeps
@@ -65,6 +67,39 @@ def main():
         return (r is not None and r.phase == "thinking" and r.thinking_tokens >= 8
                 and live is not None and live.thinking.body.text().strip() != "")
 
+    def slowed():
+        """Slows the model for one more try when a moment was missed (a very fast PC); returns the undo."""
+        slow = rm.ElasticModel.forward
+        rm.ElasticModel.forward = lambda *a, **k: (time.sleep(0.05), slow(*a, **k))[1]
+
+        def undo():
+            rm.ElasticModel.forward = slow
+        return undo
+
+    def steered(question, name):
+        """Grabs the window after the slider moved mid-thought, while the new thinker goes on."""
+        for attempt in range(2):
+            undo = slowed() if attempt else (lambda: None)
+            w.controller.set_depth("Quick")
+            w.input.setPlainText(question)
+            w.send()
+            w.controller.rename(w.controller.current, "Demo: a thought steered")
+            r = w.controller.reply_in(w.controller.current)
+            wait(lambda: r.thinking_tokens >= 8 or not w.controller.busy)
+            w.depth.jump(2)  # Balanced: its thinker takes over from the next token
+            caught = wait(lambda: (r.submodel != "0.5M" and r.thinking_tokens >= 16) or not w.controller.busy) \
+                and r.phase == "thinking" and w.controller.busy
+            if caught:
+                if attempt:
+                    w.strip.speed.setText("tok/s: slowed for this picture")
+                shoot(w, name)
+            wait(lambda: not w.controller.busy)
+            undo()
+            if caught:
+                print(f"{name}: {'caught at full speed' if not attempt else 'model slowed; speed not shown'}")
+                return
+        print(f"{name}: missed")
+
     def mid_reply(question, name):
         """Grabs the window while the reply thinks; slows the model only if that moment was missed."""
         w.input.setPlainText(question)
@@ -93,6 +128,8 @@ def main():
     w.controller.set_depth("Balanced")  # a smaller submodel thinks, the parent answers
     mid_reply("What is 45 + 23 - 17 + 9?", "reply-mid-stream.png")
     shoot(w, "reply-finished.png")  # the same sum answered, its thinking collapsed to a summary
+    w.new_chat()
+    steered("What is 45 + 23 - 17 + 9?", "reply-steered.png")
     # The model manager's pictures: tests/screenshots_model_manager.py.
 
     apply_theme(app, "dark", 11)

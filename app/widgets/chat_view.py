@@ -166,14 +166,23 @@ class MessageWidget(QFrame):
 
 
 def thinking_summary(meta: dict) -> str:
-    """ "Thought for 2.1 s on 1.0M · 25 tokens, budget hit"; an unfinished reply says so instead of inventing numbers."""
+    """ "Thought for 2.1 s on 1.0M · 25 tokens, budget hit"; where the thought moved between submodels (the
+    depth was changed during it), each one's share: "Thought for 2.1 s · 5 tokens on 0.5M, then 20 on 1.0M".
+    An unfinished reply says so instead of inventing numbers."""
+    by = meta.get("thinking_by_submodel") or []
     who = meta.get("think_submodel") or "?"
+    if len(by) == 1:
+        who = by[0][0]
     tokens = meta.get("thinking_tokens", 0)
     ms = meta.get("thinking_ms")
-    took = f"Thought for {ms / 1000:.1f} s on {who}" if ms else f"Thought on {who}"
+    took = f"Thought for {ms / 1000:.1f} s" if ms else "Thought"
     ending = {"interrupted": ", interrupted", "stopped": ", stopped", "error": ", failed"}.get(
-        meta.get("finish_reason"), ", budget hit" if meta.get("budget_hit") else "")
-    return f"{took} · {tokens} tokens{ending}"
+        meta.get("finish_reason"), ", budget hit" if meta.get("budget_hit") else
+        ", ended by you" if meta.get("thinking_end") == "user" else "")
+    if len(by) > 1:
+        shares = ", then ".join(f"{n} on {name}" for name, n in by[1:])
+        return f"{took} · {by[0][1]} tokens on {by[0][0]}, then {shares}{ending}"
+    return f"{took} on {who} · {tokens} tokens{ending}"
 
 
 def reply_info(meta: dict) -> str:

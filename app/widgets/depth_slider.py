@@ -3,7 +3,11 @@ not fit is disabled, with the planner's reason as its tooltip.
 
 Each stop's label sits under its tick and says who thinks and with what budget (the runtime's
 table, sized from the checkpoint's ceiling). Clicking a label or anywhere on the groove jumps
-straight to that stop; the handle shows a focus ring when the keyboard is on it."""
+straight to that stop; the handle shows a focus ring when the keyboard is on it.
+
+A move applies to the next reply; while a reply thinks it also moves the rest of that thought (the
+controller does it; `set_live` only changes what the line under the slider says). Any list of stops
+renders: names, thinkers and budgets all come from the stops."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ class SliderStop:
     enabled: bool
     reason: str  # why it is disabled
     budget: str = ""  # under the name: who thinks and its budget in tokens, "0.5M ≤12"; "none"
+    about: str = ""  # the depth table's description of the stop
 
 
 def slider_stops(stops, reasons: dict[str, str]) -> list[SliderStop]:
@@ -37,7 +42,7 @@ def slider_stops(stops, reasons: dict[str, str]) -> list[SliderStop]:
                        "the model manager")
         reason = "" if s.available else reasons.get(s.missing, f"{s.missing} is not in memory")
         budget = f"{s.think} ≤{s.budget}" if s.think else "none"
-        out.append(SliderStop(s.name, detail, s.available, reason, budget))
+        out.append(SliderStop(s.name, detail, s.available, reason, budget, s.about))
     return out
 
 
@@ -183,8 +188,13 @@ class _TickLabels(QWidget):
         self.place()
 
 
+# What a move does now, by the phase of the reply shown (controller.sig_live_phase).
+WHEN = {"": "applies to the next reply", "thinking": "applies now to this thought too",
+        "answer": "applies to the next reply; this one is answering"}
+
+
 class DepthSlider(QWidget):
-    sig_changed = Signal(str)  # the stop's name; applies to the next reply
+    sig_changed = Signal(str)  # the stop's name; the next reply's depth (and the thought in flight's)
 
     def __init__(self):
         super().__init__()
@@ -204,6 +214,7 @@ class DepthSlider(QWidget):
         self.detail.setObjectName("depthDetail")
         layout.addWidget(self.detail)
         self._current = 0
+        self.live = ""  # the phase of the reply shown (WHEN's keys)
 
     @property
     def labels(self) -> list[QLabel]:
@@ -215,7 +226,7 @@ class DepthSlider(QWidget):
         for i, s in enumerate(stops):
             label = _StopLabel(s.name, s.budget)
             label.setEnabled(s.enabled)
-            label.setToolTip(f"{s.name}: {s.detail}" if s.enabled else f"Unavailable: {s.reason}")
+            label.setToolTip(self._tip(s) if s.enabled else f"Unavailable: {s.reason}")
             label.setCursor(Qt.CursorShape.PointingHandCursor)
             label.clicked.connect(lambda i=i: self.jump(i))
             labels.append(label)
@@ -262,11 +273,21 @@ class DepthSlider(QWidget):
         self._show(index)
         self.sig_changed.emit(stop.name)
 
+    def set_live(self, phase: str) -> None:
+        """The reply shown is thinking, answering, or there is none ("")."""
+        self.live = phase if phase in WHEN else ""
+        self._show(self._current)
+
+    @staticmethod
+    def _tip(s: SliderStop) -> str:
+        return f"{s.name}: {s.detail}" + (f". {s.about}" if s.about else "")
+
     def _show(self, index: int) -> None:
         if self.stops:
             s = self.stops[index]
-            self.detail.setText(f"{s.name} · {s.detail} (applies to the next reply)")
-            self.slider.setToolTip(f"{s.name}: {s.detail}")
+            when = WHEN[self.live]
+            self.detail.setText(f"{s.name} · {s.detail} ({when})")
+            self.slider.setToolTip(f"{self._tip(s)}\nA move {when}.")
 
     @property
     def selected(self) -> str:

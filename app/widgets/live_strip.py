@@ -1,6 +1,7 @@
 """The live strip: which submodel is producing tokens, a per-token latency sparkline coloured
-by submodel, time to first token, tokens/s, memory in use, the compute path, and (while the local
-server is on) its address, the server request in flight and how many wait.
+by submodel (a mark where the submodel switched), time to first token, tokens/s, memory in use,
+the compute path, and (while the local server is on) its address, the server request in flight and
+how many wait. Each switch of the reply is noted with why it happened and what it cost.
 
 Every text in it elides (the whole text goes to its tooltip), so a long compute path or switch
 note never widens the window."""
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from .elided_label import ElidedLabel
@@ -20,7 +21,11 @@ PALETTE = ["#3b82f6", "#f59e0b", "#a855f7", "#ec4899"]  # smaller submodels, sma
 PARENT_COLOR = "#76b900"  # the largest submodel
 SPARKLINE_TIP = ("Latency of each token in ms, newest on the right, coloured by the submodel that produced it. "
                  "The bars are scaled to the slowest token shown (the \"max\" label); the first token, which "
-                 "waits for the prompt's prefill (TTFT, on the right), is drawn but not used for the scale.")
+                 "waits for the prompt's prefill (TTFT, on the right), is drawn but not used for the scale. "
+                 "A line marks each switch of submodel: solid where the answer started, dashed where the "
+                 "thought moved to another submodel (the depth was moved during it).")
+SWITCH_TIP = "The last switch of submodel: why, and what its re-prefill cost"
+SWITCH_WHY = {"answer": "", "depth": " (depth)", "escalate": " (escalated)", "request": " (requested)"}
 
 
 class Sparkline(QWidget):
@@ -29,6 +34,8 @@ class Sparkline(QWidget):
     def __init__(self, capacity: int = 160):
         super().__init__()
         self.points: deque[tuple[float, str]] = deque(maxlen=capacity)
+        self.added = 0  # points ever added since the last clear (a mark's position counts from here)
+        self.marks: list[tuple[int, str]] = []  # (points added before it, the switch's reason)
         self.colors: dict[str, str] = {}
         self._first_shown = False  # the leftmost point is a reply's first token
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
@@ -52,10 +59,18 @@ class Sparkline(QWidget):
         elif not self.points:
             self._first_shown = True
         self.points.append((ms, submodel))
+        self.added += 1
+        self.update()
+
+    def mark(self, reason: str) -> None:
+        """A switch of submodel, between the last point and the next."""
+        self.marks.append((self.added, reason))
         self.update()
 
     def clear(self) -> None:
         self.points.clear()
+        self.marks.clear()
+        self.added = 0
         self.update()
 
     def scale_label(self) -> str:
@@ -90,6 +105,14 @@ class Sparkline(QWidget):
                 bars.setdefault(sub, QPainterPath()).addRect(QRectF(x0 + i * step, h - 3 - height, bar, height))
             for sub, path in bars.items():
                 p.fillPath(path, QColor(self.colors.get(sub, "#888888")))
+            first = self.added - len(self.points)  # the index, among all added, of the leftmost point
+            for at, reason in self.marks:
+                if at > first:  # between point at-1 and point at (or after the newest)
+                    x = x0 + (at - first) * step - (step - bar) / 2
+                    pen = QPen(self.palette().text().color(), 1,
+                               Qt.PenStyle.SolidLine if reason == "answer" else Qt.PenStyle.DashLine)
+                    p.setPen(pen)
+                    p.drawLine(QPointF(x, 2), QPointF(x, h - 2))
             p.setPen(self.palette().text().color())
             p.setFont(self._label_font())
             p.drawText(QRectF(4, 1, w - 8, h - 2), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop,
@@ -107,7 +130,7 @@ class LiveStrip(QWidget):
         self.badge = ElidedLabel("idle", "The submodel producing the current token", min_chars=4)
         self.badge.setObjectName("badge")
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.switch_note = ElidedLabel("", "The switch from the thinking to the answering submodel", min_chars=1)
+        self.switch_note = ElidedLabel("", SWITCH_TIP, min_chars=1)
         self.sparkline = Sparkline()
         self.ttft = ElidedLabel("TTFT –", "Time to first token", min_chars=1)
         self.speed = ElidedLabel("– tok/s", "Tokens per second after the first token", min_chars=1)
@@ -120,15 +143,17 @@ class LiveStrip(QWidget):
             w.setObjectName("stat")
         # Who is producing tokens and how fast come first; the long texts elide first.
         row.add(self.badge, priority=0)
-        row.add(self.switch_note, priority=5, stretch=1)
-        row.add(self.sparkline, priority=3, stretch=2)
+        # a switch's cost before the sparkline's full width (it keeps its minimum) and the memory
+        row.add(self.switch_note, priority=3, stretch=1)
+        row.add(self.sparkline, priority=4, stretch=2)
         row.add(self.ttft, priority=1)
         row.add(self.speed, priority=2)
-        row.add(self.memory, priority=4)
-        row.add(self.server, priority=6, stretch=1)
+        row.add(self.memory, priority=5)
+        row.add(self.server, priority=6, stretch=1)  # while serving, its address matters more than the path
         row.add(self.path, priority=7, stretch=1)
         self.colors: dict[str, str] = {}
         self.tokens = 0
+        self.switches: list[str] = []  # this reply's, oldest first
         self._badge_key = ""
 
     def set_submodels(self, names_by_size) -> None:
@@ -152,7 +177,9 @@ class LiveStrip(QWidget):
         """A reply starts. `submodel` is the one about to produce the first token (it is shown
         during the time to first token, instead of whichever produced the last one)."""
         self.sparkline.clear()
+        self.switches = []
         self.switch_note.setText("")
+        self.switch_note.setToolTip(SWITCH_TIP)
         self.ttft.setText("TTFT …")
         self.speed.setText("– tok/s")
         self.tokens = 0
@@ -178,9 +205,16 @@ class LiveStrip(QWidget):
         elif elapsed_s > 0:
             self.speed.setText(f"{(self.tokens - 1) / elapsed_s:.1f} tok/s")
 
-    def on_switch(self, old: str, new: str, tokens: int, ms: float) -> None:
-        self.set_badge(new)
-        self.switch_note.setText(f"{old} → {new}: re-prefilled {tokens} tok in {ms:.0f} ms")
+    def on_switch(self, old: str, new: str, tokens: int, ms: float, reason: str = "answer") -> None:
+        """A switch where it happened: a mark on the sparkline, a note with its reason and re-prefill cost
+        (the newest switch; the tooltip lists every switch of the reply)."""
+        self.set_badge(new, "" if reason == "answer" else "thinking")
+        self.sparkline.mark(reason)
+        why = SWITCH_WHY.get(reason, f" ({reason})")
+        self.switches.append(f"{old} → {new}{why}: re-prefilled {tokens} tok in {ms:.0f} ms")
+        self.switch_note.setText(self.switches[-1])  # the newest; all of the reply's in the tooltip
+        if len(self.switches) > 1:
+            self.switch_note.setToolTip("This reply's switches of submodel, oldest first:\n" + "\n".join(self.switches))
 
     def on_done(self, done) -> None:
         self.ttft.setText(f"TTFT {done.ttft_ms:.0f} ms")
