@@ -362,7 +362,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stops-only", action="store_true", help="only the depth slider's stops")
     parser.add_argument("--with-nvfp4", type=Path, default=None,
-                        help="a stops-only result (OUT.json of an earlier --stops-only run) to include")
+                        help="the NVFP4 export to score on the same questions: its folder, or the OUT.json of an earlier --stops-only run")
     parser.add_argument("--notes", type=Path, default=None, help="a Markdown file to append as the notes")
     parser.add_argument("--quick", type=int, default=0, metavar="N", help="print the parent's accuracy on N sums")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
@@ -388,10 +388,16 @@ def main(argv=None):
     if args.quick:
         print(json.dumps(quick(args.checkpoint, args.quick, args.seed), indent=1))
         return
+    notes = args.notes.read_text() if args.notes else None  # read before the long run: a bad path fails now
+    if args.with_nvfp4 and not args.with_nvfp4.is_dir():
+        nvfp4 = json.loads(args.with_nvfp4.read_text())
     result = evaluate(args.checkpoint, args.n, args.seed, args.stops_only)
-    if args.notes:
-        result["notes"] = args.notes.read_text()
-    nvfp4 = json.loads(args.with_nvfp4.read_text()) if args.with_nvfp4 else None
+    if notes:
+        result["notes"] = notes
+    if args.with_nvfp4 and args.with_nvfp4.is_dir():  # a checkpoint folder: run its stops on the same questions
+        nvfp4 = evaluate(args.with_nvfp4, args.n, args.seed, stops_only=True)
+    elif not args.with_nvfp4:
+        nvfp4 = None
     if nvfp4:
         result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
