@@ -83,7 +83,8 @@ def window(qtbot, tmp_path, small_ceiling, gate):
     with qtbot.waitSignal(w.controller.sig_model_loaded, timeout=LONG):
         w.load_model(str(small_ceiling), "", is_demo=True)
     assert [(s.name, s.think, s.budget) for s in w.loaded.stops] == [
-        ("Off", None, 0), ("Quick", "0.5M", 8), ("Balanced", "1.0M", 16), ("Deep", "1.0M", 32), ("Max", "1.5M", 64)]
+        ("Off", None, 0), ("Quick", "0.5M", 8), ("Balanced", "1.0M", 16), ("Deep", "1.0M", 32), ("Max", "1.5M", 64),
+        ("Auto", "0.5M", 32)]
     yield w
     gate.release_all()
     w.close()
@@ -118,7 +119,8 @@ def steering_enabled(w) -> list[bool]:
 def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, window, gate):
     w, c = window, window.controller
     reply, controls = hold(qtbot, w, gate, "Quick", at=4)  # 0.5M has thought 3 tokens
-    assert w.chat.widgets[-1].thinking.toggle.text() == "Thinking on 0.5M…"
+    # the view takes the controller's text at its next flush (a timer), so wait for it rather than race it
+    qtbot.waitUntil(lambda: w.chat.widgets[-1].thinking.toggle.text() == "Thinking on 0.5M…", timeout=LONG)
     assert "applies now to this thought" in w.depth.detail.text()
     w.depth.jump(2)  # a click on Balanced's label: 1.0M thinks, 16 tokens in all
     assert c.depth == "Balanced" and w.settings.depth == "Balanced"  # the chat's depth, for the next reply too

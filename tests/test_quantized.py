@@ -19,12 +19,15 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO, DEMO_NVFP4 = ROOT / "assets" / "demo", ROOT / "assets" / "demo-nvfp4"
 # Measured on the shipped files (docs/quantization.md): mean |logprob difference| to the fp32 demo
 # is about 0.22 nats for NVFP4 and 0.05-0.07 for FP8; the bounds leave room, not slack for a broken reader.
-NVFP4_VS_FULL_MEAN, FP8_VS_FULL_MEAN = 0.6, 0.1
+NVFP4_VS_FULL_MEAN, FP8_VS_FULL_MEAN = 0.05, 0.05  # mean |log-prob difference| over a reply
 
 
 def chat_ids():
     c = ChatFormat(DEMO)
-    return c.prompt_ids([{"role": "user", "content": "What is 12 + 7 - 5?"}], True) + c.encode("12 + 7 = 19.\n19 - 5 = 14.")
+    # the demo's own kind of reply (its column trace and answer): far-off-distribution text would make
+    # the comparison measure how quantization moves the tails of very unlikely tokens
+    return c.prompt_ids([{"role": "user", "content": "What is 12 + 7 - 5?"}], True) + c.encode(
+        "12+7-5\n12+7: 2+7=9 1+0=1 so 19\n19-5: 9-5=4 1-0=1 so 14\n</think>\n12 + 7 - 5 = 14.")
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +138,11 @@ def test_quantized_demo_stays_close_to_full_precision(fmt, bound, fp8_demo):
     folder = DEMO_NVFP4 if fmt == "NVFP4" else fp8_demo
     quantized, full = ElasticModel.load(folder), ElasticModel.load(DEMO)
     ids = chat_ids()
+    # the reply's tokens only: the prompt's are never predicted in use, and their log-probabilities
+    # (often -15 or lower) move by whole nats under quantization without changing any reply
+    reply = slice(len(ChatFormat(DEMO).prompt_ids([{"role": "user", "content": "What is 12 + 7 - 5?"}], True)) - 1, None)
     for name in full.views:
-        diff = (torch.tensor(score(quantized, name, ids)) - torch.tensor(score(full, name, ids))).abs()
+        diff = (torch.tensor(score(quantized, name, ids)) - torch.tensor(score(full, name, ids)))[reply].abs()
         assert diff.mean() < bound, (name, diff.mean().item())
 
 

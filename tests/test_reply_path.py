@@ -298,3 +298,33 @@ def test_a_clean_quit_leaves_no_warning_and_no_crash_marker(tmp_path):
     msgs = h.messages(h.conversations()[0].id)
     assert msgs[-1].role == "assistant" and msgs[-1].complete and msgs[-1].meta["finish_reason"] == "stopped"
     h.close()
+
+
+def test_auto_in_the_window_climbs_when_its_policy_says_so(qtbot, tmp_path):
+    """The app hands the Auto stop's escalation to the runtime: with a policy that always climbs (any
+    entropy above 0), the saved reply records the climbs as 'escalate' switches."""
+    import json
+    import shutil
+
+    folder = tmp_path / "demo-auto"
+    shutil.copytree(DEMO, folder)
+    elastic = json.loads((folder / "elastic.json").read_text())
+    elastic["auto_depth"] = {"signal": "entropy", "threshold": 0.0, "window": 1}
+    (folder / "elastic.json").write_text(json.dumps(elastic))
+    c = ChatController(tmp_path / "data", Settings(max_new_tokens=80), tmp_path / "settings.json")
+    try:
+        with qtbot.waitSignal(c.sig_model_loaded, timeout=180000):
+            c.load_model(str(folder), "", is_demo=True)
+        c.ensure_conversation()
+        c.set_depth("Auto")
+        with qtbot.waitSignal(c.sig_reply_done, timeout=180000) as done:
+            assert c.send("What is 12 + 7?")
+        meta = done.args[1].meta
+        assert meta["depth"] == "Auto"
+        # every token is "unsure", so the thought climbs the whole ladder before its first token and the
+        # parent writes all of it
+        climbs = [(s["from"], s["to"]) for s in meta["switches"] if s.get("reason") == "escalate"]
+        assert climbs == [("0.5M", "1.0M"), ("1.0M", "1.5M")], meta["switches"]
+        assert [name for name, n in meta["thinking_by_submodel"] if n] == ["1.5M"]
+    finally:
+        c.shutdown()

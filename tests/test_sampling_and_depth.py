@@ -58,11 +58,11 @@ def test_roles_work_for_any_number_of_submodels(names, expected):
 
 def test_stops_follow_the_table_and_scale_with_the_ceiling():
     table = load_table()
-    assert [r["name"] for r in table] == ["Off", "Quick", "Balanced", "Deep", "Max"]
+    assert [r["name"] for r in table] == ["Off", "Quick", "Balanced", "Deep", "Max", "Auto"]
     small = depth_stops(["12B", "23B", "30B"], 256)
     big = depth_stops(["12B", "23B", "30B"], 32768)
-    assert [s.budget for s in small] == [0, 32, 64, 128, 256]
-    assert [s.budget for s in big] == [0, 4096, 8192, 16384, 32768]
+    assert [s.budget for s in small] == [0, 32, 64, 128, 256, 128]
+    assert [s.budget for s in big] == [0, 4096, 8192, 16384, 32768, 16384]
     assert [(s.think, s.answer) for s in big] == [(None, "30B"), ("12B", "30B"), ("23B", "30B"), ("23B", "30B"),
                                                   ("30B", "30B")]
     assert find_stop(big, "deep").name == "Deep"
@@ -75,6 +75,6 @@ def test_stops_when_only_a_smaller_submodel_fits():
     stops = depth_stops(["12B", "23B", "30B"], 32768, loaded={"12B", "23B"})
     assert [(s.name, s.think, s.answer, s.available) for s in stops] == [
         ("Off", None, "23B", True), ("Quick", "12B", "23B", True), ("Balanced", "23B", "23B", True),
-        ("Deep", "23B", "23B", True), ("Max", "30B", "23B", False)]
+        ("Deep", "23B", "23B", True), ("Max", "30B", "23B", False), ("Auto", "12B", "23B", True)]
     with pytest.raises(UsageError, match="depth Max needs submodel 30B"):
         find_stop(stops, "max")

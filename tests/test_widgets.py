@@ -49,7 +49,7 @@ def test_the_slider_disables_stops_from_a_recorded_small_gpu_probe(qtbot):
     qtbot.addWidget(slider)
     slider.set_stops(slider_stops(stops, reasons), "Max")
     enabled = {s.name: s.enabled for s in slider.stops}
-    assert enabled == {"Off": True, "Quick": True, "Balanced": False, "Deep": False, "Max": False}
+    assert enabled == {"Off": True, "Quick": True, "Balanced": False, "Deep": False, "Max": False, "Auto": True}
     assert slider.selected == "Quick"  # Max is unavailable: the nearest available stop
     labels = slider.labels
     assert labels[4].toolTip().startswith("Unavailable: 30B does not fit: needs")
@@ -67,7 +67,7 @@ def test_each_stop_label_shows_its_thinking_budget(slider):
             assert f"{stop.think} ≤{stop.budget}" in label.text()
         else:
             assert "none" in label.text()
-    assert [s.budget for s in stops] == [0, 12, 24, 48, 96]
+    assert [s.budget for s in stops] == [0, 12, 24, 48, 96, 48]
     slider.jump(2)
     assert slider.detail.text().startswith("Balanced · 1.0M thinks ≤24 tokens")
 
@@ -109,7 +109,7 @@ def test_narrow_slider_drops_the_budget_line_but_keeps_names(qtbot, slider):
     slider.resize(slider.ticks.minimumSizeHint().width(), slider.height())
     qtbot.wait(10)
     slider.ticks.place()
-    assert [label.text() for label in slider.labels] == ["Off", "Quick", "Balanced", "Deep", "Max"]
+    assert [label.text() for label in slider.labels] == ["Off", "Quick", "Balanced", "Deep", "Max", "Auto"]
     assert "≤24" in slider.labels[2].toolTip()
     slider.resize(900, slider.height())
     qtbot.wait(10)

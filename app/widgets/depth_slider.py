@@ -254,8 +254,11 @@ class DepthSlider(QWidget):
         return next((i for i, s in enumerate(self.stops) if s.name.lower() == (name or "").lower()), None)
 
     def _nearest_enabled(self, index: int) -> int:
+        """The deepest available stop at or below `index` (a stop is unavailable for want of memory, so
+        go lighter, not sideways to Auto), else the lightest available one."""
         enabled = [i for i, s in enumerate(self.stops) if s.enabled]
-        return min(enabled, key=lambda i: (abs(i - index), -i)) if enabled else 0
+        lower = [i for i in enabled if i <= index]
+        return max(lower) if lower else (min(enabled) if enabled else 0)
 
     def _moved(self, index: int) -> None:
         if not 0 <= index < len(self.stops):
