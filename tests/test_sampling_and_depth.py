@@ -64,7 +64,7 @@ def test_stops_follow_the_table_and_scale_with_the_ceiling():
     assert [s.budget for s in small] == [0, 32, 64, 128, 256, 128]
     assert [s.budget for s in big] == [0, 4096, 8192, 16384, 32768, 16384]
     assert [(s.think, s.answer) for s in big] == [(None, "30B"), ("12B", "30B"), ("23B", "30B"), ("23B", "30B"),
-                                                  ("30B", "30B")]
+                                                  ("30B", "30B"), ("12B", "30B")]
     assert find_stop(big, "deep").name == "Deep"
     with pytest.raises(UsageError, match="unknown depth"):
         find_stop(big, "ultra")

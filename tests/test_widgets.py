@@ -100,7 +100,8 @@ def test_labels_sit_under_their_ticks(qtbot, slider, width):
         assert geo.left() <= tick <= geo.right(), (i, tick, geo)  # the tick is over its label
         assert geo.left() >= 0 and geo.right() < slider.width()
         if 0 < i < len(slider.labels) - 1:
-            assert abs(geo.center().x() - tick) <= 1  # the inner labels are centred on it
+            # the inner labels are centred on it (QRect.center floors, the tick position rounds: 2 px)
+            assert abs(geo.center().x() - tick) <= 2
     for a, b in zip(slider.labels, slider.labels[1:]):
         assert a.geometry().right() < b.geometry().left()  # none overlap
 
