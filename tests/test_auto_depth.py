@@ -22,6 +22,7 @@ from runtime.generate import ChatRequest, stream_chat
 from runtime.sampling import SamplingSettings
 from runtime.server.openai_api import ApiError, ServedModel, parse_chat
 from tests.test_generate import HELLO, engine  # noqa: F401  (the module's engine fixture)
+from tests.test_steering import assert_same_as_fresh_prefill
 
 GREEDY = SamplingSettings(temperature=0)
 SURE = AutoPolicy("entropy", 1.0, 1)  # climb when a token's entropy exceeds 1 nat
@@ -140,12 +141,7 @@ def test_the_state_after_a_climb_is_a_fresh_prefill(engine, checkpoints):
     prompt = events[0].prompt_tokens
     # The token mid decided in place of small's unsure one is what mid's cache holds there.
     assert live.tokens[prompt + 4] == thinking(events)[4].token_id
-    context = list(live.tokens)
-    fresh = Engine.load(checkpoints["hybrid"], max_context=512)
-    fresh.model.forward("mid", fresh.cache("mid"), context)
-    a = engine.model.forward("mid", live, [7])
-    b = fresh.model.forward("mid", fresh.cache("mid"), [7])
-    assert torch.allclose(a, b, atol=1e-4)
+    assert_same_as_fresh_prefill(engine, checkpoints["hybrid"], "mid")
 
 
 def test_answer_now_during_auto_still_answers(engine):

@@ -45,7 +45,7 @@ def open_dialog(qtbot, models) -> ModelManager:
     dialog = ModelManager(models=models)
     qtbot.addWidget(dialog)
     dialog.show()
-    qtbot.waitUntil(lambda: bool(dialog.rows) and not models.refreshing, timeout=30000)
+    qtbot.waitUntil(lambda: bool(dialog.rows) and not models.refreshing, timeout=60000)
     return dialog
 
 

@@ -52,12 +52,16 @@ def test_a_live_switch_leaves_the_state_of_a_fresh_prefill(engine, checkpoints):
             controls.request_depth("mid", 30)
 
     run(engine, Controls(), steer, thinking_budget=30, max_new_tokens=60, answer="mid")
-    live = engine.cache("mid")
-    context = list(live.tokens)
-    fresh = Engine.load(checkpoints["hybrid"], max_context=512)
-    fresh.model.forward("mid", fresh.cache("mid"), context)
-    a = engine.model.forward("mid", live, [7])
-    b = fresh.model.forward("mid", fresh.cache("mid"), [7])
+    assert_same_as_fresh_prefill(engine, checkpoints["hybrid"], "mid")
+
+
+def assert_same_as_fresh_prefill(engine, checkpoint, submodel: str) -> None:
+    """The submodel's live cache predicts the next token as a fresh prefill of its whole context does."""
+    live = engine.cache(submodel)
+    fresh = Engine.load(checkpoint, max_context=512)
+    fresh.model.forward(submodel, fresh.cache(submodel), list(live.tokens))
+    a = engine.model.forward(submodel, live, [7])
+    b = fresh.model.forward(submodel, fresh.cache(submodel), [7])
     assert torch.allclose(a, b, atol=1e-4)
 
 

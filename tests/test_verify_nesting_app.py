@@ -19,10 +19,11 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from app.models_controller import ModelsController, bytes_text
-from app.widgets.model_manager import NESTING, ModelManager
+from app.widgets.model_manager import NESTING
 from runtime.config import read_json
 from runtime.extract import extract
 from tests.checkpoints import make_checkpoint
+from tests.test_model_manager import open_dialog
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBES = Path(__file__).parent / "probes"
@@ -63,12 +64,6 @@ def imported(parent, tmp_path, home):
     return folder
 
 
-def open_manager(qtbot, models) -> ModelManager:
-    manager = ModelManager(models=models)
-    qtbot.addWidget(manager)
-    manager.show()
-    qtbot.waitUntil(lambda: bool(manager.rows) and not models.refreshing, timeout=60000)
-    return manager
 
 
 def states(manager, key) -> dict[str, str]:
@@ -105,7 +100,7 @@ def swap_experts(folder: Path) -> None:
 def test_verify_nesting_proves_an_extracted_slice_and_its_state_turns_verified(qtbot, models, imported, parent,
                                                                                 tmp_path):
     piece = extract(parent, "small", tmp_path / "slice-small")
-    manager = open_manager(qtbot, models)
+    manager = open_dialog(qtbot, models)
     manager.select("parent")
     assert states(manager, "parent") == {"full": "verified", "mid": "declared", "small": "declared"}
     i = manager.rows.index(manager.row("parent"))
@@ -132,7 +127,7 @@ def test_a_permuted_slice_is_refused_with_the_tensor_named_and_nothing_written(q
     piece = extract(parent, "small", tmp_path / "slice-small")
     swap_experts(piece)
     before = (imported / "elastic.json").read_bytes()
-    manager = open_manager(qtbot, models)
+    manager = open_dialog(qtbot, models)
     manager.select("parent")
     dialog = manager.verify_nesting()
     dialog.slice.setEditText(str(piece))
@@ -152,7 +147,7 @@ def test_a_hub_slice_is_read_by_ranges_and_the_bytes_are_counted(qtbot, models, 
     piece = extract(parent, "mid", tmp_path / "slice-mid")
     with HubStub({SLICE_REPO: piece}) as stub:
         monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        manager = open_manager(qtbot, models)
+        manager = open_dialog(qtbot, models)
         line = check(qtbot, models, lambda: models.verify_nesting("parent", SLICE_REPO))
         served = sum(r["sent"] for r in stub.requests)
     assert line.startswith("Verified: mid nests") and f"{bytes_text(served)} of them from the hub" in line, line
@@ -206,7 +201,7 @@ def test_a_download_ends_by_verifying_against_the_catalog_slices(qtbot, models, 
     piece = extract(parent, "small", tmp_path / "slice-small")
     with HubStub({PARENT_REPO: tiny_catalog, SLICE_REPO: piece}) as stub:
         monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        manager = open_manager(qtbot, models)
+        manager = open_dialog(qtbot, models)
         assert states(manager, "tiny-bf16") == {"full": "verified", "mid": "estimated", "small": "estimated"}
         line = download(qtbot, manager, models)
     assert line.startswith("Download complete and verified. Verified: small nests"), line
@@ -230,7 +225,7 @@ def test_an_unreachable_hub_after_a_download_is_one_line_and_changes_nothing(qtb
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
     with HubStub({PARENT_REPO: tiny_catalog}) as stub:
         monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        manager = open_manager(qtbot, models)
+        manager = open_dialog(qtbot, models)
         # the download is done (sig_changed comes first); the hub goes away before its nesting check
         models.sig_changed.connect(lambda: monkeypatch.setenv("HF_ENDPOINT", dead))
         line = download(qtbot, manager, models)
@@ -248,7 +243,7 @@ def test_the_demo_cannot_be_rewritten_and_a_running_check_can_be_cancelled(qtbot
     from runtime.store.catalog import load_catalog
     from runtime.store.tensor_source import FolderSource
 
-    manager = open_manager(qtbot, models)
+    manager = open_dialog(qtbot, models)
     demo = next(v for v in load_catalog().variants if v.bundled)
     manager.select(demo.id)
     assert not manager.buttons["Verify nesting…"].isEnabled()  # the app's own files
