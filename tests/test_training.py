@@ -12,8 +12,9 @@ from safetensors.torch import save_file
 from runtime import ElasticModel
 from runtime.chat_format import ChatFormat
 from runtime.score import score
-from training.data import (HELD_OUT_ADD, HELD_OUT_SUB, HELD_OUT_TEMPLATES, Problem, arithmetic_example, column_step,
-                           evaluation_problems, example_batch, is_held_out, make_problem, question, training_examples)
+from training.data import (ARITHMETIC_WORDS, HELD_OUT_ADD, HELD_OUT_SUB, HELD_OUT_TEMPLATES, HELD_OUT_WORDS, Mix,
+                           NOISE_WORDS, Problem, arithmetic_example, column_step, evaluation_problems, example_batch,
+                           is_held_out, make_problem, noise_frame, question, render, training_examples)
 from training.importance import measure, permute_by_importance
 from training.model import TrainableModel, hub_tensors
 
@@ -42,6 +43,32 @@ def test_data_is_seeded_and_held_out_problems_and_phrasings_never_train():
     held = evaluation_problems(0, 60)
     assert all(is_held_out(p.expression) for p in held) and len({p.expression for p in held}) == 60
     assert [len(p.numbers) for p in held[:6]] == [2, 3, 4, 2, 3, 4]
+
+
+def test_random_frames_keep_the_sum_whole_and_never_use_a_held_out_or_arithmetic_word():
+    assert {"tell", "less", "sum", "find", "hey", "equals"} <= HELD_OUT_WORDS
+    assert len(NOISE_WORDS) > 200 and not {w.lower() for w in NOISE_WORDS} & (HELD_OUT_WORDS | ARITHMETIC_WORDS)
+    rng = random.Random(4)
+    for _ in range(2000):
+        frame = noise_frame(rng)
+        assert frame.count("{e}") == 1 and not frame.startswith("{e}") and not re.search(r"\d", frame)
+        words = {w.lower() for w in re.findall(r"[A-Za-z']+", frame.replace("{e}", " "))}
+        assert words and not words & (HELD_OUT_WORDS | ARITHMETIC_WORDS), frame
+    held_out_phrasings = [re.compile(re.escape(t).replace(r"\{e\}", ".+").replace(r"\{a\}", r"\d+")
+                                     .replace(r"\{b\}", r"\d+"), re.IGNORECASE)
+                          for t in HELD_OUT_TEMPLATES + HELD_OUT_ADD + HELD_OUT_SUB]
+    for _ in range(2000):
+        p = make_problem(rng, rng.choice([2, 3, 4]))
+        text = render(p, rng, frames=1.0)
+        assert sorted(int(n) for n in re.findall(r"\d+", text)) == sorted(p.numbers), text  # the sum, whole
+        assert not any(r.fullmatch(text) for r in held_out_phrasings), text
+        held = render(p, rng, held_out_phrasing=True, frames=1.0)  # held-out checks never get frames
+        assert any(r.fullmatch(held) for r in held_out_phrasings), held
+    for _ in range(1000):  # a mix with frames still trains no held-out sum, and its trace starts from the sum
+        ex, p = arithmetic_example(rng, Mix(frames=1.0))
+        assert not is_held_out(p.expression)
+        if ex.thinking and "\n" in ex.thinking:
+            assert ex.thinking.split("\n")[0] == p.compact
 
 
 def test_problems_stay_in_range_and_their_working_is_correct():

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from dataclasses import dataclass
 
 MAX_OPERAND, MAX_VALUE = 99, 199
@@ -184,26 +185,90 @@ LEAD_INS = ["ok", "so", "now", "quick one:", "question:", "next:", "I need", "he
             "result of", "I wonder about", "check", "what comes out of", "and now", "for me:"]
 
 
-def render(p: Problem, rng: random.Random, held_out_phrasing: bool = False, lead_ins: bool = False) -> str:
-    """The question as a user might type it."""
+# Words for random frames around a sum ("banana lamp 45+23 river?"): every step of copying the
+# question must hold whatever surrounds it. Words with an arithmetic meaning and every word of a
+# held-out phrasing are left out, so held-out checks still meet their wording for the first time.
+FILLER = """about above after again air all almost also always animal answer any apple are around ask
+back bag ball be because bed before begin best big bird black blue boat book box boy bread bring brown
+but buy call can car card carry cat chair child city clean close cold come cook cool cup dark day dear
+dog door down draw dream dress drink drive each early earth easy eat egg end enough even every eye face
+fall far farm fast father feel few field fill fine fire first fish five floor fly food foot for friend
+full game garden girl give glad go gold good grass great green hand happy hard have he head hear help
+her here high hill his home horse hot house how I if in into is it jump just keep kind king lake lamp
+large last late learn left let letter light like line list little live long look lot love low made make
+man many may maybe me milk mind moon morning mother move much must my name near need never new next nice
+night no not now off often oh ok old on once only open or other our out over page paper park part
+people pick place plan play please point quick quiet rain read ready real red right river road rock room
+round run said same say school sea see seem shall she ship shoe short should show side simple sing sit
+sky sleep slow small snow so some song soon sound start stay still stone stop story street sun sure
+sweet table talk tea tell than that the then there these they thing think this time today together too
+tree true try turn under up us very wait walk want warm was watch water way we well were what when where
+which while white who why will wind window with word work world write yellow yes yet you young your
+""".split()
+ARITHMETIC_WORDS = {"add", "added", "adding", "and", "away", "from", "less", "minus", "more", "plus", "subtract",
+                    "sum", "take", "times", "total", "divide", "by", "of", "equal", "equals", "make", "makes"}
+
+
+def template_words(templates: list[str]) -> set[str]:
+    return {w.lower() for t in templates for w in re.findall(r"[A-Za-z']+", re.sub(r"\{\w\}", " ", t))}
+
+
+HELD_OUT_WORDS = template_words(HELD_OUT_TEMPLATES + HELD_OUT_ADD + HELD_OUT_SUB)
+NOISE_WORDS = sorted({w for w in FILLER if w.lower() not in ARITHMETIC_WORDS | HELD_OUT_WORDS})
+
+
+def noise_word(rng: random.Random) -> str:
+    """A filler word, or a made-up one (a few letters), so that no word is special."""
+    if rng.random() < 0.7:
+        word = rng.choice(NOISE_WORDS)
+    else:
+        while True:
+            word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 7)))
+            if word not in ARITHMETIC_WORDS | HELD_OUT_WORDS:
+                break
+    return word.capitalize() if rng.random() < 0.15 else word
+
+
+def noise_frame(rng: random.Random) -> str:
+    """"{e}" between random words: one to five before, none to three after, any closing mark."""
+    before = " ".join(noise_word(rng) for _ in range(rng.randint(1, 5)))
+    after = " ".join(noise_word(rng) for _ in range(rng.choice([0, 0, 1, 2, 3])))
+    gap = rng.choice([" ", " ", " ", "  ", ": ", ", "])
+    return f"{before}{gap}{{e}}{(' ' + after) if after else ''}{rng.choice(['', '', '?', '.', '!', ' ?'])}"
+
+
+def spell(p: Problem, rng: random.Random) -> str:
+    """The expression as a user might write it: in words, packed, spaced or irregularly spaced."""
+    style = rng.random()
+    parts = [str(p.numbers[0])]
+    for o, n in zip(p.ops, p.numbers[1:]):
+        if style < 0.15:  # words
+            parts.append(f" {WORDS[o]} {n}")
+        elif style < 0.45:  # no spaces
+            parts.append(f"{o}{n}")
+        elif style < 0.85:  # spaced
+            parts.append(f" {o} {n}")
+        else:  # irregular spacing
+            parts.append(rng.choice(["", " ", "  "]) + o + rng.choice(["", " ", "  "]) + str(n))
+    return "".join(parts)
+
+
+def render(p: Problem, rng: random.Random, held_out_phrasing: bool = False, lead_ins: bool = False,
+           frames: float = 0.0) -> str:
+    """The question as a user might type it (`frames`: the share put between random words)."""
     two = len(p.numbers) == 2
+    if frames and not held_out_phrasing and rng.random() < frames:
+        inner = spell(p, rng)
+        if two and rng.random() < 0.3:  # "Subtract 17 from 45" among random words too
+            inner = rng.choice(TRAIN_ADD if p.ops[0] == "+" else TRAIN_SUB).format(a=p.numbers[0], b=p.numbers[1])
+            inner = inner[:1].lower() + inner[1:] if rng.random() < 0.5 else inner
+        return noise_frame(rng).format(e=inner)
     if two and rng.random() < 0.3:
         pool = (HELD_OUT_ADD if p.ops[0] == "+" else HELD_OUT_SUB) if held_out_phrasing else \
             (TRAIN_ADD if p.ops[0] == "+" else TRAIN_SUB)
         text = rng.choice(pool).format(a=p.numbers[0], b=p.numbers[1])
     else:
-        style = rng.random()
-        parts = [str(p.numbers[0])]
-        for o, n in zip(p.ops, p.numbers[1:]):
-            if style < 0.15:  # words
-                parts.append(f" {WORDS[o]} {n}")
-            elif style < 0.45:  # no spaces
-                parts.append(f"{o}{n}")
-            elif style < 0.85:  # spaced
-                parts.append(f" {o} {n}")
-            else:  # irregular spacing
-                parts.append(rng.choice(["", " ", "  "]) + o + rng.choice(["", " ", "  "]) + str(n))
-        text = rng.choice(HELD_OUT_TEMPLATES if held_out_phrasing else TRAIN_TEMPLATES).format(e="".join(parts))
+        text = rng.choice(HELD_OUT_TEMPLATES if held_out_phrasing else TRAIN_TEMPLATES).format(e=spell(p, rng))
     if rng.random() < 0.15:
         text = text[:1].swapcase() + text[1:]
     if lead_ins and rng.random() < 0.35:
@@ -232,6 +297,7 @@ class Mix:
     cut_short: float = 0.05  # share of sums whose thinking a budget cuts
     numbers: tuple[int, ...] = (2, 2, 3, 3, 4, 4)  # how many numbers a sum has, drawn uniformly
     lead_ins: bool = False  # put a lead-in word before some questions (the polish phase)
+    frames: float = 0.0  # share of sums put between random words (the later phases)
 
 
 def arithmetic_example(rng: random.Random, mix: Mix = Mix(), held_out: bool = False) -> tuple[Example, Problem]:
@@ -239,7 +305,7 @@ def arithmetic_example(rng: random.Random, mix: Mix = Mix(), held_out: bool = Fa
         p = make_problem(rng, rng.choice(mix.numbers))
         if is_held_out(p.expression) == held_out:
             break
-    user = render(p, rng, lead_ins=mix.lead_ins)
+    user = render(p, rng, lead_ins=mix.lead_ins, frames=mix.frames)
     mode = rng.random()
     if mode < mix.thinking_off:
         thinking = None

@@ -220,8 +220,17 @@ def train(tm, chat, seed, steps, batch_size, lr, names, log, phase: str, mix: Mi
             last_save = time.time()
 
 
+# Share of sums put between random words in the two later phases: copying the question into the
+# first line of thinking must not depend on the words around it (docs/results/demo-eval.md, notes).
+FRAMES = 0.4
+
+
+def polish_mix(mix: Mix) -> Mix:
+    return replace(mix, lead_ins=True, frames=FRAMES)
+
+
 def settle_mix(mix: Mix) -> Mix:
-    return replace(mix, lead_ins=True, numbers=(2, 3, 3, 4, 4, 4))
+    return replace(polish_mix(mix), numbers=(2, 3, 3, 4, 4, 4))
 
 
 def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_size: int, lr: float, log=print,
@@ -230,7 +239,8 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
     out = Path(out)
     settings = {"seed": seed, "parent_steps": parent_steps, "elastic_steps": elastic_steps,
                 "polish_steps": polish_steps, "settle_steps": settle_steps, "batch_size": batch_size,
-                "lr": lr, "mix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(mix).items()}}
+                "lr": lr, "mix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(mix).items()},
+                "frames": FRAMES}
     work = Path(state_dir) if state_dir else scratch_dir()
     progress = Progress(work, settings)
     started = time.time()
@@ -267,8 +277,9 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
             progress.save("polish", 0, tm, None)
             phase, state = "polish", None
         if phase == "polish":
-            # A warm restart of the joint training, with lead-in words before some questions.
-            train(tm, chat, seed, polish_steps, batch_size, lr / 2, names, log, "polish", replace(mix, lead_ins=True),
+            # A warm restart of the joint training, with lead-in words before some questions and
+            # random words around others.
+            train(tm, chat, seed, polish_steps, batch_size, lr / 2, names, log, "polish", polish_mix(mix),
                   progress, state, checkpoint_every)
             progress.save("settle", 0, tm, None)
             phase, state = "settle", None
