@@ -16,10 +16,7 @@ says so instead of showing a slowed tokens/s.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,17 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SIZE = (1280, 720)
 
+from tests import screenshot_kit as kit  # noqa: E402 (after the path)
+
 
 def main():
     sys.stdout.reconfigure(line_buffering=True)
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="elastic-shots-"))
-    os.environ["ELASTIC_CHAT_HOME"] = str(work / "home")
+    args, work = kit.start(ROOT / "docs" / "screenshots")
 
-    from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
     import runtime.model as rm
@@ -48,17 +41,10 @@ def main():
     app = QApplication([])
 
     def wait(cond, seconds=900):  # a busy shared CPU can take minutes per reply
-        end = time.time() + seconds
-        while time.time() < end and not cond():
-            app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 30)
-            time.sleep(0.005)
-        return cond()
+        return kit.wait(app, cond, seconds)
 
     def shoot(widget, name):
-        app.processEvents()
-        widget.grab().save(str(args.out / name))
-        print("wrote", args.out / name, f"{widget.width()}x{widget.height()}",
-              f"(minimum {widget.minimumSizeHint().width()}x{widget.minimumSizeHint().height()})")
+        kit.shoot(app, widget, args.out / name)
 
     def thinking_shown():
         c = w.controller

@@ -16,31 +16,24 @@ Nothing is slowed but the stand-in hub's link; the MB/s shown is that link's.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from tests import screenshot_kit as kit  # noqa: E402 (after the path)
+
 REPO = "nvidia/NVIDIA-Nemotron-Labs-3-Elastic-30B-A3B-NVFP4"
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="elastic-shots-"))
-    os.environ["ELASTIC_CHAT_HOME"] = str(work / "home")
+    args, work = kit.start(ROOT / "docs" / "screenshots")
     os.environ.pop("ELASTIC_CHAT_MODELS", None)
     os.environ.pop("HF_HUB_OFFLINE", None)
 
     import huggingface_hub.constants
-    from PySide6.QtCore import QEventLoop
     from PySide6.QtWidgets import QApplication
 
     from app.models_controller import ModelsController
@@ -55,16 +48,10 @@ def main():
     app = QApplication([])
 
     def wait(cond, seconds=60):
-        end = time.time() + seconds
-        while time.time() < end and not cond():
-            app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 30)
-            time.sleep(0.01)
-        return cond()
+        return kit.wait(app, cond, seconds, pause=0.01)
 
     def shoot(widget, name):
-        app.processEvents()
-        widget.grab().save(str(args.out / name))
-        print("wrote", args.out / name, widget.size().toTuple())
+        kit.shoot(app, widget, args.out / name)
 
     demo = next(v for v in load_catalog().variants if v.bundled)
     import_folder(shutil.copytree(ROOT / "assets" / "demo-nvfp4", work / "my-finetune"))
