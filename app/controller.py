@@ -222,7 +222,8 @@ class ChatController(QObject):
         return r if r is not None and r.phase == "thinking" and not r.ending_thought else None
 
     def _steer_depth(self, name: str) -> None:
-        """The rest of the thought goes to stop `name`'s thinker and budget (what was thought counts)."""
+        """The rest of the thought goes to stop `name`'s thinker and budget (what was thought counts), and
+        climbs from there if the stop is Auto."""
         r = self._steerable()
         stop = next((s for s in self.loaded.stops if s.name == name), None) if self.loaded else None
         if r is None or stop is None or not stop.available:
@@ -230,7 +231,7 @@ class ChatController(QObject):
         if stop.think is None:  # thinking off: answer now
             self.answer_now()
         else:
-            r.controls.request_depth(stop.think, stop.budget)
+            r.controls.request_depth(stop.think, stop.budget, stop.escalation)
 
     def answer_now(self) -> bool:
         """Ends the shown reply's thought at once (as a budget hit does); False when it is not thinking."""

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from .auto_depth import Escalation
 from .cache import SequenceCache
 from .chat_format import ChatFormat
 from .config import read_json
@@ -60,14 +61,17 @@ class Controls:
 
     # -- steering the thought in flight (ignored once the answer has started)
 
-    def request_depth(self, think_submodel: str | None, budget: int | None) -> None:
+    def request_depth(self, think_submodel: str | None, budget: int | None,
+                      escalation: Escalation | None = None) -> None:
         """Go on thinking on `think_submodel` with `budget` thinking tokens in all (what was already
-        thought counts); `think_submodel` None or budget 0 ends thinking now."""
+        thought counts), climbing as `escalation` says (an Auto stop) or fixed there (None);
+        `think_submodel` None or budget 0 ends thinking now."""
         with self._lock:
             if think_submodel is None or budget == 0:
                 self._thinking = replace(self._thinking, answer_now=True)
             else:
-                self._thinking = replace(self._thinking, think_submodel=think_submodel, budget=budget, more=0)
+                self._thinking = replace(self._thinking, think_submodel=think_submodel, budget=budget, more=0,
+                                         escalation=escalation)
 
     def answer_now(self) -> None:
         """End thinking at once and answer (as a budget hit does)."""
@@ -90,6 +94,7 @@ class ThinkingRequest:
     """What the user asked of the thought since the last token (all empty: nothing)."""
 
     think_submodel: str | None = None  # go on thinking on this submodel
+    escalation: Escalation | None = None  # ...climbing from it as Auto does (None: fixed there)
     budget: int | None = None  # the new budget, in thinking tokens in all
     more: int = 0  # tokens to add to the budget
     answer_now: bool = False

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -55,19 +55,21 @@ class ChatRequest:
 
 
 def sampled_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=(),
-                  watch: bool = False) -> Iterator[tuple[int, Signals | None]]:
+                  watch: bool | Callable[[], bool] = False) -> Iterator[tuple[int, Signals | None]]:
     """Layer 1: from the logits after the cached context, sample a token, run it, yield it, repeat.
     The caller stops when it likes; the last yielded token is already in the cache (its step was
     queued before the host read the token, so the GPU never waits for the host).
     `sample` is a DeviceSampler (the token stays on the device) or any `logits -> int` sampler.
     `processors` see `context`, the caller's live list of the sequence's token ids. With `watch`,
     each token comes with the signals of the distribution it was sampled from (auto_depth.py),
-    computed on the device and read back with it; else with None."""
+    computed on the device and read back with it; else with None. `watch` may be a function, asked
+    before each token (a thought the user moves to Auto starts being watched mid-way)."""
+    watching = watch if callable(watch) else (lambda: watch)
     step = engine.decoder(name)
     while True:
         for process in processors:
             logits = process(context, logits)
-        signals = token_signals(logits) if watch else None
+        signals = token_signals(logits) if watching() else None
         if isinstance(sample, DeviceSampler):
             logits = step.send(sample.on_device(logits), signals)
             yield step.receive(), read_signals(step.signals)
@@ -206,9 +208,13 @@ class _Reply:
         yield self._done(finish, error, started, first_token_at, last)
 
     def _steps(self, name: str, logits):
-        # Signals are computed only while they can matter: an Auto thought with somewhere to climb.
-        watch = self.phase == THINKING and self.watch is not None and self.escalation.next_rung(name) is not None
-        return sampled_steps(self.engine, name, logits, self.sample, self.req.logits_processors, self.context, watch)
+        return sampled_steps(self.engine, name, logits, self.sample, self.req.logits_processors, self.context,
+                             self._watching)
+
+    def _watching(self) -> bool:
+        """Signals are computed only while they can matter: an Auto thought with somewhere to climb."""
+        return (self.phase == THINKING and self.watch is not None
+                and self.escalation.next_rung(self.current) is not None)
 
     # ------------------------------------------------------------------ thinking
 
@@ -241,14 +247,15 @@ class _Reply:
 
     def _steer(self, steer) -> list[Event]:
         """Applies what the user asked of the thought in flight (engine.Controls), before the next token.
-        A depth the user chooses is fixed: Auto stops climbing."""
+        A fixed depth stops Auto's climbing; a move to Auto starts it (from its thinker, watched afresh)."""
         if steer.answer_now:
             self.thinking_end = "user"
             return self._start_answer(forced=self._end_thinking_tokens())
         events = []
         target = steer.think_submodel
         if target:
-            self.watch = None
+            self.escalation = steer.escalation
+            self.watch = Watch(steer.escalation.policy) if steer.escalation else None
         if target and target != self.current and target in self.engine.model.views:
             events.append(self._switch(target, reason="depth"))
         if steer.budget is not None:

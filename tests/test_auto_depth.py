@@ -51,9 +51,11 @@ class Script:
         return out
 
 
-def auto_reply(engine, script, controls=None, on_token=None, policy=SURE, ladder=LADDER, **kw):
-    request = ChatRequest(HELLO, ladder[0], "full", kw.pop("thinking_budget", 20), kw.pop("max_new_tokens", 60),
-                          GREEDY, logits_processors=(script,), escalation=Escalation(ladder, policy), **kw)
+def auto_reply(engine, script, controls=None, on_token=None, policy=SURE, ladder=LADDER, think=None, **kw):
+    """A reply on Auto (`ladder` None: fixed on `think`), `on_token(n, controls)` called after each thinking token."""
+    request = ChatRequest(HELLO, think or ladder[0], "full", kw.pop("thinking_budget", 20),
+                          kw.pop("max_new_tokens", 60), GREEDY, logits_processors=(script,),
+                          escalation=Escalation(ladder, policy) if ladder else None, **kw)
     controls = controls or Controls()
     events = []
     for event in stream_chat(engine, request, controls):
@@ -155,6 +157,24 @@ def test_answer_now_during_auto_still_answers(engine):
 def test_a_depth_the_user_chooses_stops_the_climbing(engine):
     events = auto_reply(engine, Script(engine, struggle_at=5), on_token=lambda n, c: n == 2 and c.request_depth("small", 20))
     assert switches(events) == [("small", "full", "answer")]
+
+
+def test_a_fixed_thought_never_climbs(engine):
+    events = auto_reply(engine, Script(engine, struggle_at=5), ladder=None, think="small")
+    assert switches(events) == [("small", "full", "answer")]
+
+
+@pytest.mark.parametrize("start, moves", [
+    ("small", []),  # Quick -> Auto: the same thinker, watched from now on
+    ("mid", [("mid", "small", "depth")]),  # Deep -> Auto: Auto's thinker takes over, then climbs
+])
+def test_a_thought_moved_to_auto_starts_climbing(engine, start, moves):
+    auto = Escalation(LADDER, SURE)
+    events = auto_reply(engine, Script(engine, struggle_at=5), ladder=None, think=start,
+                        on_token=lambda n, c: n == 2 and c.request_depth("small", 20, auto))
+    assert switches(events) == moves + [("small", "mid", "escalate"), ("mid", "full", "answer")]
+    done = events[-1]
+    assert [name for name, _ in done.thinking_by_submodel] == list(dict.fromkeys([start, "small", "mid"]))
 
 
 def test_the_top_of_the_ladder_is_not_watched(engine):

@@ -152,6 +152,29 @@ def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, w
         reopened.close()
 
 
+def test_moving_the_slider_to_auto_while_thinking_lets_the_rest_of_the_thought_climb(qtbot, window, gate,
+                                                                                      small_ceiling, tmp_path):
+    """Auto's policy set to climb at any doubt (threshold 0: a real model is never quite sure of a token)."""
+    w, c = window, window.controller
+    eager = shutil.copytree(small_ceiling, tmp_path / "eager-auto")
+    elastic = json.loads((eager / "elastic.json").read_text())
+    elastic["auto_depth"] = {"signal": "entropy", "threshold": 0.0, "window": 1}
+    (eager / "elastic.json").write_text(json.dumps(elastic))
+    with qtbot.waitSignal(c.sig_model_loaded, timeout=LONG):
+        w.load_model(str(eager), "", is_demo=True)
+    reply, controls = hold(qtbot, w, gate, "Deep", at=4)  # fixed on 1.0M: it never climbs by itself
+    fixed = finish(qtbot, w, controls).meta
+    assert [s["reason"] for s in fixed["switches"]] == ["answer"]
+    reply, controls = hold(qtbot, w, gate, "Deep", at=4)  # 1.0M has thought 3 tokens
+    w.depth.jump(5)  # Auto: its thinker (0.5M) takes over, watched, and climbs at its first doubt
+    assert c.depth == "Auto"
+    meta = finish(qtbot, w, controls).meta
+    assert [(s["from"], s["to"], s["reason"]) for s in meta["switches"]] == [
+        ("1.0M", "0.5M", "depth"), ("0.5M", "1.0M", "escalate"), ("1.0M", "1.5M", "escalate")]
+    # 0.5M and then 1.0M each gave up their first token: 1.0M's 3 tokens, then 1.5M thought on and answered
+    assert [name for name, _ in meta["thinking_by_submodel"]] == ["1.0M", "1.5M"] and meta["answer_tokens"] > 0
+
+
 @pytest.mark.parametrize("at", [1, 6])
 def test_answer_now_always_yields_an_answer_and_the_reply_is_saved_complete(qtbot, window, gate, at):
     w, c = window, window.controller
