@@ -70,8 +70,8 @@ def test_the_default_depth_leaves_room_for_a_four_number_sum():
 
 def test_the_default_depth_gets_held_out_sums_right():
     """Eight held-out sums in held-out phrasings at Balanced, as the app runs them. The shipped model
-    gets 4 of these 8 (73% over the 60 of docs/results/demo-eval.md); a broken model, trace or
-    depth table gets none or one."""
+    gets all 8 (100% over the 60 of docs/results/demo-eval.md, 98.3% in NVFP4); a broken model, trace
+    or depth table gets none or one. Six is the issue's 85% of eight, rounded down."""
     from runtime.engine import Engine
     from runtime.generate import ChatRequest, chat
     from runtime.sampling import SamplingSettings
@@ -84,7 +84,7 @@ def test_the_default_depth_gets_held_out_sums_right():
         done = chat(engine, ChatRequest(({"role": "user", "content": text},), stop.think, stop.answer, stop.budget,
                                         600, SamplingSettings(temperature=0)))
         right += last_number(done.answer_text) == p.result
-    assert right >= 3
+    assert right >= 6
 
 
 @pytest.mark.parametrize("index", [0, 1, 2])
