@@ -27,7 +27,7 @@ from .window_state import WindowState
 
 DEMO_BANNER = ("You are chatting with the offline demo model (1.5 million parameters, bundled with the app). It "
                "adds and subtracts chains of two to four whole numbers from 0 to 99 (\"45 + 23 - 17 + 9\"), "
-               "right 98 times in 100 in our tests when it thinks, and knows a few facts about Elastic Chat. "
+               "right about 19 times in 20 in our tests when it thinks, and knows a few facts about Elastic Chat. "
                "Get the real 30B model in the model manager.")
 
 ANSWER_NOW_KEY, THINK_LONGER_KEY = "Ctrl+Shift+A", "Ctrl+Shift+L"  # only while a reply thinks

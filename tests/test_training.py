@@ -4,6 +4,7 @@ import json
 import random
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from training.data import (ARITHMETIC_WORDS, HELD_OUT_ADD, HELD_OUT_SUB, HELD_OU
 from training.importance import measure, permute_by_importance
 from training.model import TrainableModel, hub_tensors
 
+CHECKPOINT_DEMO = Path(__file__).resolve().parents[1] / "assets" / "demo"
 IDS = torch.tensor([[1, 17, 42, 99, 5, 250, 3, 77, 160, 12, 8, 31, 44],
                     [3, 9, 100, 2, 64, 65, 66, 200, 201, 7, 7, 7, 8]])
 
@@ -69,6 +71,28 @@ def test_random_frames_keep_the_sum_whole_and_never_use_a_held_out_or_arithmetic
         assert not is_held_out(p.expression)
         if ex.thinking and "\n" in ex.thinking:
             assert ex.thinking.split("\n")[0] == p.compact
+
+
+def test_the_chat_phase_trains_on_earlier_turns_and_the_evaluation_asks_after_them():
+    from training.evaluate import conversations, questions
+    from training.train_demo import MAX_LEN, chat_mix, encode
+
+    chat = ChatFormat(CHECKPOINT_DEMO)
+    examples = example_batch(0, "chat", 3, 400, chat_mix(Mix()))
+    turns = [sum(m["role"] == "user" for m in ex.messages) - 1 for ex in examples]
+    assert set(turns) == {0, 1, 2, 3, 4} and 0.5 < sum(t > 0 for t in turns) / len(turns) < 0.7
+    for ex in examples:
+        assert [m["role"] for m in ex.messages][::2] == ["user"] * (len(ex.messages) // 2 + 1)
+        assert not any("<think>" in m["content"] for m in ex.messages)  # earlier thinking is dropped
+    assert sum(len(encode(chat, ex)[0]) >= MAX_LEN for ex in examples) / len(examples) < 0.1
+    asked = {p.expression for p, _ in questions(0, 60)}
+    for earlier in (0, 1, 3):
+        talks = conversations(0, 60, earlier)
+        assert len(talks) == 60 and not {p.expression for p, _ in talks} & asked
+        for p, messages in talks:
+            assert len(messages) == 2 * earlier + 1 and messages[-1]["role"] == "user"
+            assert sorted(int(n) for n in re.findall(r"\d+", messages[-1]["content"])) == sorted(p.numbers)
+            assert all(is_held_out(m["content"].split(" = ")[0]) for m in messages[1::2])  # earlier answers
 
 
 def test_problems_stay_in_range_and_their_working_is_correct():

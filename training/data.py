@@ -298,6 +298,8 @@ class Mix:
     numbers: tuple[int, ...] = (2, 2, 3, 3, 4, 4)  # how many numbers a sum has, drawn uniformly
     lead_ins: bool = False  # put a lead-in word before some questions (the polish phase)
     frames: float = 0.0  # share of sums put between random words (the later phases)
+    history: float = 0.1  # share of conversations with earlier turns...
+    history_turns: tuple[int, ...] = (1,)  # ...and how many, drawn uniformly
 
 
 def arithmetic_example(rng: random.Random, mix: Mix = Mix(), held_out: bool = False) -> tuple[Example, Problem]:
@@ -327,15 +329,18 @@ def talk_example(rng: random.Random) -> Example:
 
 def one_example(rng: random.Random, mix: Mix = Mix()) -> Example:
     ex = arithmetic_example(rng, mix)[0] if rng.random() < mix.arithmetic else talk_example(rng)
-    if rng.random() < 0.1:  # a previous turn, with its thinking dropped as the template does
-        prev = arithmetic_example(rng, mix)[0] if rng.random() < 0.5 else talk_example(rng)
-        history = prev.messages + ({"role": "assistant", "content": prev.answer},)
+    if rng.random() < mix.history:  # earlier turns, with their thinking dropped as the template does
+        turns = 1 if mix.history_turns == (1,) else rng.choice(mix.history_turns)
+        history = ()
+        for _ in range(turns):
+            prev = arithmetic_example(rng, mix)[0] if rng.random() < 0.5 else talk_example(rng)
+            history += prev.messages + ({"role": "assistant", "content": prev.answer},)
         ex = Example(history + ex.messages, ex.thinking, ex.answer)
     return ex
 
 
 def training_examples(seed: int, mix: Mix = Mix()):
-    """An endless, seeded stream of training examples (some with a previous turn as history)."""
+    """An endless, seeded stream of training examples (some with earlier turns as history)."""
     rng = random.Random(seed)
     while True:
         yield one_example(rng, mix)

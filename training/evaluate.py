@@ -39,7 +39,7 @@ from runtime.events import THINKING, Done, Switch, Token
 from runtime.generate import ChatRequest, stream_chat
 from runtime.sampling import SamplingSettings
 
-from .data import evaluation_problems, question
+from .data import answer_text, evaluation_problems, question
 
 BUDGET_FRACTIONS = (1 / 8, 1 / 4)  # of the checkpoint's thinking ceiling: the Quick and Balanced budgets
 
@@ -69,8 +69,10 @@ class Runner:
             return dict(self.done[key])
         think, _, budget, escalation = key
         rows, latencies, cpu, thinking_tokens = [], [], [], []
-        for p, text in self.items:
-            request = ChatRequest(({"role": "user", "content": text},), think, answer, budget, self.max_new,
+        for p, asked in self.items:  # asked: the question, or a whole conversation ending with it
+            messages = asked if isinstance(asked, tuple) else ({"role": "user", "content": asked},)
+            text = messages[-1]["content"]
+            request = ChatRequest(messages, think, answer, budget, self.max_new,
                                   SamplingSettings(temperature=0), escalation=escalation)
             started, cpu_started = time.perf_counter(), time.process_time()
             done, climbed_at = reply(self.engine, request)
@@ -127,6 +129,39 @@ def auto_summary(rows: list[dict], escalation: Escalation) -> dict:
             if len(first) < len(rows) else None}
 
 
+EARLIER_TURNS = (0, 1, 3)  # sums asked before the one scored, in the same conversation
+
+
+def conversations(seed: int, n: int, earlier: int) -> list[tuple]:
+    """(problem, conversation) pairs: `earlier` held-out sums with their answers (their thinking dropped,
+    as the chat template does), then the held-out sum that is scored; every question in a held-out
+    phrasing, none of them among `questions(seed, ...)`'s sums."""
+    rng = random.Random(seed + 29)
+    asked = {p.expression for p, _ in questions(seed, n)}
+    problems = [p for p in evaluation_problems(seed + 2, 4 * n * (earlier + 1)) if p.expression not in asked]
+    out = []
+    for i in range(n):
+        group = problems[i * (earlier + 1):(i + 1) * (earlier + 1)]
+        messages = ()
+        for p in group[:-1]:
+            messages += ({"role": "user", "content": question(p, rng, held_out_phrasing=True)},
+                         {"role": "assistant", "content": answer_text(p)})
+        out.append((group[-1], messages + ({"role": "user", "content": question(group[-1], rng, True)},)))
+    return out
+
+
+def in_conversation(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
+    """The default stop on a sum asked after 0, 1 and 3 others in the same chat, as users ask them."""
+    stop = next(s for s in engine.depth_stops() if s.name == engine.default_depth())
+    rows = []
+    for earlier in EARLIER_TURNS:
+        row = Runner(engine, conversations(seed, n, earlier), log).run(stop.think, stop.answer, stop.budget,
+                                                                       stop.escalation)
+        row.pop("replies")
+        rows.append(dict(row, stop=stop.name, earlier=earlier))
+    return rows
+
+
 def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, log=print) -> dict:
     engine = Engine.load(checkpoint, device="cpu", max_context=2048)
     names = engine.submodels_by_size()  # smallest first
@@ -154,6 +189,7 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
                 row["kind"] = "standard" if thinker == parent else "elastic"
                 result["budget_control"].append(row)
     result["samples"] = samples(result)
+    result["in_conversation"] = in_conversation(engine, n, seed, log)
     for section in ("per_submodel", "stops", "budget_control"):
         for row in result[section]:
             row.pop("replies")
@@ -180,6 +216,21 @@ def quick(checkpoint: Path, n: int, seed: int = 0) -> dict:
     row = Runner(engine, questions(seed, n), log=lambda *_: None).run(parent, parent, engine.thinking_ceiling)
     wrong = [r for r in row.pop("replies") if not r["right"]]
     return dict(row, wrong_examples=wrong[:3])
+
+
+def conversation_lines(result: dict, nvfp4: dict | None, head: str, rule: str, by_numbers) -> list[str]:
+    if not result.get("in_conversation"):
+        return []
+    lines = ["", "## A sum asked after others in the same chat", "",
+             "Each question here comes after 0, 1 or 3 other held-out sums and their answers in the same "
+             "conversation (thinking dropped from them, as the chat template does), at the default stop, as a "
+             f"user asks them in one chat: {result['problems']} conversations each, other sums than above.", "",
+             f"| checkpoint | earlier sums | stop | accuracy | {head} | mean latency (ms) |", f"|---|---|---|---{rule}|---|"]
+    for name, rows in (("fp32", result["in_conversation"]), ("NVFP4", (nvfp4 or {}).get("in_conversation", []))):
+        for r in rows:
+            lines.append(f"| {name} | {r['earlier']} | {r['stop']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
+                         f"{r['mean_latency_ms']} |")
+    return lines
 
 
 def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
@@ -217,6 +268,7 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
         for r in nvfp4["stops"]:
             lines.append(f"| {r['stop']} | {r['budget']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
                          f"{r['mean_latency_ms']} |")
+    lines += conversation_lines(result, nvfp4, head, rule, by_numbers)
     lines += ["", "## Each submodel alone, thinking off and on", "",
               f"| submodel | thinking | accuracy | {head} | mean latency (ms) | mean thinking tokens |",
               f"|---|---|---{rule}|---|---|"]
@@ -376,7 +428,7 @@ def main(argv=None):
             result["notes"] = args.notes.read_text()
         nvfp4 = json.loads(args.with_nvfp4.read_text()) if args.with_nvfp4 else result.get("nvfp4")
         if nvfp4:
-            result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops")}
+            result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops", "in_conversation") if k in nvfp4}
         args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
         write_markdown(result, args.out.with_suffix(".md"), nvfp4)
         write_plot(result, args.out.with_suffix(".png"))
@@ -399,7 +451,7 @@ def main(argv=None):
     elif not args.with_nvfp4:
         nvfp4 = None
     if nvfp4:
-        result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops")}
+        result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops", "in_conversation") if k in nvfp4}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     if not args.stops_only:
