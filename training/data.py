@@ -214,7 +214,8 @@ def template_words(templates: list[str]) -> set[str]:
 
 
 HELD_OUT_WORDS = template_words(HELD_OUT_TEMPLATES + HELD_OUT_ADD + HELD_OUT_SUB)
-NOISE_WORDS = sorted({w for w in FILLER if w.lower() not in ARITHMETIC_WORDS | HELD_OUT_WORDS})
+NOT_NOISE = ARITHMETIC_WORDS | HELD_OUT_WORDS
+NOISE_WORDS = sorted({w for w in FILLER if w.lower() not in NOT_NOISE})
 
 
 def noise_word(rng: random.Random) -> str:
@@ -224,7 +225,7 @@ def noise_word(rng: random.Random) -> str:
     else:
         while True:
             word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 7)))
-            if word not in ARITHMETIC_WORDS | HELD_OUT_WORDS:
+            if word not in NOT_NOISE:
                 break
     return word.capitalize() if rng.random() < 0.15 else word
 
@@ -253,20 +254,27 @@ def spell(p: Problem, rng: random.Random) -> str:
     return "".join(parts)
 
 
+def worded(p: Problem, rng: random.Random, held_out_phrasing: bool = False) -> str:
+    """A two-number sum in a sentence of its own ("Add 45 and 23", "Subtract 17 from 45")."""
+    if p.ops[0] == "+":
+        pool = HELD_OUT_ADD if held_out_phrasing else TRAIN_ADD
+    else:
+        pool = HELD_OUT_SUB if held_out_phrasing else TRAIN_SUB
+    return rng.choice(pool).format(a=p.numbers[0], b=p.numbers[1])
+
+
 def render(p: Problem, rng: random.Random, held_out_phrasing: bool = False, lead_ins: bool = False,
            frames: float = 0.0) -> str:
     """The question as a user might type it (`frames`: the share put between random words)."""
     two = len(p.numbers) == 2
     if frames and not held_out_phrasing and rng.random() < frames:
-        inner = spell(p, rng)
+        inner = spell(p, rng)  # drawn even when replaced below: the draws are part of the seeded data
         if two and rng.random() < 0.3:  # "Subtract 17 from 45" among random words too
-            inner = rng.choice(TRAIN_ADD if p.ops[0] == "+" else TRAIN_SUB).format(a=p.numbers[0], b=p.numbers[1])
+            inner = worded(p, rng)
             inner = inner[:1].lower() + inner[1:] if rng.random() < 0.5 else inner
         return noise_frame(rng).format(e=inner)
     if two and rng.random() < 0.3:
-        pool = (HELD_OUT_ADD if p.ops[0] == "+" else HELD_OUT_SUB) if held_out_phrasing else \
-            (TRAIN_ADD if p.ops[0] == "+" else TRAIN_SUB)
-        text = rng.choice(pool).format(a=p.numbers[0], b=p.numbers[1])
+        text = worded(p, rng, held_out_phrasing)
     else:
         text = rng.choice(HELD_OUT_TEMPLATES if held_out_phrasing else TRAIN_TEMPLATES).format(e=spell(p, rng))
     if rng.random() < 0.15:
