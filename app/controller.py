@@ -19,7 +19,6 @@ Once it answers, a depth change is for the next reply only. The depth stays the 
 from __future__ import annotations
 
 import functools
-
 import itertools
 import logging
 from dataclasses import dataclass, field
@@ -27,9 +26,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Slot
 
-from .history import HistoryReadOnly, History, Message
 from .server_control import ServerControl
-from .settings import Settings
+from .state.history import History, HistoryReadOnly, Message
+from .state.settings import Settings
 from .workers import EngineWorker, LoadedModel, start_in_thread, stop_thread
 
 log = logging.getLogger(__name__)
@@ -44,8 +43,8 @@ class Reply:
     request_id: int
     conversation_id: int
     message_id: int
-    controls: object  # runtime.engine.Controls
-    stop: object  # the runtime's DepthStop used
+    controls: object  # runtime.controls.Controls
+    stop: object  # the runtime's DepthLevel used
     submodel: str  # the submodel working now (the Prefill event's, then each Token's)
     phase: str
     thinking: list[str] = field(default_factory=list)
@@ -450,12 +449,12 @@ class ChatController(QObject):
                            sampling_for(self.settings.sampling, conv.settings), escalation=stop.escalation)
 
     def _start_reply(self, cid: int, added: list[Message]) -> None:
-        from runtime.depth import find_stop
-        from runtime.engine import Controls
+        from runtime.controls import Controls
+        from runtime.depth import find_level
         from runtime.errors import ElasticError
 
         try:
-            stop = find_stop(list(self.loaded.stops), self.depth)
+            stop = find_level(list(self.loaded.stops), self.depth)
             request = self._request(cid, stop)
         except ElasticError as e:
             self.sig_messages_added.emit(cid, added, None)

@@ -29,9 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     from runtime.store.model_store import data_dir
 
     from . import crash
-    from .data_files import check_data_files, prepare_data_folder
-    from .settings import Settings
     from .single_instance import InstanceServer, ask_running_instance, server_name
+    from .state.data_files import check_data_files, prepare_data_folder
+    from .state.settings import Settings
 
     data = prepare_data_folder(args.data_dir or data_dir())  # never raises: an unusable folder -> a temporary copy
     folder = data.path

@@ -9,7 +9,7 @@ reopened dialog shows the download where it is. Download progress arrives thrott
 run in a worker thread; the GUI thread only formats what they found.
 
 "Verify nesting…" checks a checkpoint on this PC against a sliced checkpoint (a folder or a hub
-repo, `runtime.store.slice_check`) in its own thread, with progress and cancel; a verified slice
+repo, `runtime.store.nesting.slice_check`) in its own thread, with progress and cancel; a verified slice
 is written into the checkpoint's elastic.json and its submodel's state turns verified. A finished
 download of a catalog variant whose family lists published slices tries them at once; a hub that
 cannot be reached is one line, and the states stay as they were.
@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from PySide6.QtCore import QMetaObject, QObject, QThread, Qt, Signal, Slot
+from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, Signal, Slot
 
 from .nesting_worker import NestingWorker
 from .workers import DownloadWorker, TaskRunner, start_in_thread, stop_thread
@@ -132,7 +132,7 @@ def bytes_text(n: int) -> str:
 
 
 def verdict_text(v) -> str:
-    """One line about one nesting check (runtime.store.slice_check.SliceVerdict)."""
+    """One line about one nesting check (runtime.store.nesting.slice_check.SliceVerdict)."""
     source = v.label or v.slice
     if v.cancelled:
         return "Nesting check cancelled; nothing was written."
@@ -171,12 +171,12 @@ def actions(row: ModelRow | None, downloading: bool, checking: bool = False) -> 
 
 def gather(probe_file: str | None, context: int):
     """Worker thread: probe, plan and list (reads safetensors headers, not weights)."""
-    from runtime.store.catalog import load_catalog
     from runtime.errors import ElasticError
+    from runtime.store.catalog import load_catalog
     from runtime.store.hardware import load_probe, probe
     from runtime.store.model_store import list_models, models_dir
+    from runtime.store.nesting.slice_check import catalog_slices
     from runtime.store.planner import checkpoint_sizing, make_plan, plan_checkpoint
-    from runtime.store.slice_check import catalog_slices
 
     hw = load_probe(probe_file) if probe_file else probe(models_dir())
     catalog = load_catalog()
@@ -241,7 +241,7 @@ def _status(local, active: str) -> str:
 
 class ModelsController(QObject):
     sig_inventory = Signal(object)  # Inventory, after each refresh (and each change of a row's status)
-    sig_progress = Signal(str, object)  # row key, runtime.store.downloads.Progress (throttled)
+    sig_progress = Signal(str, object)  # row key, runtime.store.download.transfer.Progress (throttled)
     sig_message = Signal(str)  # one line about the last thing that happened
     sig_changed = Signal()  # the set of models on this PC changed
     sig_use = Signal(str, str)  # checkpoint folder, resident submodel ("" = the largest that fits)
@@ -429,7 +429,7 @@ class ModelsController(QObject):
 
     def verify_nesting(self, key: str, where: str, revision: str | None = None) -> None:
         """Checks the row's checkpoint against `where` (a hub repo id or a folder) in a worker thread."""
-        from runtime.store.slice_check import check_slice
+        from runtime.store.nesting.slice_check import check_slice
 
         r = self.row(key)
         if r is None or not self.actions(key)["Verify nesting…"]:
@@ -442,7 +442,7 @@ class ModelsController(QObject):
     def _try_catalog_slices(self, key: str) -> None:
         """After a download: the family's published slices, checked against the new folder."""
         from runtime.store.model_store import download_dir
-        from runtime.store.slice_check import check_catalog_slices
+        from runtime.store.nesting.slice_check import check_catalog_slices
 
         r = self.row(key)
         if r is None or not r.slices or r.repo is None:

@@ -1,4 +1,4 @@
-"""The nesting check's worker: runs `runtime.store.slice_check` in its own QThread.
+"""The nesting check's worker: runs `runtime.store.nesting.slice_check` in its own QThread.
 
 Reading a slice (a few megabytes, over HTTP Range requests for a hub repo) and comparing its
 tensors never runs on the GUI thread. Progress (bytes read so far) crosses to the GUI at most

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from runtime.engine_queue import EngineQueue
 from runtime.errors import ElasticError
-from runtime.server.engine_queue import EngineQueue
 
 log = logging.getLogger(__name__)
 POLL_MS = 250

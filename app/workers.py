@@ -31,7 +31,7 @@ class LoadedModel:
     folder: str
     name: str
     status: object  # runtime.engine.EngineStatus
-    stops: tuple  # runtime.depth.DepthStop, for the slider
+    stops: tuple  # runtime.depth.DepthLevel, for the slider
     submodels: tuple[str, ...]  # every submodel, smallest first
     loaded: tuple[str, ...]  # those in memory
     is_demo: bool
@@ -59,7 +59,7 @@ class EngineWorker(QObject):
     sig_reply_failed = Signal(int, str)
 
     def __init__(self, max_context: int = 8192, probe_file: str | None = None):
-        from runtime.server.engine_queue import EngineQueue
+        from runtime.engine_queue import EngineQueue
 
         super().__init__()
         self.engine = None
@@ -102,7 +102,7 @@ class EngineWorker(QObject):
         missing = [n for n in e.all_submodels_by_size() if n not in loaded]
         by_name = {f.name: f.reason for f in hw_plan[1].submodels} if hw_plan is not None else {}
         reasons = tuple((n, by_name.get(n, f"{n} is not in memory")) for n in missing)
-        self.sig_loaded.emit(LoadedModel(folder, Path(folder).name, e.status(), tuple(e.depth_stops()),
+        self.sig_loaded.emit(LoadedModel(folder, Path(folder).name, e.status(), tuple(e.depth_levels()),
                                          tuple(e.all_submodels_by_size()), loaded, is_demo, reasons,
                                          e.default_depth()))
         # The window is usable while this runs; a reply sent meanwhile (the chat's or the server's) waits
@@ -178,7 +178,7 @@ class EngineWorker(QObject):
     def generate(self, request_id: int, request, controls) -> None:
         """One chat reply, in its turn: it waits behind server requests that came first (a stop while it
         waits ends it at once, with nothing generated; with no model loaded it ends with an error)."""
-        from runtime.server.engine_queue import stream_in_turn
+        from runtime.engine_queue import stream_in_turn
 
         try:
             for event in stream_in_turn(self.queue, request, controls, "chat"):
@@ -215,7 +215,7 @@ PROGRESS_INTERVAL_S = 0.1  # about 10 updates a second cross to the GUI, whateve
 
 
 class DownloadWorker(QObject):
-    sig_progress = Signal(object)  # runtime.store.downloads.Progress, throttled to about 10 Hz
+    sig_progress = Signal(object)  # runtime.store.download.transfer.Progress, throttled to about 10 Hz
     sig_finished = Signal(object, str)  # final Progress (or None), error message ("" when none)
 
     def __init__(self, repo: str, dest: Path, revision: str | None = None, stall_seconds: float = 30.0):
@@ -233,8 +233,8 @@ class DownloadWorker(QObject):
 
     @Slot()
     def run(self) -> None:
-        from runtime.store.downloads import Download, hub_token, resolve
         from runtime.errors import ElasticError
+        from runtime.store.download.transfer import Download, hub_token, resolve
 
         try:
             if self.job is None:

@@ -1,8 +1,10 @@
 """Elastic Chat's inference engine: plain PyTorch, no Qt.
 
 Start with `model.py` (an elastic checkpoint in memory and its forward pass); the mixers
-live in `mamba.py`, `attention.py` and `moe.py`; `weights.py` explains how every submodel
-is a view into one resident copy; `cli.py` is the command line (`python -m runtime`).
+live in `mamba.py`, `attention.py` and `moe.py`; a reply is `generate.py` (`stream_chat`, the
+decode loop) over `engine.py`; `checkpoint/` reads the files (`checkpoint/weights.py` explains
+how every submodel is a view into one resident copy); `store/` manages models on this PC and
+`server/` serves the engine over HTTP; `cli.py` is the command line (`python -m runtime`).
 """
 
 from .errors import CheckpointError, ElasticError, UsageError

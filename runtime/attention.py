@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from .cache import KVState
-from .config import ModelConfig
+from .checkpoint.config import ModelConfig
+from .checkpoint.weights import AttentionWeights
 from .matmul import linear
-from .weights import AttentionWeights
 
 
 def attention(x: torch.Tensor, w: AttentionWeights, kv: KVState, pos: int, cfg: ModelConfig) -> torch.Tensor:

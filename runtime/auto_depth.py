@@ -13,7 +13,7 @@ decides that token itself; its Switch event says reason "escalate". The parent a
 
 Why entropy, and the threshold: `python -m training.auto_signal` measures the candidates on
 held-out sums and writes what it picks into the checkpoint's elastic.json as `auto_depth`; a
-checkpoint without it uses the depth table's default (depth_stops.json, the Auto row).
+checkpoint without it uses the depth table's default (depth_levels.json, the Auto row).
 
 This module is plain Python (no torch), so elastic.json's validation stays light.
 """
@@ -24,6 +24,8 @@ import math
 from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
+
+import torch
 
 from .errors import CheckpointError
 
@@ -119,3 +121,11 @@ class Escalation:
             return None
         i = self.ladder.index(current)
         return self.ladder[i + 1] if i + 1 < len(self.ladder) else None
+
+
+def token_signals(logits: torch.Tensor) -> torch.Tensor:
+    """The Auto depth's signals of softmax(logits), in auto_depth.Signals order (entropy in nats, doubt =
+    1 - the top probability), as a (2,) fp32 device tensor, with no host sync. Tokens masked with -inf
+    count as impossible (entr(0) = 0)."""
+    probs = torch.softmax(logits.reshape(-1).float(), dim=-1)
+    return torch.stack([torch.special.entr(probs).sum(), 1 - probs.max()])

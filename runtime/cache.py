@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .config import ATTENTION, MAMBA, ModelConfig
-from .elastic import Submodel
+from .checkpoint.config import ATTENTION, MAMBA, ModelConfig
+from .checkpoint.submodels import Submodel
 
 
 @dataclass

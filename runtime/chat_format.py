@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .chat_template import compile_template, render
-from .config import read_json
+from .checkpoint.config import read_json
 from .errors import CheckpointError, UsageError, one_line
 
 log = logging.getLogger(__name__)

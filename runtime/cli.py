@@ -19,8 +19,8 @@ import logging
 import math
 import sys
 
-from .store import models_cli
 from .errors import ElasticError, UsageError, one_line, printable
+from .store import models_cli
 
 MAX_TOKENS = 1 << 20  # the longest context any NemotronH checkpoint supports (1M tokens)
 # Every numeric flag of every subcommand, by its argparse dest: the accepted range, inclusive.
@@ -180,7 +180,7 @@ def _score(args) -> int:
 
 
 def _extract(args) -> int:
-    from .extract import extract
+    from .checkpoint.extract import extract
 
     out = extract(args.checkpoint, args.submodel, args.out)
     print(f"wrote submodel {args.submodel!r} to {printable(out)}")
@@ -194,12 +194,11 @@ def _serve(args) -> int:
 
 
 def _generate(args) -> int:
-    from .depth import find_stop
+    from .depth import find_level
     from .engine import Engine
     from .events import Done, Switch, Token
     from .generate import ChatRequest, stream_chat
     from .sampling import SamplingSettings
-
     from .store.submodel_tables import folder_table
 
     engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
@@ -207,7 +206,7 @@ def _generate(args) -> int:
     parent = engine.submodels_by_size()[-1]
     think, answer, budget, escalation = args.submodel or parent, args.submodel or parent, None, None
     if args.depth:
-        stop = find_stop(engine.depth_stops(), args.depth)
+        stop = find_level(engine.depth_levels(), args.depth)
         think, answer, budget, escalation = stop.think, stop.answer, stop.budget, stop.escalation
     think = args.think_submodel or think
     answer = args.answer_submodel or answer

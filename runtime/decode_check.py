@@ -24,17 +24,22 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .checkpoint_check import read_model_files
-from .config import ATTENTION, MAMBA, MLP, ModelConfig
-from .decode_step import DeviceSampler
+from .checkpoint.check import read_model_files
+from .checkpoint.config import ATTENTION, MAMBA, MLP, ModelConfig, count_params
+from .checkpoint.quant import PackedFP8, PackedNVFP4, QuantSpec
+from .checkpoint.weights import (
+    AttentionWeights,
+    LayerWeights,
+    MambaWeights,
+    MLPWeights,
+    ModelWeights,
+    MoEWeights,
+    submodel_views,
+)
 from .device import pick_device
-from .elastic import count_params
 from .errors import UsageError
 from .model import ElasticModel
-from .quant import PackedFP8, PackedNVFP4, QuantSpec
-from .sampling import SamplingSettings
-from .weights import (AttentionWeights, LayerWeights, MambaWeights, MLPWeights, ModelWeights, MoEWeights,
-                      submodel_views)
+from .sampling import DeviceSampler, SamplingSettings
 
 PREFILL = 8
 

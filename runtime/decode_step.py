@@ -30,16 +30,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .cache import SequenceCache
-from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .attention import attention_step
+from .cache import SequenceCache
+from .checkpoint.config import ATTENTION, MAMBA, MLP, ModelConfig
+from .checkpoint.weights import ModelWeights
 from .cuda_graphs import GraphSet
 from .errors import ElasticError, UsageError
 from .mamba import mamba_step
 from .matmul import linear
 from .moe import grouped_experts, mlp, moe_gathered
-from .sampling import SamplingSettings
-from .weights import ModelWeights
 
 MIN_SPAN = 256  # the smallest attention bucket: short contexts share one graph
 SIGNAL_SLOTS = 4  # values that may ride back with a token (DecodeStep.send)
@@ -171,64 +170,9 @@ class DecodeStep:
         return token
 
 
-def token_signals(logits: torch.Tensor) -> torch.Tensor:
-    """The Auto depth's signals of softmax(logits), in auto_depth.Signals order (entropy in nats, doubt =
-    1 - the top probability), as a (2,) fp32 device tensor, with no host sync. Tokens masked with -inf
-    count as impossible (entr(0) = 0)."""
-    probs = torch.softmax(logits.reshape(-1).float(), dim=-1)
-    return torch.stack([torch.special.entr(probs).sum(), 1 - probs.max()])
-
-
 class InvalidLogits(ElasticError):
     def __init__(self):
         super().__init__("the model computed invalid numbers (NaN, or no token left possible): its weights may be damaged; "
                          "verify the checkpoint (python -m runtime models verify DIR) or download it again")
 
 
-class DeviceSampler:
-    """Samples on the device: greedy, or temperature with top-k, top-p and min-p and a device
-    generator (a fixed seed repeats exactly). `on_device` returns a (1,) long tensor without a
-    host sync; calling the sampler returns the id on the host (the `make_sampler` protocol)."""
-
-    def __init__(self, settings: SamplingSettings, device: torch.device | str = "cpu"):
-        self.settings = settings.check()
-        device = torch.device(device)
-        self.generator = None
-        if settings.temperature > 0 and device.type != "meta":  # meta has no generator (and no values)
-            self.generator = torch.Generator(device=device)
-            if settings.seed is None:
-                self.generator.seed()
-            else:
-                self.generator.manual_seed(settings.seed)
-
-    @torch.inference_mode()
-    def on_device(self, logits: torch.Tensor) -> torch.Tensor:
-        s = self.settings
-        logits = raw = logits.reshape(-1).float()  # (vocab,)
-        if s.temperature == 0:
-            return self._mark_invalid(raw, logits.argmax().reshape(1))
-        logits = logits / s.temperature
-        if s.top_k and s.top_k < logits.numel():
-            kth = torch.topk(logits, s.top_k).values[-1]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        if s.top_p < 1:
-            sorted_probs, order = probs.sort(descending=True)
-            drop = (sorted_probs.cumsum(0) - sorted_probs) >= s.top_p  # the tokens before already cover top_p
-            probs = probs.scatter(0, order, sorted_probs.masked_fill(drop, 0))
-        if s.min_p > 0:
-            probs = probs.masked_fill(probs < s.min_p * probs.max(), 0)
-        # argmax of p / E with E ~ Exp(1) picks token i with probability p_i (the exponential race),
-        # with no normalisation and no host-side search.
-        race = torch.empty_like(probs).exponential_(generator=self.generator).clamp_(min=1e-30)
-        return self._mark_invalid(raw, (probs / race).argmax().reshape(1))
-
-    @staticmethod
-    def _mark_invalid(logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
-        """-1 instead of a token when the logits hold NaN (damaged weights) or rule out every token,
-        decided on the device so the step never waits for the host; `DecodeStep.receive` turns it into
-        an error. -inf alone is fine: logits processors and samplers mask tokens with it."""
-        return token.masked_fill(torch.isnan(logits).any() | ~(logits > float("-inf")).any(), -1)
-
-    def __call__(self, logits: torch.Tensor) -> int:
-        return int(self.on_device(logits))

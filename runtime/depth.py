@@ -1,4 +1,4 @@
-"""Reasoning depth: the slider's stops, read from `depth_stops.json` (data, not code).
+"""Reasoning depth: the slider's stops, read from `depth_levels.json` (data, not code).
 
 Each stop names roles, not submodels, so the table works for any `elastic.json`: roles are
 resolved over the submodels in memory sorted by active parameters (smallest, middle,
@@ -20,12 +20,12 @@ from pathlib import Path
 from .auto_depth import AutoPolicy, Escalation, parse_policy
 from .errors import UsageError
 
-TABLE = Path(__file__).with_name("depth_stops.json")
+TABLE = Path(__file__).with_name("depth_levels.json")
 ROLES = ("smallest", "middle", "parent")
 
 
 @dataclass(frozen=True)
-class DepthStop:
+class DepthLevel:
     name: str
     think: str | None  # submodel that thinks (None: thinking off)
     answer: str
@@ -44,7 +44,7 @@ def load_table(path: Path = TABLE) -> list[dict]:
     return json.loads(Path(path).read_text())["stops"]
 
 
-def table_default(path: Path = TABLE) -> str:
+def table_default_level(path: Path = TABLE) -> str:
     """The stop the table names as the default (the one switch that makes Auto the default or not)."""
     return json.loads(Path(path).read_text())["default"]
 
@@ -63,9 +63,9 @@ def resolve_roles(names_by_size: list[str]) -> dict[str, str]:
             "parent": names_by_size[-1]}
 
 
-def depth_stops(names_by_size: list[str], thinking_ceiling: int, table: list[dict] | None = None,
+def depth_levels(names_by_size: list[str], thinking_ceiling: int, table: list[dict] | None = None,
                 loaded: set[str] | None = None, estimated: set[str] = frozenset(),
-                policy: AutoPolicy | None = None) -> list[DepthStop]:
+                policy: AutoPolicy | None = None) -> list[DepthLevel]:
     """The table's stops for a checkpoint whose submodels are `names_by_size` (smallest first).
 
     When only some submodels are in memory (`loaded`: the largest that fits and those nested in
@@ -89,7 +89,7 @@ def depth_stops(names_by_size: list[str], thinking_ceiling: int, table: list[dic
         if think is not None and "escalate" in row:
             escalation = Escalation(_ladder(think, [roles[r] for r in row["escalate"]], names_by_size, loaded),
                                     policy or row_policy(row))
-        stops.append(DepthStop(row["name"], think, answer, budget, about, missing, think in estimated, escalation))
+        stops.append(DepthLevel(row["name"], think, answer, budget, about, missing, think in estimated, escalation))
     return stops
 
 
@@ -105,19 +105,19 @@ def _ladder(think: str, rungs: list[str], names_by_size: list[str], loaded: set[
 FALLBACK_ORDER = ("Balanced", "Deep", "Max", "Quick", "Off")
 
 
-def default_stop(stops: list[DepthStop], default: str | None = None) -> DepthStop:
+def default_level(stops: list[DepthLevel], default: str | None = None) -> DepthLevel:
     """The stop to start on: the table's `default` (Balanced), unless its thinker is missing or
     estimated (then the nearest one whose thinker is in memory and verified or declared; Max, where
     the parent thinks, always is)."""
     by_name = {s.name: s for s in stops}
-    for name in (default or table_default(),) + FALLBACK_ORDER:
+    for name in (default or table_default_level(),) + FALLBACK_ORDER:
         stop = by_name.get(name)
         if stop is not None and stop.available and not stop.estimated:
             return stop
     return next(s for s in stops if s.available)
 
 
-def find_stop(stops: list[DepthStop], name: str) -> DepthStop:
+def find_level(stops: list[DepthLevel], name: str) -> DepthLevel:
     for stop in stops:
         if stop.name.lower() == name.lower():
             if not stop.available:

@@ -7,101 +7,24 @@ Generation itself (budget control, events) lives in generate.py on top of this.
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .auto_depth import Escalation
 from .cache import SequenceCache
 from .chat_format import ChatFormat
-from .config import read_json
-from .depth import DepthStop, default_stop, depth_stops
-from .elastic import auto_policy, count_params
-from .elastic_source import ESTIMATED, PARENT_ONLY, SubmodelTable, own_table
+from .checkpoint.config import count_params, read_json
+from .checkpoint.submodel_table import ESTIMATED, PARENT_ONLY, SubmodelTable, own_table
+from .checkpoint.submodels import auto_policy
+from .controls import Controls, StopRequested
+from .depth import DepthLevel, default_level, depth_levels
 from .errors import UsageError
 from .events import Prefill
 from .model import ElasticModel
 
 PREFILL_CHUNK = 512
-
-
-class StopRequested(Exception):
-    """Raised inside a prefill when the user pressed stop."""
-
-
-class Controls:
-    """Thread-safe controls for a running reply: set from any thread, polled by the decode loop
-    every token and between prefill chunks."""
-
-    def __init__(self):
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._submodel: str | None = None
-        self._thinking = ThinkingRequest()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    @property
-    def stop_requested(self) -> bool:
-        return self._stop.is_set()
-
-    def request_submodel(self, name: str) -> None:
-        """Continue the current phase on submodel `name`, from the next token."""
-        with self._lock:
-            self._submodel = name
-
-    def take_submodel_request(self) -> str | None:
-        with self._lock:
-            name, self._submodel = self._submodel, None
-            return name
-
-    # -- steering the thought in flight (ignored once the answer has started)
-
-    def request_depth(self, think_submodel: str | None, budget: int | None,
-                      escalation: Escalation | None = None) -> None:
-        """Go on thinking on `think_submodel` with `budget` thinking tokens in all (what was already
-        thought counts), climbing as `escalation` says (an Auto stop) or fixed there (None);
-        `think_submodel` None or budget 0 ends thinking now."""
-        with self._lock:
-            if think_submodel is None or budget == 0:
-                self._thinking = replace(self._thinking, answer_now=True)
-            else:
-                self._thinking = replace(self._thinking, think_submodel=think_submodel, budget=budget, more=0,
-                                         escalation=escalation)
-
-    def answer_now(self) -> None:
-        """End thinking at once and answer (as a budget hit does)."""
-        with self._lock:
-            self._thinking = replace(self._thinking, answer_now=True)
-
-    def think_longer(self, tokens: int) -> None:
-        """Give the thought `tokens` more budget."""
-        with self._lock:
-            self._thinking = replace(self._thinking, more=self._thinking.more + max(0, int(tokens)))
-
-    def take_thinking_request(self) -> "ThinkingRequest":
-        with self._lock:
-            request, self._thinking = self._thinking, ThinkingRequest()
-            return request
-
-
-@dataclass(frozen=True)
-class ThinkingRequest:
-    """What the user asked of the thought since the last token (all empty: nothing)."""
-
-    think_submodel: str | None = None  # go on thinking on this submodel
-    escalation: Escalation | None = None  # ...climbing from it as Auto does (None: fixed there)
-    budget: int | None = None  # the new budget, in thinking tokens in all
-    more: int = 0  # tokens to add to the budget
-    answer_now: bool = False
-
-    @property
-    def empty(self) -> bool:
-        return self == ThinkingRequest()
 
 
 @dataclass(frozen=True)
@@ -165,16 +88,16 @@ class Engine:
         cfg = self.model.config
         return sorted(self.model.submodels, key=lambda n: count_params(cfg, self.model.submodels[n]).active)
 
-    def depth_stops(self) -> list[DepthStop]:
+    def depth_levels(self) -> list[DepthLevel]:
         """The slider's stops; those whose thinking submodel is not in memory are unavailable, those
         whose thinker's widths are only estimated say so; Auto climbs by this checkpoint's policy."""
         estimated = {n for n in self.model.submodels if self.table.state(n) == ESTIMATED}
-        return depth_stops(self.all_submodels_by_size(), self.thinking_ceiling, loaded=set(self.model.views),
+        return depth_levels(self.all_submodels_by_size(), self.thinking_ceiling, loaded=set(self.model.views),
                            estimated=estimated, policy=self.auto_policy)
 
     def default_depth(self) -> str:
-        """The stop a new chat starts on (depth.default_stop): never one whose thinker is estimated."""
-        return default_stop(self.depth_stops()).name
+        """The stop a new chat starts on (depth.default_level): never one whose thinker is estimated."""
+        return default_level(self.depth_levels()).name
 
     def status(self) -> EngineStatus:
         return EngineStatus(str(self.model.folder), self.model.resident.name, tuple(self.submodels_by_size()),
@@ -204,7 +127,7 @@ class Engine:
                 cache.reset()
         return self.model.decode_path()
 
-    def sync(self, name: str, context: list[int], boundary: int | None = None,
+    def catch_up(self, name: str, context: list[int], boundary: int | None = None,
              controls: Controls | None = None) -> tuple[Prefill, torch.Tensor]:
         """Brings submodel `name`'s cache to exactly `context`; returns the prefill report and the
         logits after the last context token.
@@ -244,8 +167,8 @@ class Engine:
         src, dst = self.cache(source), self.cache(target)
         done = src.length
         if done <= prompt_len or src.tokens != context[:done]:  # nothing to transplant: do it exactly
-            return self.sync(target, context, None, controls)
-        prefill, _ = self.sync(target, context[:prompt_len], None, controls)
+            return self.catch_up(target, context, None, controls)
+        prefill, _ = self.catch_up(target, context[:prompt_len], None, controls)
         for mine, theirs in zip(dst.layers, src.layers):
             if hasattr(mine, "k"):
                 mine.k[:, prompt_len:done] = theirs.k[:, prompt_len:done]

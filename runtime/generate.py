@@ -25,12 +25,12 @@ from typing import Callable, Iterator
 
 import torch
 
-from .auto_depth import Escalation, Signals, Watch, read_signals
-from .engine import Controls, Engine, StopRequested
+from .auto_depth import Escalation, Signals, Watch, read_signals, token_signals
+from .controls import Controls, StopRequested
+from .engine import Engine
 from .errors import ElasticError, UsageError
-from .events import (ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, Done, Event, Switch, Token)
-from .decode_step import DeviceSampler, token_signals
-from .sampling import SamplingSettings
+from .events import ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, Done, Event, Switch, Token
+from .sampling import DeviceSampler, SamplingSettings
 
 log = logging.getLogger(__name__)
 GRACE_TOKENS = 16  # after the budget, how long to wait for a line to end before forcing </think>
@@ -50,7 +50,7 @@ class ChatRequest:
     logits_processors: tuple = ()
     # APPROXIMATE: at the switch, reuse the thinking submodel's state instead of re-prefilling
     transplant: bool = False
-    # Auto: thinking climbs to larger submodels when the thinker struggles (DepthStop.escalation)
+    # Auto: thinking climbs to larger submodels when the thinker struggles (DepthLevel.escalation)
     escalation: Escalation | None = None
 
 
@@ -168,7 +168,7 @@ class _Reply:
         first_token_at = last = None
         finish, error = None, None
         try:
-            prefill, logits = self.engine.sync(self.current, self.context, self.boundary, self.controls)
+            prefill, logits = self.engine.catch_up(self.current, self.context, self.boundary, self.controls)
             yield prefill
             self.steps = self._steps(self.current, logits)
             while finish is None:
@@ -246,7 +246,7 @@ class _Reply:
         return self._switch(self.escalation.next_rung(self.current), reason="escalate")
 
     def _steer(self, steer) -> list[Event]:
-        """Applies what the user asked of the thought in flight (engine.Controls), before the next token.
+        """Applies what the user asked of the thought in flight (controls.Controls), before the next token.
         A fixed depth stops Auto's climbing; a move to Auto starts it (from its thinker, watched afresh)."""
         if steer.answer_now:
             self.thinking_end = "user"
@@ -286,7 +286,7 @@ class _Reply:
             self.phase_switch = self._switch(target, approximate=self.req.transplant)
             events.append(self.phase_switch)
         else:  # same submodel: it only runs the forced tokens and the last sampled one
-            _, logits = self.engine.sync(self.current, self.context, None, self.controls)
+            _, logits = self.engine.catch_up(self.current, self.context, None, self.controls)
             self.steps = self._steps(self.current, logits)
         return events
 
@@ -296,7 +296,7 @@ class _Reply:
         if approximate:
             prefill, logits = self.engine.transplant(self.current, target, self.context, len(self.prompt), self.controls)
         else:
-            prefill, logits = self.engine.sync(target, self.context, self.boundary, self.controls)
+            prefill, logits = self.engine.catch_up(target, self.context, self.boundary, self.controls)
         event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms, exact=not approximate,
                        reason=reason)
         self.current = target

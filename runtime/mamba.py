@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from .cache import MambaState
-from .config import ModelConfig
+from .checkpoint.config import ModelConfig
+from .checkpoint.weights import MambaWeights
 from .matmul import linear
-from .weights import MambaWeights
 
 
 def mamba_mixer(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelConfig) -> torch.Tensor:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .quant import PackedFP8, PackedNVFP4
-from .quant_pack import FP8_MAX, pack_fp8, pack_nvfp4, swizzle_block_scales
+from .checkpoint.quant import PackedFP8, PackedNVFP4
+from .checkpoint.quant_pack import FP8_MAX, pack_fp8, pack_nvfp4, swizzle_block_scales
 
 
 @dataclass(frozen=True)

@@ -19,19 +19,19 @@ import torch.nn.functional as F
 
 from .attention import attention
 from .cache import SequenceCache, new_cache
-from .checkpoint_check import inspect_checkpoint
-from .config import ATTENTION, MAMBA, MLP, ModelConfig
+from .checkpoint.check import inspect_checkpoint
+from .checkpoint.config import ATTENTION, MAMBA, MLP, ModelConfig, count_params
+from .checkpoint.quant import QuantSpec
+from .checkpoint.submodels import Submodel
+from .checkpoint.weights import ModelWeights, load_weights, resident_bytes, submodel_views
 from .cuda_graphs import GraphSet
 from .decode_step import DecodeStep, rms_norm
 from .device import pick_device
-from .elastic import Submodel, count_params
-from .matmul import describe as describe_kernel
-from .matmul import linear
-from .quant import QuantSpec
 from .errors import UsageError
 from .mamba import mamba_mixer
+from .matmul import describe as describe_kernel
+from .matmul import linear
 from .moe import mlp, moe
-from .weights import ModelWeights, load_weights, resident_bytes, submodel_views
 
 
 def forward(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, ids: list[int], all_logits: bool = False):

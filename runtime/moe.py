@@ -18,10 +18,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .config import ModelConfig
+from .checkpoint.config import ModelConfig
+from .checkpoint.quant import PackedFP8, PackedNVFP4, dense
+from .checkpoint.weights import MLPWeights, MoEWeights
 from .matmul import linear
-from .quant import PackedFP8, PackedNVFP4, dense
-from .weights import MLPWeights, MoEWeights
 
 
 def relu2(x: torch.Tensor) -> torch.Tensor:

@@ -1,22 +1,20 @@
-"""Samplers, built once as closures: `sampler(logits) -> token id`.
+"""Sampling settings and the sampler the decode loop uses, built once per reply.
 
-    sample = make_sampler(temperature=0.7, top_p=0.95, seed=1)
-    token = sample(logits)   # logits: (vocab,) or (1, vocab), fp32
+    sample = DeviceSampler(SamplingSettings(temperature=0.7, top_p=0.95, seed=1), device)
+    token = sample.on_device(logits)   # (1,) long on the device, no host sync (the decode loop)
+    token_id = sample(logits)          # the id on the host (scoring, tests)
 
 Temperature 0 is greedy. Filters apply in the order top-k, top-p, min-p, each keeping at
-least one token. A seeded generator makes a run repeat exactly.
+least one token. A seeded device generator makes a run repeat exactly.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from .errors import UsageError
-
-Sampler = Callable[[torch.Tensor], int]
 
 
 @dataclass(frozen=True)
@@ -39,30 +37,50 @@ class SamplingSettings:
         return self
 
 
-def make_sampler(settings: SamplingSettings, device: torch.device | str = "cpu") -> Sampler:
-    settings.check()
-    if settings.temperature == 0:
-        return lambda logits: int(logits.reshape(-1).argmax())
-    generator = torch.Generator(device=device)
-    if settings.seed is None:
-        generator.seed()
-    else:
-        generator.manual_seed(settings.seed)
-    temperature, top_p, top_k, min_p = settings.temperature, settings.top_p, settings.top_k, settings.min_p
+class DeviceSampler:
+    """Samples on the device: greedy, or temperature with top-k, top-p and min-p and a device
+    generator (a fixed seed repeats exactly). `on_device` returns a (1,) long tensor without a
+    host sync; calling the sampler returns the id on the host."""
 
-    def sample(logits: torch.Tensor) -> int:
-        logits = logits.reshape(-1).float() / temperature
-        if top_k and top_k < logits.numel():
-            kth = torch.topk(logits, top_k).values[-1]
+    def __init__(self, settings: SamplingSettings, device: torch.device | str = "cpu"):
+        self.settings = settings.check()
+        device = torch.device(device)
+        self.generator = None
+        if settings.temperature > 0 and device.type != "meta":  # meta has no generator (and no values)
+            self.generator = torch.Generator(device=device)
+            if settings.seed is None:
+                self.generator.seed()
+            else:
+                self.generator.manual_seed(settings.seed)
+
+    @torch.inference_mode()
+    def on_device(self, logits: torch.Tensor) -> torch.Tensor:
+        s = self.settings
+        logits = raw = logits.reshape(-1).float()  # (vocab,)
+        if s.temperature == 0:
+            return self._mark_invalid(raw, logits.argmax().reshape(1))
+        logits = logits / s.temperature
+        if s.top_k and s.top_k < logits.numel():
+            kth = torch.topk(logits, s.top_k).values[-1]
             logits = logits.masked_fill(logits < kth, float("-inf"))
         probs = torch.softmax(logits, dim=-1)
-        if top_p < 1:
+        if s.top_p < 1:
             sorted_probs, order = probs.sort(descending=True)
-            # drop a token when the tokens before it already cover top_p
-            drop = (sorted_probs.cumsum(0) - sorted_probs) >= top_p
+            drop = (sorted_probs.cumsum(0) - sorted_probs) >= s.top_p  # the tokens before already cover top_p
             probs = probs.scatter(0, order, sorted_probs.masked_fill(drop, 0))
-        if min_p > 0:
-            probs = probs.masked_fill(probs < min_p * probs.max(), 0)
-        return int(torch.multinomial(probs, 1, generator=generator))
+        if s.min_p > 0:
+            probs = probs.masked_fill(probs < s.min_p * probs.max(), 0)
+        # argmax of p / E with E ~ Exp(1) picks token i with probability p_i (the exponential race),
+        # with no normalisation and no host-side search.
+        race = torch.empty_like(probs).exponential_(generator=self.generator).clamp_(min=1e-30)
+        return self._mark_invalid(raw, (probs / race).argmax().reshape(1))
 
-    return sample
+    @staticmethod
+    def _mark_invalid(logits: torch.Tensor, token: torch.Tensor) -> torch.Tensor:
+        """-1 instead of a token when the logits hold NaN (damaged weights) or rule out every token,
+        decided on the device so the step never waits for the host; `DecodeStep.receive` turns it into
+        an error. -inf alone is fine: logits processors and samplers mask tokens with it."""
+        return token.masked_fill(torch.isnan(logits).any() | ~(logits > float("-inf")).any(), -1)
+
+    def __call__(self, logits: torch.Tensor) -> int:
+        return int(self.on_device(logits))

@@ -32,8 +32,7 @@ from pathlib import Path
 
 import torch
 
-from runtime.auto_depth import AutoPolicy, Escalation, Signals, parse_policy
-from runtime.decode_step import token_signals
+from runtime.auto_depth import AutoPolicy, Escalation, Signals, parse_policy, token_signals
 from runtime.engine import Engine
 from runtime.events import THINKING, Token
 from runtime.generate import ChatRequest, stream_chat
@@ -176,7 +175,7 @@ def pick(never: dict, grid: list[dict]) -> dict:
 def measure(checkpoint: Path, n: int, seed: int, windows=WINDOWS, fractions=FRACTIONS, eval_n: int = 120,
             log=print) -> dict:
     engine = Engine.load(checkpoint, device="cpu", max_context=2048)
-    stops = engine.depth_stops()
+    stops = engine.depth_levels()
     auto = next((s for s in stops if s.escalation is not None and s.available), None)
     if auto is None or len(auto.escalation.ladder) < 2:
         raise SystemExit("error: this checkpoint has no Auto stop with a larger submodel to climb to "

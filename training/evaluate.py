@@ -8,7 +8,7 @@ Every question is a held-out sum (its expression never trains) asked in a held-o
 wording never trains either); as many with two, three and four numbers. Greedy decoding on this
 machine. Measures:
 - each submodel answering alone with thinking off and on (up to the checkpoint's ceiling);
-- each stop of the app's depth slider, as the app runs it (runtime/depth_stops.json), Auto included:
+- each stop of the app's depth slider, as the app runs it (runtime/depth_levels.json), Auto included:
   how often its thought climbed to a larger submodel, at which thinking token, and how many
   thinking tokens each submodel wrote;
 - standard budget control (the parent thinks with budget B and answers) against elastic budget
@@ -152,7 +152,7 @@ def conversations(seed: int, n: int, earlier: int) -> list[tuple]:
 
 def in_conversation(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
     """The default stop on a sum asked after 0, 1 and 3 others in the same chat, as users ask them."""
-    stop = next(s for s in engine.depth_stops() if s.name == engine.default_depth())
+    stop = next(s for s in engine.depth_levels() if s.name == engine.default_depth())
     rows = []
     for earlier in EARLIER_TURNS:
         row = Runner(engine, conversations(seed, n, earlier), log).run(stop.think, stop.answer, stop.budget,
@@ -171,8 +171,8 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
               "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
               "per_submodel": [], "stops": [], "budget_control": [],
               "auto_policy_from": "the checkpoint's elastic.json (auto_depth)" if engine.auto_policy
-              else "the depth table's default (depth_stops.json)"}
-    for stop in engine.depth_stops():
+              else "the depth table's default (depth_levels.json)"}
+    for stop in engine.depth_levels():
         row = runner.run(stop.think, stop.answer, stop.budget, stop.escalation)
         row["stop"] = stop.name
         result["stops"].append(row)

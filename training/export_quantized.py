@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
+from runtime.checkpoint.config import load_config
 from runtime.store.catalog import bf16_modules
-from runtime.config import load_config
 
 COMPANIONS = ("elastic.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json")
 CALIBRATION_PROMPTS = ["Hello! What is 12 + 7 - 5?", "What is Elastic Chat?", "How do I get the real model?",

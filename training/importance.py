@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from runtime.config import ATTENTION, MAMBA, MLP
+from runtime.checkpoint.config import ATTENTION, MAMBA, MLP
 from runtime.model import rms_norm
 from runtime.moe import relu2, route
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from runtime.config import ATTENTION, MAMBA, MLP, ModelConfig
-from runtime.elastic import Submodel
+from runtime.checkpoint.config import ATTENTION, MAMBA, MLP, ModelConfig
+from runtime.checkpoint.submodels import Submodel
+from runtime.checkpoint.weights import AttentionWeights, MambaWeights, ModelWeights, submodel_views
 from runtime.mamba import gated_rms_norm, ssm_chunked
 from runtime.model import ElasticModel, rms_norm
 from runtime.moe import mlp, moe
-from runtime.weights import AttentionWeights, MambaWeights, ModelWeights, submodel_views
 
 
 class TrainableModel:

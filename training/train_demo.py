@@ -37,8 +37,8 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 
 from runtime.chat_format import ChatFormat
-from runtime.config import PATTERN_LETTERS
-from runtime.elastic import count_params, parse_elastic
+from runtime.checkpoint.config import PATTERN_LETTERS, count_params
+from runtime.checkpoint.submodels import parse_elastic
 
 from .data import TRACES, Mix, corpus, example_batch, make_problem, thinking_text, training_examples
 from .importance import measure, permute_by_importance
@@ -260,7 +260,7 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
             build_tokenizer(corpus(seed), CONFIG["vocab_size"], work)
             initial_checkpoint(work, seed)
         chat = ChatFormat(work)
-        from runtime.config import load_config
+        from runtime.checkpoint.config import load_config
 
         cfg = load_config(work)
         table = elastic_table(cfg)

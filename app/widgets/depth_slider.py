@@ -37,7 +37,7 @@ def slider_stops(stops, reasons: dict[str, str]) -> list[SliderStop]:
     for s in stops:
         detail = (f"{s.think} thinks ≤{s.budget} tokens → {s.answer} answers" if s.think
                   else f"no thinking → {s.answer} answers")
-        if s.estimated:  # DepthStop.estimated: why this stop is never the default
+        if s.estimated:  # DepthLevel.estimated: why this stop is never the default
             detail += (f" · {s.think}'s widths are only estimated, so its thinking may be poor; Verify nesting in "
                        "the model manager")
         reason = "" if s.available else reasons.get(s.missing, f"{s.missing} is not in memory")

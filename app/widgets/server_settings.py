@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QFormLayout, QGroupBox, QLabel, QLineEdit, QSpinBox
 
-from ..settings import server_problem
+from ..state.settings import server_problem
 
 
 class ServerSettingsBox(QGroupBox):

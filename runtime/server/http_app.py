@@ -24,8 +24,8 @@ from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
 from ..events import Done
-from .engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
 from .jobs import Job
 from .openai_api import ApiError, ChunkStream, ServedModel, completion, error_body, new_id, parse_chat
 

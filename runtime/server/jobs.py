@@ -14,11 +14,11 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..engine import Controls, StopRequested
+from ..controls import Controls, StopRequested
+from ..engine_queue import EngineQueue, Ticket
 from ..errors import ElasticError
 from ..events import Done, Token
 from ..generate import ChatRequest, stream_chat
-from .engine_queue import EngineQueue, Ticket
 from .openai_api import ApiError
 
 log = logging.getLogger(__name__)

@@ -20,13 +20,13 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..depth import DepthStop
+from ..depth import DepthLevel
 from ..events import ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, Done, Prefill, Switch, Token
 from ..generate import ChatRequest
 from ..sampling import SamplingSettings
 
 # Effort -> depth stops to try, best first (the first available one is used: a stop whose thinking
-# submodel is not in memory falls back to the next). Names are those of depth_stops.json.
+# submodel is not in memory falls back to the next). Names are those of depth_levels.json.
 EFFORT_DEPTHS = {
     "none": ("Off",),
     "low": ("Quick",),
@@ -72,14 +72,14 @@ class ServedModel:
     """What the protocol needs to know about the loaded engine (computed once per engine; no I/O)."""
     id: str  # the checkpoint's id: its folder's name, as the app shows it
     submodels: tuple[str, ...]  # in memory, fewest active parameters first
-    stops: tuple[DepthStop, ...]
+    stops: tuple[DepthLevel, ...]
     max_context: int
-    default: str = "Balanced"  # the stop a request without an effort gets (depth.default_stop)
+    default: str = "Balanced"  # the stop a request without an effort gets (depth.default_level)
     created: int = field(default_factory=lambda: int(time.time()))
 
     @classmethod
     def from_engine(cls, engine) -> "ServedModel":
-        return cls(Path(engine.model.folder).name, tuple(engine.submodels_by_size()), tuple(engine.depth_stops()),
+        return cls(Path(engine.model.folder).name, tuple(engine.submodels_by_size()), tuple(engine.depth_levels()),
                    engine.max_context, engine.default_depth())
 
     @property
@@ -260,7 +260,7 @@ def _text(content, where: str) -> str:
     raise bad(where, "content must be a string or a list of text parts")
 
 
-def _depth(body: dict, elastic: dict, served: ServedModel) -> tuple[DepthStop, str | None]:
+def _depth(body: dict, elastic: dict, served: ServedModel) -> tuple[DepthLevel, str | None]:
     effort, param = body.get("reasoning_effort"), "reasoning_effort"
     reasoning = body.get("reasoning")
     if reasoning is not None:

@@ -17,9 +17,9 @@ import threading
 import time
 from pathlib import Path
 
+from ..engine_queue import EngineQueue
 from ..errors import UsageError
 from ..store.submodel_tables import folder_table
-from .engine_queue import EngineQueue
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
 KEY_CHARS = set(string.ascii_letters + string.digits + string.punctuation)

@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import ATTENTION, MAMBA, ModelConfig
-from ..elastic import Submodel, parse_elastic
+from ..checkpoint.config import ATTENTION, MAMBA, ModelConfig
+from ..checkpoint.submodels import Submodel, parse_elastic
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = ROOT / "assets" / "catalog.json"
@@ -102,7 +102,7 @@ def load_catalog(path: Path = CATALOG) -> Catalog:
 def _slices(raw, subs: list[Submodel], where: str) -> tuple[CatalogSlice, ...]:
     """A family's `slices`, checked: each names a valid repo id and one of the family's nested
     submodels (not the parent), each repo once."""
-    from .hub_files import DownloadError, check_repo_id
+    from .download.hub_files import DownloadError, check_repo_id
 
     if not isinstance(raw, list):
         raise CatalogError(f"{where}: 'slices' must be a list")

@@ -20,12 +20,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .catalog import load_catalog
-from ..checkpoint_check import read_model_files
-from .download_record import LEGACY_MANIFEST, hash_mismatch, read_manifest, record_path
+from ..checkpoint.check import read_model_files
 from ..errors import CheckpointError, ElasticError, UsageError
+from .catalog import load_catalog
+from .download.hub_files import check_repo_id
+from .download.record import LEGACY_MANIFEST, hash_mismatch, read_manifest, record_path
 from .folder_lock import FolderBusy, FolderLock, holder
-from .hub_files import check_repo_id
 from .remote_names import is_link, one_line, open_no_follow, show, target_path
 
 IMPORTED = "imported.json"
@@ -89,7 +89,7 @@ class VerifyReport:
 def _check_loadable(folder: Path) -> None:
     """Exactly what `ElasticModel.load` checks before it reads any tensor data (one function for
     both: checkpoint_check.py). Raises an ElasticError (one line) naming the file."""
-    from ..checkpoint_check import check_checkpoint
+    from ..checkpoint.check import check_checkpoint
     from .submodel_tables import folder_table
 
     folder = Path(folder)

@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from . import nesting_cli
 from ..errors import UsageError
+from .nesting import cli as nesting_cli
 from .remote_names import one_line
 
 
@@ -86,7 +86,7 @@ def _size(n: int) -> str:
 
 
 def _download(args) -> int:
-    from .downloads import DONE, Download, hub_token, resolve
+    from .download.transfer import DONE, Download, hub_token, resolve
     from .model_store import download_dir, models_dir
 
     dest = args.dest or download_dir(args.repo)

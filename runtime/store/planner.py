@@ -15,13 +15,13 @@ import fnmatch
 from dataclasses import dataclass, replace
 
 from ..cache import cache_bytes
+from ..checkpoint.config import ModelConfig, count_params
+from ..checkpoint.submodel_table import ESTIMATED, VERIFIED, SubmodelTable
+from ..checkpoint.submodels import Submodel
+from ..checkpoint.weights import expected_tensors, is_linear
 from .catalog import Catalog, Variant, bf16_modules
-from ..config import ModelConfig
-from ..elastic import Submodel, count_params
-from ..elastic_source import ESTIMATED, VERIFIED, SubmodelTable
-from .submodel_tables import submodel_table
 from .hardware import GiB, HardwareProbe
-from ..weights import expected_tensors, is_linear
+from .submodel_tables import submodel_table
 
 WORKSPACE_BYTES = GiB  # CUDA context, prefill activations, allocator slack
 FITS_SHARE = 0.9  # "fits" leaves 10% of free memory; up to 100% is "tight"
@@ -108,9 +108,9 @@ def catalog_packing(variant: Variant, cfg: ModelConfig):
 
 def checkpoint_sizing(folder):
     """Config, submodels, packing and submodel states of a checkpoint on disk (headers only)."""
-    from ..config import read_json
-    from ..elastic import load_elastic
-    from ..safetensors_io import tensor_table
+    from ..checkpoint.config import read_json
+    from ..checkpoint.safetensors_io import tensor_table
+    from ..checkpoint.submodels import load_elastic
 
     raw = read_json(folder / "config.json")
     cfg = ModelConfig.from_dict(raw, folder / "config.json")

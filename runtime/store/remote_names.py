@@ -23,8 +23,7 @@ import stat
 import unicodedata
 from pathlib import Path
 
-from ..errors import printable
-from ..errors import ElasticError
+from ..errors import ElasticError, printable
 
 BOOKKEEPING = ".elastic-chat"  # our hidden folder inside a download folder
 RESERVED_TOP = {BOOKKEEPING, ".elastic-chat-download.json", "imported.json"}  # compared case-folded

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import ModelConfig, read_json
-from ..elastic_source import ESTIMATED, PARENT_ONLY, VERIFIED, SubmodelTable, own_table
+from ..checkpoint.config import ModelConfig, read_json
+from ..checkpoint.submodel_table import ESTIMATED, PARENT_ONLY, VERIFIED, SubmodelTable, own_table
 
 # Config fields that must agree before a folder is taken for a catalog family.
 FAMILY_KEYS = ("hidden_size", "layer_types", "vocab_size", "num_attention_heads", "num_key_value_heads",
@@ -44,7 +44,7 @@ def _family_of(folder: Path, cfg: ModelConfig, catalog):
 
 
 def _downloaded_from(folder: Path) -> str | None:
-    from .downloads import read_manifest
+    from .download.transfer import read_manifest
 
     repo = read_manifest(folder).get("repo")
     return repo if isinstance(repo, str) else None

@@ -1,0 +1,130 @@
+"""The Settings dialog: defaults for every chat, this chat's system prompt and sampling, and the
+local server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..state.settings import Settings
+from .server_settings import ServerSettingsBox
+
+
+class SettingsDialog(QDialog):
+    """Defaults for every chat, this chat's system prompt and sampling, and the local server."""
+
+    def __init__(self, parent, settings: Settings, system_prompt: str, chat_settings: dict, server_address: str = ""):
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        layout = QVBoxLayout(self)
+        self.tabs = QTabWidget()
+        layout.addWidget(self.tabs)
+        general = QWidget()
+        form = QFormLayout(general)
+        self.theme = QComboBox()
+        self.theme.addItems(["system", "light", "dark"])
+        self.theme.setCurrentText(settings.theme)
+        self.font_size = QSpinBox()
+        self.font_size.setRange(7, 28)
+        self.font_size.setValue(settings.font_size)
+        self.default_prompt = QPlainTextEdit(settings.system_prompt)
+        self.max_tokens = QSpinBox()
+        self.max_tokens.setRange(16, 262144)
+        self.max_tokens.setValue(settings.max_new_tokens)
+        form.addRow("Theme", self.theme)
+        form.addRow("Font size", self.font_size)
+        form.addRow("Default system prompt", self.default_prompt)
+        form.addRow("Max reply tokens", self.max_tokens)
+        from runtime.store.model_store import models_dir
+
+        self.models_dir = QLineEdit(settings.models_dir or str(models_dir()))
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(lambda: self.models_dir.setText(
+            QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text()) or self.models_dir.text()))
+        row = QHBoxLayout()
+        row.addWidget(self.models_dir, 1)
+        row.addWidget(browse)
+        form.addRow("Models folder", row)
+        self.default_sampling = _SamplingForm(vars(settings.sampling))
+        form.addRow(self.default_sampling)
+        self.tabs.addTab(general, "Defaults")
+        chat = QWidget()
+        chat_form = QFormLayout(chat)
+        self.chat_prompt = QPlainTextEdit(system_prompt)
+        chat_form.addRow("System prompt", self.chat_prompt)
+        self.chat_sampling = _SamplingForm({**vars(settings.sampling), **chat_settings.get("sampling", {})})
+        chat_form.addRow(self.chat_sampling)
+        self.tabs.addTab(chat, "This chat")
+        server = QWidget()
+        server_column = QVBoxLayout(server)
+        self.server_box = ServerSettingsBox(settings.server_enabled, settings.server_host, settings.server_port,
+                                            settings.server_api_key, server_address)
+        server_column.addWidget(self.server_box)
+        server_column.addStretch(1)
+        self.server_tab = self.tabs.addTab(server, "Server")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+
+    def accept(self) -> None:
+        """OK keeps the dialog open while the server's values cannot be used (its note says why)."""
+        if self.server_box.problem():
+            self.tabs.setCurrentIndex(self.server_tab)
+            self.server_box.host.setFocus()
+            return
+        super().accept()
+
+    def apply(self, s: Settings) -> None:
+        s.theme, s.font_size = self.theme.currentText(), self.font_size.value()
+        s.system_prompt, s.max_new_tokens = self.default_prompt.toPlainText(), self.max_tokens.value()
+        from runtime.store.model_store import data_dir
+
+        folder = self.models_dir.text().strip()
+        s.models_dir = "" if not folder or Path(folder) == data_dir() / "models" else folder
+        for k, v in self.default_sampling.values().items():
+            setattr(s.sampling, k, v)
+        s.server_enabled, s.server_host, s.server_port, s.server_api_key = self.server_box.values()
+
+    def conversation_values(self) -> tuple[str, dict]:
+        return self.chat_prompt.toPlainText(), {"sampling": self.chat_sampling.values()}
+
+
+class _SamplingForm(QWidget):
+    def __init__(self, values: dict):
+        super().__init__()
+        form = QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
+        self.fields = {}
+        for key, lo, hi, step in (("temperature", 0, 2, 0.05), ("top_p", 0.05, 1, 0.05), ("min_p", 0, 0.99, 0.01)):
+            box = QDoubleSpinBox()
+            box.setRange(lo, hi)
+            box.setSingleStep(step)
+            box.setValue(float(values[key]))
+            form.addRow(key.replace("_", "-"), box)
+            self.fields[key] = box
+        top_k = QSpinBox()
+        top_k.setRange(0, 1000)
+        top_k.setValue(int(values["top_k"]))
+        top_k.setSpecialValueText("off")
+        form.addRow("top-k", top_k)
+        self.fields["top_k"] = top_k
+
+    def values(self) -> dict:
+        return {k: (w.value()) for k, w in self.fields.items()}

@@ -1,0 +1,474 @@
+"""Weights in memory: one resident copy, and every submodel as views into it.
+
+Loading reads, for the *resident* submodel (the parent, or the largest submodel that fits
+the device), only its slices of each tensor from disk. Every other submodel that fits
+within it is then a set of views (`narrow`) into those tensors: no copies.
+
+Two layout changes at load make every nested width a leading slice, so views suffice:
+
+* MoE experts are stacked into one (E, F, H) up and one (E, H, F) down tensor.
+* Mamba heads are reordered *rank-major*. On disk, head h = g * Q + j belongs to group g
+  (Q heads per group, j is its rank inside the group), and a submodel keeps the first q
+  ranks of every group: a strided set. Internally head i = j * G + g, so the same set is
+  the first q * G heads. The in_proj rows are regrouped as [B, C, then per head (z, x, dt)]
+  so a submodel's rows are one prefix too, and conv channels as [B, C, x per head].
+  The mixer (mamba.py) undoes nothing: it simply knows head i belongs to group i % G.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from ..errors import CheckpointError
+from .config import ATTENTION, MAMBA, MLP, ModelConfig, count_params
+from .quant import BLOCK, PackedFP8, PackedNVFP4, QuantSpec, block_slice, stack
+from .safetensors_io import TensorInfo
+from .submodels import Submodel, parent_submodel
+
+EMBED_NAMES = ("backbone.embeddings.weight", "backbone.embedding.weight")
+
+
+@dataclass
+class MambaWeights:
+    in_proj: torch.Tensor  # (2GN + H*(2P+1), hidden): [B, C, per head (z, x, dt)]
+    in_bias: torch.Tensor | None
+    conv_w: torch.Tensor  # (2GN + H*P, K): [B, C, per head x]
+    conv_b: torch.Tensor | None
+    A: torch.Tensor  # (H,) fp32, -exp(A_log)
+    D: torch.Tensor  # (H,) fp32
+    dt_bias: torch.Tensor  # (H,) fp32
+    norm_w: torch.Tensor  # (H*P,)
+    out_proj: torch.Tensor  # (hidden, H*P)
+    out_bias: torch.Tensor | None
+
+
+@dataclass
+class AttentionWeights:
+    q: torch.Tensor  # (heads*D, hidden)
+    k: torch.Tensor  # (kv_heads*D, hidden)
+    v: torch.Tensor
+    o: torch.Tensor  # (hidden, heads*D)
+
+
+@dataclass
+class MLPWeights:
+    up: torch.Tensor  # (F, hidden)
+    down: torch.Tensor  # (hidden, F)
+    up_bias: torch.Tensor | None
+    down_bias: torch.Tensor | None
+
+
+@dataclass
+class MoEWeights:
+    router: torch.Tensor  # (E, hidden) fp32
+    router_bias: torch.Tensor  # (E,) fp32, e_score_correction_bias
+    up: torch.Tensor  # (E, F, hidden)
+    down: torch.Tensor  # (E, hidden, F)
+    shared: MLPWeights
+
+
+@dataclass
+class LayerWeights:
+    kind: str
+    norm: torch.Tensor  # (hidden,)
+    mixer: MambaWeights | AttentionWeights | MLPWeights | MoEWeights
+
+
+@dataclass
+class ModelWeights:
+    embed: torch.Tensor  # (vocab, hidden)
+    layers: list[LayerWeights]
+    norm_f: torch.Tensor
+    lm_head: torch.Tensor  # (vocab, hidden)
+
+    def tensors(self):
+        """Every tensor, for memory accounting and storage-sharing checks."""
+        def walk(obj):
+            if isinstance(obj, torch.Tensor):
+                yield obj
+            elif isinstance(obj, list):
+                for item in obj:
+                    yield from walk(item)
+            elif hasattr(obj, "__dataclass_fields__"):
+                for f in fields(obj):
+                    yield from walk(getattr(obj, f.name))
+        yield from walk(self)
+
+
+# ----------------------------------------------------------------------------- file layout
+
+def expected_tensors(cfg: ModelConfig, sub: Submodel | None = None) -> dict[str, tuple[int, ...]]:
+    """Names and shapes a dense checkpoint of this config holds (hub layout); with `sub`, the
+    shapes that submodel keeps (what a physically sliced checkpoint of it would hold)."""
+    sub = sub or parent_submodel(cfg)
+    h, out = sub.hidden_size, {}
+    out["backbone.embeddings.weight"] = (cfg.vocab_size, h)
+    out["backbone.norm_f.weight"] = (h,)
+    out["lm_head.weight"] = (cfg.vocab_size, h)
+    for i, kind in enumerate(cfg.layer_types):
+        p = f"backbone.layers.{i}."
+        out[p + "norm.weight"] = (h,)
+        m = p + "mixer."
+        if kind == MAMBA:
+            heads, bc = sub.mamba_num_heads[i], 2 * cfg.n_groups * cfg.ssm_state_size
+            d = heads * cfg.mamba_head_dim
+            out[m + "in_proj.weight"] = (2 * d + bc + heads, h)
+            out[m + "conv1d.weight"] = (d + bc, 1, cfg.conv_kernel)
+            out[m + "A_log"] = (heads,)
+            out[m + "D"] = (heads,)
+            out[m + "dt_bias"] = (heads,)
+            out[m + "norm.weight"] = (d,)
+            out[m + "out_proj.weight"] = (h, d)
+            if cfg.use_bias:
+                out[m + "in_proj.bias"] = (2 * d + bc + heads,)
+                out[m + "out_proj.bias"] = (h,)
+            if cfg.use_conv_bias:
+                out[m + "conv1d.bias"] = (d + bc,)
+        elif kind == ATTENTION:
+            q, kv = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+            out.update({m + "q_proj.weight": (q, h), m + "k_proj.weight": (kv, h),
+                        m + "v_proj.weight": (kv, h), m + "o_proj.weight": (h, q)})
+        elif kind == MLP:
+            out.update(_mlp_shapes(m, sub.intermediate_size[i], h, cfg.mlp_bias))
+        else:
+            e, f = sub.n_routed_experts[i], sub.moe_intermediate_size[i]
+            out[m + "gate.weight"] = (e, h)
+            out[m + "gate.e_score_correction_bias"] = (e,)
+            for k in range(e):
+                out[m + f"experts.{k}.up_proj.weight"] = (f, h)
+                out[m + f"experts.{k}.down_proj.weight"] = (h, f)
+            out.update(_mlp_shapes(m + "shared_experts.", sub.moe_shared_expert_intermediate_size[i], h, cfg.mlp_bias))
+    return out
+
+
+def _mlp_shapes(prefix, f, h, bias):
+    out = {prefix + "up_proj.weight": (f, h), prefix + "down_proj.weight": (h, f)}
+    if bias:
+        out.update({prefix + "up_proj.bias": (f,), prefix + "down_proj.bias": (h,)})
+    return out
+
+
+LINEAR_NAMES = ("in_proj.weight", "out_proj.weight", "q_proj.weight", "k_proj.weight", "v_proj.weight",
+                "o_proj.weight", "up_proj.weight", "down_proj.weight", "lm_head.weight")
+
+
+def is_linear(name: str) -> bool:
+    return name.endswith(LINEAR_NAMES)
+
+
+def check_tensor_table(cfg: ModelConfig, table: dict[str, TensorInfo], folder: Path,
+                       quant: QuantSpec | None = None) -> dict[str, TensorInfo]:
+    """Matches the file's tensors against the config; returns the table under canonical names.
+
+    In a quantized checkpoint a linear weight may be stored packed (NVFP4: uint8 codes plus
+    `weight_scale` and `weight_scale_2`; FP8: E4M3 plus `weight_scale`), with an optional
+    `input_scale`; everything else must be stored as the config implies.
+    """
+    table = dict(table)
+    if EMBED_NAMES[1] in table and EMBED_NAMES[0] not in table:
+        table[EMBED_NAMES[0]] = table.pop(EMBED_NAMES[1])
+    _check_sizes(cfg, table, folder, quant)  # arithmetic first: nothing below may grow with a bogus config
+    expected = expected_tensors(cfg)
+    companions = set()
+    for name in expected:
+        if quant is not None and is_linear(name) and name + "_scale" in table:
+            companions |= {name + s for s in ("_scale", "_scale_2", "_input_scale")}
+            companions.add(name[: -len("weight")] + "input_scale")
+    present = {n for n in table if not n.startswith("mtp.")}  # multi-token-prediction heads are unused
+    missing = sorted(set(expected) - present)
+    extra = sorted(present - set(expected) - companions)
+    where = _weights_file_name(folder)
+    if missing:
+        raise CheckpointError(where, f"{len(missing)} tensors that config.json requires are missing, "
+                                     f"e.g. {missing[0]!r}; the file does not belong to this config.json")
+    if extra:
+        raise CheckpointError(where, f"{len(extra)} tensors that config.json does not describe, "
+                                     f"e.g. {extra[0]!r}; the file does not belong to this config.json")
+    for name, shape in expected.items():
+        info = table[name]
+        if quant is not None and name + "_scale" in table:
+            _check_packed(name, shape, table, quant)
+            continue
+        if info.shape != shape:
+            raise CheckpointError(info.file, f"tensor {name!r} has shape {list(info.shape)} but config.json "
+                                             f"implies {list(shape)}")
+        if info.dtype not in ("F32", "BF16", "F16"):
+            raise CheckpointError(info.file, f"tensor {name!r} is stored as {info.dtype}; unquantized weights "
+                                             "must be F32, BF16 or F16")
+    return table
+
+
+def expected_tensor_count(cfg: ModelConfig) -> int:
+    """len(expected_tensors(cfg)), by arithmetic (without listing thousands of expert names)."""
+    n = 3
+    for kind in cfg.layer_types:
+        n += 1
+        if kind == MAMBA:
+            n += 7 + 2 * cfg.use_bias + cfg.use_conv_bias
+        elif kind == ATTENTION:
+            n += 4
+        elif kind == MLP:
+            n += 2 + 2 * cfg.mlp_bias
+        else:
+            n += 4 + 2 * cfg.n_routed_experts + 2 * cfg.mlp_bias
+    return n
+
+
+# The fewest bytes a parameter can take in any supported file (NVFP4 packs two per byte). A bound
+# for every format alike: it only has to catch absurd configs; the per-tensor check names the rest.
+MIN_BYTES_PER_PARAM = 0.5
+
+
+def _size(n: float) -> str:
+    return f"{n / 1e9:.3g} GB" if n >= 1e9 else f"{n / 1e6:.3g} MB"
+
+
+def _check_sizes(cfg: ModelConfig, table: dict[str, TensorInfo], folder: Path, quant: QuantSpec | None) -> None:
+    """Refuses a config that describes far more tensors or parameters than the files hold, by
+    arithmetic on the headers alone, so an absurd config (10^9 experts) fails in microseconds
+    and nothing below grows with it."""
+    where = _weights_file_name(folder)
+    present = sum(1 for n in table if not n.startswith("mtp."))
+    want = expected_tensor_count(cfg)
+    if want > 2 * present + 1024:  # a few missing ones are named by the full check below
+        raise CheckpointError(where, f"config.json describes {want:,} tensors but the weight files hold {present:,}; "
+                                     "the files do not belong to this config.json (or are incomplete)")
+    params = count_params(cfg, parent_submodel(cfg)).total
+    have = sum(info.nbytes for info in table.values())
+    if params * MIN_BYTES_PER_PARAM > have:
+        raise CheckpointError(where, f"config.json describes {params:,} parameters, more than {_size(have)} of "
+                                     "weight files can hold; the files do not belong to this config.json")
+
+
+def check_nesting(cfg: ModelConfig, subs, table: dict[str, TensorInfo], quant: QuantSpec | None) -> None:
+    """Every submodel must be sliceable from packed NVFP4 weights: the input columns it keeps of
+    each packed linear come in whole 16-wide blocks (loading builds every submodel as views)."""
+    if quant is None or quant.algo != "NVFP4":
+        return
+    packed = [n for n in expected_tensors(cfg) if is_linear(n) and n + "_scale" in table]
+    for name in packed:
+        if name.endswith("mixer.out_proj.weight") and cfg.mamba_head_dim % BLOCK:
+            raise CheckpointError(table[name].file, f"tensor {name!r} is NVFP4 but mamba_head_dim "
+                                  f"({cfg.mamba_head_dim}) is not a multiple of {BLOCK}: its heads cannot be "
+                                  "reordered in whole blocks")
+    parent = expected_tensors(cfg)
+    for sub in subs:
+        shapes = expected_tensors(cfg, sub)
+        for name in packed:
+            cols = shapes[name][1] if name in shapes else 0  # experts beyond the submodel's are unused
+            if cols % BLOCK:
+                shown = re.sub(r"experts\.\d+\.", "experts.*.", name)
+                raise CheckpointError(table[name].file, f"tensor {shown!r}: submodel {sub.name!r} keeps {cols} of its "
+                                      f"{parent[name][1]} input columns, which breaks NVFP4's {BLOCK}-wide scale "
+                                      f"blocks; nested widths must be multiples of {BLOCK} in NVFP4 checkpoints")
+
+
+def _check_packed(name: str, shape: tuple, table: dict[str, TensorInfo], quant: QuantSpec) -> None:
+    info = table[name]
+    module = name[: -len(".weight")]
+    out, cols = shape
+
+    def fail(problem):
+        raise CheckpointError(info.file, f"tensor {name!r}: {problem}")
+
+    if quant.excludes(module):
+        fail(f"is stored quantized, but the quantization config excludes {module!r}")
+    if quant.algo == "NVFP4":
+        if cols % BLOCK:
+            fail(f"has {cols} input columns, not a multiple of NVFP4's {BLOCK}-wide blocks")
+        want = {name: ("U8", (out, cols // 2)), name + "_scale": ("F8_E4M3", (out, cols // BLOCK))}
+        if name + "_scale_2" not in table:
+            fail("is NVFP4 but has no weight_scale_2 (its global scale)")
+        want[name + "_scale_2"] = ("F32", None)
+    else:
+        want = {name: ("F8_E4M3", (out, cols)), name + "_scale": ("F32", None)}
+    for tensor, (dtype, tshape) in want.items():
+        got = table[tensor]
+        if got.dtype != dtype:
+            fail(f"{tensor.rsplit('.', 1)[-1]} is {got.dtype}, but {quant.algo} stores {dtype}")
+        if tshape is None and got.shape not in ((), (1,)):
+            fail(f"{tensor.rsplit('.', 1)[-1]} should be one number, has shape {list(got.shape)}")
+        if tshape is not None and got.shape != tshape:
+            fail(f"{tensor.rsplit('.', 1)[-1]} has shape {list(got.shape)}, but config.json implies {list(tshape)}")
+
+
+def _weights_file_name(folder: Path) -> Path:
+    index = Path(folder) / "model.safetensors.index.json"
+    return index if index.exists() else Path(folder) / "model.safetensors"
+
+
+# ----------------------------------------------------------------------------- reading
+
+Index = slice | torch.Tensor  # a prefix/range, or explicit positions in the order wanted
+
+
+class _Reader:
+    """Reads weights from safetensors files (memory-mapped): only the bounding box of the rows
+    and columns asked for, converted to the compute dtype (dense) or kept packed."""
+
+    def __init__(self, table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype):
+        self.table, self.device, self.dtype = table, device, dtype
+        self.handles = {}
+
+    def _raw(self, name: str, rows: Index, cols: Index | None) -> torch.Tensor:
+        info = self.table[name]
+        handle = self.handles.get(info.file)
+        if handle is None:
+            handle = self.handles[info.file] = safe_open(str(info.file), framework="pt")
+        stored = name if name in handle.keys() else EMBED_NAMES[1]
+        box, pick = [], []
+        for index in (rows, cols)[: len(info.shape)]:
+            if index is None or isinstance(index, slice):
+                box.append(index or slice(None))
+                pick.append(slice(None))
+            else:  # read the covering range, then take the positions in order
+                lo, hi = int(index.min()), int(index.max()) + 1
+                box.append(slice(lo, hi))
+                pick.append(index - lo)
+        piece = handle.get_slice(stored)[tuple(box)] if info.shape else handle.get_tensor(stored)
+        for dim, p in enumerate(pick):
+            if isinstance(p, torch.Tensor):
+                piece = piece.index_select(dim, p)
+        # A row slice may come back as a view into the whole tensor: keep only the slice.
+        return piece.clone() if piece.untyped_storage().nbytes() != piece.nbytes else piece
+
+    def __call__(self, name: str, rows: Index = slice(None), cols: Index | None = None, fp32: bool = False):
+        """A weight (rows, cols) of tensor `name`; packed linear weights stay packed."""
+        if name + "_scale" in self.table and is_linear(name):
+            return self._packed(name, rows, cols)
+        dtype = torch.float32 if fp32 else self.dtype
+        return self._raw(name, rows, cols).to(device=self.device, dtype=dtype).contiguous()
+
+    def _packed(self, name: str, rows: Index, cols: Index | None):
+        cols = slice(None) if cols is None else cols
+        if self.table[name].dtype == "F8_E4M3":  # FP8: one scale per matrix
+            weight = self._raw(name, rows, cols).to(self.device)
+            return PackedFP8(weight, self._raw(name + "_scale", None, None).float().reshape(()).to(self.device), name)
+        full = self.table[name + "_scale"].shape[-1] * BLOCK
+        if isinstance(cols, slice):
+            start, stop, _ = cols.indices(full)
+            block_slice(cols, full, name)
+            byte_cols, block_cols = slice(start // 2, stop // 2), slice(start // BLOCK, stop // BLOCK)
+        else:
+            blocks = cols.view(-1, BLOCK)
+            if not torch.equal(blocks, blocks[:, :1] + torch.arange(BLOCK)) or (blocks[:, 0] % BLOCK).any():
+                raise CheckpointError(name, f"a column order that breaks NVFP4's {BLOCK}-wide blocks")
+            byte_cols = (blocks[:, :1] // 2 + torch.arange(BLOCK // 2)).flatten()
+            block_cols = blocks[:, 0] // BLOCK
+        return PackedNVFP4(self._raw(name, rows, byte_cols).to(self.device),
+                           self._raw(name + "_scale", rows, block_cols).to(self.device),
+                           self._raw(name + "_scale_2", None, None).float().reshape(()).to(self.device), name)
+
+
+def mamba_head_order(cfg: ModelConfig, heads: int, rank_major: bool) -> torch.Tensor:
+    """Original ids of the heads a width keeps (the first heads/G of every group), either
+    group by group (the hub layout of a sliced checkpoint) or rank-major (the runtime's layout)."""
+    G, Q, q = cfg.n_groups, cfg.mamba_num_heads // cfg.n_groups, heads // cfg.n_groups
+    pairs = [(j, g) for j in range(q) for g in range(G)] if rank_major else [(j, g) for g in range(G) for j in range(q)]
+    return torch.tensor([g * Q + j for j, g in pairs])
+
+
+def load_weights(cfg: ModelConfig, table: dict[str, TensorInfo], root: Submodel,
+                 device: torch.device, dtype: torch.dtype) -> ModelWeights:
+    """Reads the `root` submodel's slices of every tensor into the internal layout."""
+    read = _Reader(table, device, dtype)
+    h = slice(0, root.hidden_size)
+    layers = []
+    for i, kind in enumerate(cfg.layer_types):
+        m = f"backbone.layers.{i}.mixer."
+        if kind == MAMBA:
+            mixer = _load_mamba(read, m, cfg, h, root.mamba_num_heads[i])
+        elif kind == ATTENTION:
+            mixer = AttentionWeights(q=read(m + "q_proj.weight", slice(None), h), k=read(m + "k_proj.weight", slice(None), h),
+                                     v=read(m + "v_proj.weight", slice(None), h), o=read(m + "o_proj.weight", h))
+        elif kind == MLP:
+            mixer = _load_mlp(read, m, cfg, h, root.intermediate_size[i])
+        else:
+            e, f = root.n_routed_experts[i], slice(0, root.moe_intermediate_size[i])
+            mixer = MoEWeights(
+                router=read(m + "gate.weight", slice(0, e), h, fp32=True),
+                router_bias=read(m + "gate.e_score_correction_bias", slice(0, e), fp32=True),
+                up=stack([read(m + f"experts.{k}.up_proj.weight", f, h) for k in range(e)]),
+                down=stack([read(m + f"experts.{k}.down_proj.weight", h, f) for k in range(e)]),
+                shared=_load_mlp(read, m + "shared_experts.", cfg, h, root.moe_shared_expert_intermediate_size[i]))
+        layers.append(LayerWeights(kind, read(f"backbone.layers.{i}.norm.weight", h), mixer))
+    return ModelWeights(embed=read(EMBED_NAMES[0], slice(None), h), layers=layers,
+                        norm_f=read("backbone.norm_f.weight", h), lm_head=read("lm_head.weight", slice(None), h))
+
+
+def _load_mlp(read, m, cfg, h: slice, f: int) -> MLPWeights:
+    f = slice(0, f)
+    return MLPWeights(up=read(m + "up_proj.weight", f, h), down=read(m + "down_proj.weight", h, f),
+                      up_bias=read(m + "up_proj.bias", f) if cfg.mlp_bias else None,
+                      down_bias=read(m + "down_proj.bias", h) if cfg.mlp_bias else None)
+
+
+def _load_mamba(read, m, cfg: ModelConfig, h: slice, heads: int) -> MambaWeights:
+    P, d, gn = cfg.mamba_head_dim, cfg.mamba_d_inner, cfg.n_groups * cfg.ssm_state_size
+    order = mamba_head_order(cfg, heads, rank_major=True)  # internal head i -> original head id
+    channels = (order[:, None] * P + torch.arange(P)).flatten()  # each head's P channels, in order
+    per_head = torch.cat([channels.view(-1, P), d + channels.view(-1, P), 2 * d + 2 * gn + order[:, None]], dim=1)
+    in_rows = torch.cat([torch.arange(2 * d, 2 * d + 2 * gn), per_head.flatten()])  # [B, C, per head (z, x, dt)]
+    conv_rows = torch.cat([torch.arange(d, d + 2 * gn), channels])  # [B, C, per head x]
+    return MambaWeights(
+        in_proj=read(m + "in_proj.weight", in_rows, h),
+        in_bias=read(m + "in_proj.bias", in_rows) if cfg.use_bias else None,
+        conv_w=read(m + "conv1d.weight", conv_rows)[:, 0, :].contiguous(),
+        conv_b=read(m + "conv1d.bias", conv_rows) if cfg.use_conv_bias else None,
+        A=-torch.exp(read(m + "A_log", order, fp32=True)),
+        D=read(m + "D", order, fp32=True),
+        dt_bias=read(m + "dt_bias", order, fp32=True),
+        norm_w=read(m + "norm.weight", channels),
+        out_proj=read(m + "out_proj.weight", h, channels),
+        out_bias=read(m + "out_proj.bias", h) if cfg.use_bias else None,
+    )
+
+
+# ----------------------------------------------------------------------------- views
+
+def submodel_views(cfg: ModelConfig, root: ModelWeights, sub: Submodel) -> ModelWeights:
+    """A submodel's weights as views into the resident tensors (no memory is allocated)."""
+    h = sub.hidden_size
+    layers = []
+    for i, layer in enumerate(root.layers):
+        w = layer.mixer
+        if layer.kind == MAMBA:
+            H, P, gn = sub.mamba_num_heads[i], cfg.mamba_head_dim, cfg.n_groups * cfg.ssm_state_size
+            rows = 2 * gn + H * (2 * P + 1)
+            mixer = MambaWeights(
+                in_proj=w.in_proj[:rows, :h], in_bias=None if w.in_bias is None else w.in_bias[:rows],
+                conv_w=w.conv_w[:2 * gn + H * P], conv_b=None if w.conv_b is None else w.conv_b[:2 * gn + H * P],
+                A=w.A[:H], D=w.D[:H], dt_bias=w.dt_bias[:H], norm_w=w.norm_w[:H * P],
+                out_proj=w.out_proj[:h, :H * P], out_bias=None if w.out_bias is None else w.out_bias[:h])
+        elif layer.kind == ATTENTION:
+            mixer = AttentionWeights(q=w.q[:, :h], k=w.k[:, :h], v=w.v[:, :h], o=w.o[:h])
+        elif layer.kind == MLP:
+            mixer = _mlp_view(w, sub.intermediate_size[i], h)
+        else:
+            e, f = sub.n_routed_experts[i], sub.moe_intermediate_size[i]
+            mixer = MoEWeights(router=w.router[:e, :h], router_bias=w.router_bias[:e],
+                               up=w.up[:e, :f, :h], down=w.down[:e, :h, :f],
+                               shared=_mlp_view(w.shared, sub.moe_shared_expert_intermediate_size[i], h))
+        layers.append(LayerWeights(layer.kind, layer.norm[:h], mixer))
+    return ModelWeights(embed=root.embed[:, :h], layers=layers, norm_f=root.norm_f[:h], lm_head=root.lm_head[:, :h])
+
+
+def _mlp_view(w: MLPWeights, f: int, h: int) -> MLPWeights:
+    return MLPWeights(up=w.up[:f, :h], down=w.down[:h, :f],
+                      up_bias=None if w.up_bias is None else w.up_bias[:f],
+                      down_bias=None if w.down_bias is None else w.down_bias[:h])
+
+
+def resident_bytes(*models: ModelWeights) -> int:
+    """Bytes of distinct storage behind the given weights (shared storage counted once)."""
+    seen = {}
+    for model in models:
+        for t in model.tensors():
+            storage = t.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())

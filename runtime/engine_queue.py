@@ -1,0 +1,217 @@
+"""One engine, one reply at a time: every user of the engine (the chat window, each server request,
+a model load) takes a turn in arrival order.
+
+    ticket = queue.enter("POST /v1/chat/completions", controls, bounded=True)  # QueueFull when full
+    engine = queue.wait(ticket)       # blocks until it is this ticket's turn
+    try: ... stream_chat(engine, ...) ...
+    finally: queue.leave(ticket)      # the next ticket's turn
+
+`with queue.turn(controls, "chat") as engine:` does all three. A ticket whose `Controls` are stopped
+while it waits leaves the line (`wait` raises `StopRequested`), so a client that hangs up frees its
+place at once. Only bounded entries (the server's) count against `max_waiting` and get `QueueFull`;
+the chat window's own replies always get in line, behind whoever came first.
+
+Plain threads and a condition variable: no asyncio, no Qt, so the app's engine thread and the
+server's request threads share one line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .errors import ElasticError
+
+if TYPE_CHECKING:  # the engine module imports torch; this one stays light for the app's start-up
+    from .controls import Controls
+
+POLL_S = 0.05  # how often a waiting ticket looks at its stop flag
+
+EMPTY, LOADING, READY, FAILED = "empty", "loading", "ready", "failed"
+
+
+class QueueFull(ElasticError):
+    """The line is as long as it may get; try again later (HTTP 429)."""
+
+
+class EngineUnavailable(ElasticError):
+    """No engine to run on: none loaded yet, loading, or the load failed (HTTP 503)."""
+
+    def __init__(self, state: str, message: str):
+        self.state = state
+        super().__init__(message)
+
+
+@dataclass
+class Ticket:
+    who: str  # shown in the live strip: "chat", "server 127.0.0.1:51234"
+    controls: "Controls"
+    bounded: bool
+    number: int
+    entered: float = field(default_factory=time.monotonic)
+    # Progress written by the holder while it runs (read by `snapshot` for the live strip).
+    tokens: int = 0
+    phase: str = ""
+    submodel: str = ""
+
+
+@dataclass(frozen=True)
+class QueueState:
+    state: str  # EMPTY, LOADING, READY or FAILED
+    running: str | None  # who holds the engine, with its progress
+    waiting: tuple[str, ...]  # who waits, first in line first
+    message: str = ""  # why the engine is not ready
+
+
+class EngineQueue:
+    def __init__(self, max_waiting: int = 8):
+        if max_waiting < 0:
+            raise ValueError("max_waiting must be 0 or more")
+        self.max_waiting = max_waiting
+        self._cond = threading.Condition()
+        self._numbers = itertools.count(1)
+        self._holder: Ticket | None = None
+        self._line: deque[Ticket] = deque()
+        self._engine = None
+        self._state, self._message = EMPTY, "no model is loaded yet"
+
+    # ------------------------------------------------------------------ the engine in the slot
+
+    def set_loading(self, message: str = "the model is loading") -> None:
+        with self._cond:
+            self._engine, self._state, self._message = None, LOADING, message
+            self._cond.notify_all()
+
+    def set_engine(self, engine) -> None:
+        with self._cond:
+            self._engine = engine
+            self._state, self._message = (READY, "") if engine is not None else (EMPTY, "no model is loaded")
+            self._cond.notify_all()
+
+    def set_failed(self, message: str) -> None:
+        with self._cond:
+            self._engine, self._state, self._message = None, FAILED, f"the model failed to load: {message}"
+            self._cond.notify_all()
+
+    @property
+    def engine(self):
+        return self._engine
+
+    def check_ready(self):
+        """The engine, or `EngineUnavailable` saying why there is none."""
+        with self._cond:
+            if self._state != READY:
+                raise EngineUnavailable(self._state, self._message)
+            return self._engine
+
+    # ------------------------------------------------------------------ taking turns
+
+    def enter(self, who: str, controls: "Controls | None" = None, bounded: bool = False) -> Ticket:
+        """Gets in line (does not wait). Bounded entries raise `QueueFull` when `max_waiting`
+        bounded tickets already wait."""
+        from .controls import Controls  # noqa: PLC0415
+
+        with self._cond:
+            if bounded and sum(t.bounded for t in self._line) >= self.max_waiting:
+                raise QueueFull(f"{len(self._line)} requests are already waiting for the model; "
+                                "try again when one has finished")
+            ticket = Ticket(who, controls or Controls(), bounded, next(self._numbers))
+            self._line.append(ticket)
+            self._cond.notify_all()
+            return ticket
+
+    def wait(self, ticket: Ticket):
+        """Blocks until `ticket` is first in line and the engine is free; returns the engine (which
+        may be None while loading: the caller decides). Raises `StopRequested`, having left the line,
+        when the ticket's controls are stopped while it waits."""
+        from .controls import StopRequested  # noqa: PLC0415
+
+        with self._cond:
+            while self._holder is not None or self._line[0] is not ticket:
+                if ticket.controls.stop_requested:
+                    self._line.remove(ticket)
+                    self._cond.notify_all()
+                    raise StopRequested
+                self._cond.wait(POLL_S)
+            self._line.popleft()
+            self._holder = ticket
+            return self._engine
+
+    def leave(self, ticket: Ticket) -> None:
+        """Ends the ticket's turn (or its wait); the next in line goes."""
+        with self._cond:
+            if self._holder is ticket:
+                self._holder = None
+            elif ticket in self._line:
+                self._line.remove(ticket)
+            self._cond.notify_all()
+
+    @contextmanager
+    def turn(self, controls: "Controls | None" = None, who: str = "chat", bounded: bool = False):
+        """`with queue.turn(controls) as engine:` waits its turn, holds the engine, then lets go."""
+        ticket = self.enter(who, controls, bounded)
+        try:
+            yield self.wait(ticket)
+        finally:
+            self.leave(ticket)
+
+    @contextmanager
+    def exclusive(self, message: str = "the model is loading"):
+        """For loading or unloading a model: stops every reply (waiting ones leave the line), waits
+        for the engine to be free, then holds it with the state LOADING (the server answers 503).
+        Inside, call `set_engine` (or `set_failed`) before leaving."""
+        self.stop_all()
+        with self.turn(None, message):
+            self.set_loading(message)
+            yield
+
+    def stop_all(self) -> None:
+        """Stops the running reply and every waiting one (before a model is unloaded)."""
+        with self._cond:
+            for ticket in ([self._holder] if self._holder else []) + list(self._line):
+                ticket.controls.stop()
+
+    def snapshot(self) -> QueueState:
+        with self._cond:
+            h = self._holder
+            running = None
+            if h is not None:
+                running = h.who + (f" · {h.phase} on {h.submodel} · {h.tokens} tokens" if h.phase else "")
+            return QueueState(self._state, running, tuple(t.who for t in self._line), self._message)
+
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            return len(self._line)
+
+
+def stream_in_turn(queue: EngineQueue, request, controls: "Controls", who: str = "chat"):
+    """`stream_chat` on the queue's engine, in turn: waits in line, then yields the reply's events.
+    Like `stream_chat`, the last event is always a Done: stopped while still waiting, it is a Done
+    with finish reason STOPPED and nothing generated; with no engine loaded, ERROR."""
+    from .controls import StopRequested  # noqa: PLC0415
+    from .events import ERROR, STOPPED, Done  # noqa: PLC0415
+    from .generate import stream_chat  # noqa: PLC0415
+
+    def nothing(finish: str, error: str | None = None) -> Done:
+        return Done(finish, 0, 0, False, 0.0, 0.0, "", "", request.think_submodel, request.answer_submodel,
+                    request.thinking_budget if request.think_submodel else 0, error=error)
+
+    ticket = queue.enter(who, controls)
+    try:
+        try:
+            engine = queue.wait(ticket)
+        except StopRequested:
+            yield nothing(STOPPED)
+            return
+        if engine is None:
+            yield nothing(ERROR, "no model is loaded")
+            return
+        yield from stream_chat(engine, request, controls)
+    finally:
+        queue.leave(ticket)

@@ -1,0 +1,90 @@
+"""History storage (schema migration, soft delete, search), settings, and streaming markdown."""
+
+import json
+import sqlite3
+
+import pytest
+
+from app.markdown_blocks import Block, finish_blocks, readable_math, split_blocks, with_readable_math
+from app.state.history import MIGRATIONS, SCHEMA_VERSION, History, HistoryReadOnly
+from app.state.settings import Settings
+
+
+def test_an_old_database_is_migrated_with_its_data(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    db = sqlite3.connect(str(path))
+    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    for statement in MIGRATIONS[1]:
+        db.execute(statement)
+    db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    db.execute("INSERT INTO conversations (title, created, updated) VALUES ('old chat', 1, 1)")
+    db.execute("INSERT INTO messages (conversation_id, role, content, created) VALUES (1, 'user', 'hi', 1)")
+    db.commit()
+    db.close()
+    h = History(path)
+    assert h.version() == SCHEMA_VERSION == 2
+    assert [c.title for c in h.conversations()] == ["old chat"]
+    assert h.messages(1)[0].content == "hi"
+    h.delete(1)  # the column version 2 added
+    assert h.conversations() == []
+
+
+def test_a_newer_database_opens_read_only_and_is_never_migrated_down(tmp_path):
+    h = History(tmp_path / "h.sqlite3")
+    h.db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    h.close()
+    h = History(tmp_path / "h.sqlite3")  # more variants in tests/test_app_data_files.py
+    assert "newer Elastic Chat" in h.read_only and h.notices
+    with pytest.raises(HistoryReadOnly, match="read-only"):
+        h.add_message(1, "user", "hi")
+    h.close()
+    assert sqlite3.connect(str(tmp_path / "h.sqlite3")).execute("SELECT value FROM meta").fetchone() == ("99",)
+
+
+def test_messages_search_delete_undo_purge(tmp_path):
+    h = History(tmp_path / "h.sqlite3")
+    a = h.new_conversation("Sums")
+    b = h.new_conversation("Talk")
+    h.add_message(a.id, "user", "What is 2 + 2?")
+    m = h.add_message(a.id, "assistant", "", complete=False)
+    h.update_message(m.id, "4", "2 + 2 = 4.", complete=False)
+    assert not h.messages(a.id)[1].complete and h.messages(a.id)[1].thinking == "2 + 2 = 4."
+    h.update_message(m.id, "4.", "2 + 2 = 4.", {"answer_submodel": "1.5M"}, complete=True)
+    assert h.messages(a.id)[1].meta == {"answer_submodel": "1.5M"}
+    assert [c.title for c in h.conversations("2 + 2")] == ["Sums"]
+    h.delete(b.id)
+    assert [c.id for c in h.conversations()] == [a.id]
+    h.undelete(b.id)
+    h.delete(b.id)
+    assert h.purge_deleted() == 1
+    h.delete_messages_from(a.id, m.id)
+    assert [x.role for x in h.messages(a.id)] == ["user"]
+    assert "**user**" in h.export_text(a.id)
+
+
+def test_settings_round_trip_and_a_damaged_file(tmp_path):
+    path = tmp_path / "settings.json"
+    s = Settings(theme="dark", font_size=14)
+    s.sampling.temperature = 0.2
+    s.save(path)
+    again = Settings.load(path)
+    assert again.theme == "dark" and again.sampling.temperature == 0.2 and not again.problem
+    path.write_text("{broken")
+    fallback = Settings.load(path)
+    assert fallback.theme == "system" and "could not be read" in fallback.problem
+    assert (tmp_path / "settings.broken").exists()
+    path.write_text(json.dumps({"theme": "light", "unknown_key": 1}))
+    assert Settings.load(path).theme == "light"
+
+
+def test_blocks_are_final_only_when_closed():
+    blocks, tail = split_blocks("Intro line\n\n```python\nprint(1)\n")
+    assert blocks == [Block("text", "Intro line")] and tail.startswith("```python")
+    blocks, tail = split_blocks("Intro line\n\n```python\nprint(1)\n```\n\nstill typ")
+    assert blocks == [Block("text", "Intro line"), Block("code", "print(1)", "python")] and tail == "still typ"
+    assert finish_blocks("a\n\n```\nx") == [Block("text", "a"), Block("code", "x")]
+
+
+def test_math_is_shown_readably():
+    assert readable_math(r"\frac{a}{b} \times x^{2} \le \sqrt{y}") == "(a)/(b) × x² ≤ √(y)"
+    assert with_readable_math(r"so $E = mc^2$ costs $5") == "so *E = mc²* costs $5"

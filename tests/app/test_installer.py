@@ -1,0 +1,154 @@
+"""The launcher, single-instance behaviour, crash reporting and the set-up scripts."""
+
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from app.launcher import DESKTOP_FILE, install, uninstall
+from app.single_instance import ask_running_instance, server_name
+from tests.paths import ROOT
+
+EXECUTABLE = Path(sys.executable).with_name("elastic-chat")
+
+
+@pytest.fixture
+def entry(tmp_path):
+    apps, desktop = tmp_path / "applications", tmp_path / "Desktop"
+    desktop.mkdir()
+    written = install(EXECUTABLE, apps, desktop)
+    assert written == [apps / DESKTOP_FILE, desktop / DESKTOP_FILE]
+    return apps / DESKTOP_FILE
+
+
+def test_the_desktop_entry_passes_desktop_file_validate(entry):
+    tool = shutil.which("desktop-file-validate")
+    if tool is None:
+        pytest.skip("desktop-file-validate (Debian's desktop-file-utils) is not installed")
+    out = subprocess.run([tool, str(entry)], capture_output=True, text=True)
+    assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
+    text = entry.read_text()
+    assert "Icon=" + str(ROOT / "assets" / "icon.png") in text and (ROOT / "assets" / "icon.png").exists()
+
+
+def test_uninstall_removes_the_launchers(entry, tmp_path):
+    removed = uninstall(tmp_path / "applications", tmp_path / "Desktop")
+    assert len(removed) == 2 and not entry.exists()
+
+
+def exec_command(entry: Path) -> list[str]:
+    line = next(l for l in entry.read_text().splitlines() if l.startswith("Exec="))
+    return shlex.split(line[len("Exec="):])
+
+
+def wait_for(name: str, message: str = "ping", seconds: float = 60) -> str | None:
+    end = time.time() + seconds
+    while time.time() < end:
+        reply = ask_running_instance(name, message, 300)
+        if reply:
+            return reply
+        time.sleep(0.1)
+    return None
+
+
+@pytest.fixture
+def app_env(tmp_path):
+    if not EXECUTABLE.exists():
+        pytest.skip("the elastic-chat entry point is not installed in this environment (run installer/setup.sh)")
+    home = tmp_path / "home"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "ELASTIC_CHAT_HOME": str(home)}
+    return env, home
+
+
+def test_the_launcher_starts_the_app_and_a_second_launch_raises_it(qapp, entry, app_env):
+    env, home = app_env
+    command = exec_command(entry)
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        name = server_name(home)
+        status = wait_for(name)
+        assert status is not None and "visible=True" in status and "title=Elastic Chat" in status
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 0 and "already running" in second.stdout
+        assert "raised=1" in wait_for(name)
+        assert first.poll() is None  # the first one is still there
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
+
+
+def test_a_stale_lock_from_a_crash_does_not_block_the_next_start(qapp, app_env):
+    env, home = app_env
+    name = server_name(home)
+    stale = Path(tempfile.gettempdir()) / name
+    with socket.socket(socket.AF_UNIX) as s:  # what a crashed instance leaves: a socket nobody listens on
+        s.bind(str(stale))
+    assert stale.exists() and ask_running_instance(name, "ping", 300) is None
+    proc = subprocess.Popen([str(EXECUTABLE)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        status = wait_for(name)
+        assert status is not None and "visible=True" in status
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_uncaught_exceptions_are_logged_and_the_message_names_the_file(tmp_path):
+    import logging
+
+    from app import crash
+
+    log_path = tmp_path / "elastic-chat.log"
+    handler = logging.FileHandler(log_path)
+    logging.getLogger("elastic-chat").addHandler(handler)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        message = crash.report(*sys.exc_info(), log_path)
+    finally:
+        handler.close()
+        logging.getLogger("elastic-chat").removeHandler(handler)
+    assert str(log_path) in message and "ValueError: boom" in message
+    assert "Traceback" in log_path.read_text() and "boom" in log_path.read_text()
+
+
+def test_setup_sh_uninstall_keeps_user_data_unless_asked(tmp_path):
+    """Runs the real script against a copy of the installer with a fake .venv."""
+    root = tmp_path / "repo"
+    (root / "installer").mkdir(parents=True)
+    shutil.copy(ROOT / "installer" / "setup.sh", root / "installer" / "setup.sh")
+    (root / ".venv" / "bin").mkdir(parents=True)
+    home, data = tmp_path / "home", tmp_path / "data"
+    (home / ".local" / "share" / "applications").mkdir(parents=True)
+    (home / ".local" / "share" / "applications" / DESKTOP_FILE).write_text("[Desktop Entry]\n")
+    data.mkdir()
+    (data / "history.sqlite3").write_text("chats")
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "ELASTIC_CHAT_HOME": str(data)}
+    out = subprocess.run(["bash", str(root / "installer" / "setup.sh"), "--uninstall"], env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert not (root / ".venv").exists() and not (home / ".local/share/applications" / DESKTOP_FILE).exists()
+    assert (data / "history.sqlite3").exists() and "kept your chats" in out.stderr
+    out = subprocess.run(["bash", str(root / "installer" / "setup.sh"), "--uninstall", "--purge"], env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and not data.exists()
+
+
+def test_setup_ps1_as_far_as_this_machine_allows():
+    """No PowerShell here: check the script's structure and the choices it must make."""
+    text = (ROOT / "installer" / "setup.ps1").read_text()
+    code = re.sub(r"#.*", "", re.sub(r'"[^"\n]*"', '""', text))
+    assert code.count("{") == code.count("}") and code.count("(") == code.count(")")
+    assert "download.pytorch.org/whl/cu" in text  # Windows CUDA torch comes from PyTorch's index
+    assert "pythonw.exe" in text and "-m app.main" in text  # shortcuts open no console window
+    assert "[switch]$Uninstall" in text and "[switch]$Purge" in text and "kept your chats" in text
+    assert 'GetFolderPath("Programs")' in text and 'GetFolderPath("Desktop")' in text
+    assert "$LASTEXITCODE" in text and "torch==$TorchVersion" in text

@@ -1,0 +1,87 @@
+"""Checkpoints on this PC: list, verify, import and delete."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from runtime import CheckpointError, UsageError
+from runtime.store.model_store import delete, import_folder, list_models, verify
+from tests.paths import ROOT
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ELASTIC_CHAT_MODELS", raising=False)
+    return tmp_path / "home"
+
+
+def test_import_verifies_then_registers_in_place(home, tmp_path):
+    folder = shutil.copytree(ROOT / "assets" / "demo", tmp_path / "my-model")
+    m = import_folder(folder)
+    assert m.source == "imported" and m.path == folder.resolve() and m.submodels == ("1.5M", "1.0M", "0.5M")
+    names = {x.name: x for x in list_models()}
+    assert "my-model" in names and "demo" in names and names["demo"].source == "bundled"
+    # deleting an imported model forgets it and keeps the files
+    assert "left untouched" in delete("my-model")
+    assert folder.exists() and "my-model" not in {x.name for x in list_models()}
+
+
+def test_import_refuses_a_broken_folder(home, tmp_path):
+    folder = shutil.copytree(ROOT / "assets" / "demo", tmp_path / "broken")
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(data[:-100])
+    with pytest.raises(CheckpointError, match="cannot be imported: .*truncated"):
+        import_folder(folder)
+    assert not list((home / "models").glob("imported.json")) or "broken" not in (home / "models" / "imported.json").read_text()
+
+
+def test_verify_uses_the_download_manifest(home, tmp_path):
+    from runtime.store.download.transfer import git_blob_sha1, record_path, sha256_of
+
+    folder = shutil.copytree(ROOT / "assets" / "demo-nvfp4", home / "models" / "nvidia--Demo")
+    files = {p.name: {"size": p.stat().st_size, "sha256": sha256_of(p) if p.suffix == ".safetensors" else None,
+                      "git_sha1": None if p.suffix == ".safetensors" else git_blob_sha1(p)}
+             for p in folder.iterdir()}
+    record_path(folder).parent.mkdir()
+    record_path(folder).write_text(json.dumps({"repo": "nvidia/Demo", "revision": "x", "files": files, "complete": True}))
+    report = verify(folder)
+    assert report.ok and report.checked == len(files)
+    data = bytearray((folder / "model.safetensors").read_bytes())
+    data[-10] ^= 0xFF  # damage a byte inside the tensor data: the header still parses
+    (folder / "model.safetensors").write_bytes(bytes(data))
+    report = verify(folder)
+    assert not report.ok and any("SHA-256" in p for p in report.problems)
+    m = next(x for x in list_models() if x.name == "nvidia--Demo")
+    assert m.source == "downloaded" and m.repo == "nvidia/Demo"
+    assert "deleted nvidia--Demo" in delete("nvidia--Demo") and not folder.exists()
+
+
+def test_the_bundled_demo_cannot_be_deleted(home):
+    with pytest.raises(UsageError, match="cannot be deleted"):
+        delete("demo")
+
+
+def test_cli_contract(home, tmp_path):
+    env = {**__import__("os").environ, "ELASTIC_CHAT_HOME": str(home)}
+    folder = shutil.copytree(ROOT / "assets" / "demo", tmp_path / "imp")
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "runtime", "models", *args], capture_output=True, text=True,
+                              cwd=ROOT, env=env)
+
+    out = run("import", str(folder))
+    assert out.returncode == 0 and json.loads(out.stdout)["name"] == "imp"
+    listing = run("list")
+    assert listing.returncode == 0 and "imp" in listing.stdout and "star-elastic-30b-nvfp4" in listing.stdout
+    probe = run("probe")
+    assert probe.returncode == 0 and "Default:" in probe.stdout
+    assert json.loads(run("probe", "--json").stdout)["ram_total_bytes"] > 0
+    assert run("delete", "imp").returncode == 0
+    bad = run("delete", "nothing-here")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: no model called 'nothing-here'")
+    broken = run("verify", str(tmp_path))
+    assert broken.returncode == 1 and "FAILED" in broken.stdout

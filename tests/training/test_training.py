@@ -1,0 +1,263 @@
+"""The demo model's training code: data, the trainable forward, ranking, export, and a smoke run."""
+
+import json
+import random
+import re
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from runtime import ElasticModel
+from runtime.chat_format import ChatFormat
+from runtime.score import score
+from tests.paths import DEMO
+from training.data import (
+    ARITHMETIC_WORDS,
+    HELD_OUT_ADD,
+    HELD_OUT_SUB,
+    HELD_OUT_TEMPLATES,
+    HELD_OUT_WORDS,
+    NOISE_WORDS,
+    Mix,
+    Problem,
+    arithmetic_example,
+    column_step,
+    evaluation_problems,
+    example_batch,
+    is_held_out,
+    make_problem,
+    noise_frame,
+    question,
+    render,
+    training_examples,
+)
+from training.importance import measure, permute_by_importance
+from training.model import TrainableModel, hub_tensors
+
+CHECKPOINT_DEMO = DEMO
+IDS = torch.tensor([[1, 17, 42, 99, 5, 250, 3, 77, 160, 12, 8, 31, 44],
+                    [3, 9, 100, 2, 64, 65, 66, 200, 201, 7, 7, 7, 8]])
+
+
+def test_data_is_seeded_and_held_out_problems_and_phrasings_never_train():
+    a, b = training_examples(5), training_examples(5)
+    first = [next(a) for _ in range(300)]
+    assert first == [next(b) for _ in range(300)]
+    assert example_batch(5, "parent", 7, 8) == example_batch(5, "parent", 7, 8) != example_batch(5, "parent", 8, 8)
+    rng = random.Random(3)
+    for _ in range(3000):
+        ex, p = arithmetic_example(rng)
+        assert not is_held_out(p.expression)
+        if ex.thinking and "\n" in ex.thinking:
+            assert ex.thinking.split("\n")[0] == p.compact  # the trace starts from the bare expression
+    held_out_phrasings = [re.compile(re.escape(t).replace(r"\{e\}", ".+").replace(r"\{a\}", r"\d+")
+                                     .replace(r"\{b\}", r"\d+"), re.IGNORECASE)
+                          for t in HELD_OUT_TEMPLATES + HELD_OUT_ADD + HELD_OUT_SUB]
+    stream = training_examples(11)
+    for _ in range(3000):
+        for m in next(stream).messages:
+            assert not any(r.fullmatch(m["content"]) for r in held_out_phrasings), m["content"]
+    held = evaluation_problems(0, 60)
+    assert all(is_held_out(p.expression) for p in held) and len({p.expression for p in held}) == 60
+    assert [len(p.numbers) for p in held[:6]] == [2, 3, 4, 2, 3, 4]
+
+
+def test_random_frames_keep_the_sum_whole_and_never_use_a_held_out_or_arithmetic_word():
+    assert {"tell", "less", "sum", "find", "hey", "equals"} <= HELD_OUT_WORDS
+    assert len(NOISE_WORDS) > 200 and not {w.lower() for w in NOISE_WORDS} & (HELD_OUT_WORDS | ARITHMETIC_WORDS)
+    rng = random.Random(4)
+    for _ in range(2000):
+        frame = noise_frame(rng)
+        assert frame.count("{e}") == 1 and not frame.startswith("{e}") and not re.search(r"\d", frame)
+        words = {w.lower() for w in re.findall(r"[A-Za-z']+", frame.replace("{e}", " "))}
+        assert words and not words & (HELD_OUT_WORDS | ARITHMETIC_WORDS), frame
+    held_out_phrasings = [re.compile(re.escape(t).replace(r"\{e\}", ".+").replace(r"\{a\}", r"\d+")
+                                     .replace(r"\{b\}", r"\d+"), re.IGNORECASE)
+                          for t in HELD_OUT_TEMPLATES + HELD_OUT_ADD + HELD_OUT_SUB]
+    for _ in range(2000):
+        p = make_problem(rng, rng.choice([2, 3, 4]))
+        text = render(p, rng, frames=1.0)
+        assert sorted(int(n) for n in re.findall(r"\d+", text)) == sorted(p.numbers), text  # the sum, whole
+        assert not any(r.fullmatch(text) for r in held_out_phrasings), text
+        held = render(p, rng, held_out_phrasing=True, frames=1.0)  # held-out checks never get frames
+        assert any(r.fullmatch(held) for r in held_out_phrasings), held
+    for _ in range(1000):  # a mix with frames still trains no held-out sum, and its trace starts from the sum
+        ex, p = arithmetic_example(rng, Mix(frames=1.0))
+        assert not is_held_out(p.expression)
+        if ex.thinking and "\n" in ex.thinking:
+            assert ex.thinking.split("\n")[0] == p.compact
+
+
+def test_the_chat_phase_trains_on_earlier_turns_and_the_evaluation_asks_after_them():
+    from training.evaluate import conversations, questions
+    from training.train_demo import MAX_LEN, chat_mix, encode
+
+    chat = ChatFormat(CHECKPOINT_DEMO)
+    examples = example_batch(0, "chat", 3, 400, chat_mix(Mix()))
+    turns = [sum(m["role"] == "user" for m in ex.messages) - 1 for ex in examples]
+    assert set(turns) == {0, 1, 2, 3, 4} and 0.5 < sum(t > 0 for t in turns) / len(turns) < 0.7
+    for ex in examples:
+        assert [m["role"] for m in ex.messages][::2] == ["user"] * (len(ex.messages) // 2 + 1)
+        assert not any("<think>" in m["content"] for m in ex.messages)  # earlier thinking is dropped
+    assert sum(len(encode(chat, ex)[0]) >= MAX_LEN for ex in examples) / len(examples) < 0.1
+    asked = {p.expression for p, _ in questions(0, 60)}
+    for earlier in (0, 1, 3):
+        talks = conversations(0, 60, earlier)
+        assert len(talks) == 60 and not {p.expression for p, _ in talks} & asked
+        for p, messages in talks:
+            assert len(messages) == 2 * earlier + 1 and messages[-1]["role"] == "user"
+            assert sorted(int(n) for n in re.findall(r"\d+", messages[-1]["content"])) == sorted(p.numbers)
+            assert all(is_held_out(m["content"].split(" = ")[0]) for m in messages[1::2])  # earlier answers
+
+
+def test_problems_stay_in_range_and_their_working_is_correct():
+    rng = random.Random(1)
+    for _ in range(2000):
+        p = make_problem(rng, rng.choice([2, 3, 4]))
+        assert all(0 <= n <= 99 for n in p.numbers) and all(0 <= v <= 199 for v in p.partials)
+        assert eval(p.expression) == p.result  # noqa: S307 (our own digits and +/-)
+        for step, a, op, b in zip(p.steps, p.partials, p.ops, p.numbers[1:]):
+            head, columns, value = re.fullmatch(r"(\d+[+-]\d+): (.+) so (\d+)", step).groups()
+            assert head == f"{a}{op}{b}" and int(value) == eval(head)  # noqa: S307
+            digits, borrow_or_carry = [], 0
+            for i, col in enumerate(columns.split(" ")):
+                x, y = (int(d) for d in (str(a)[::-1].ljust(3, "0")[i], str(b)[::-1].ljust(3, "0")[i]))
+                if op == "+":
+                    assert col == f"{x}+{y}{'+1' if borrow_or_carry else ''}={x + y + borrow_or_carry}"
+                    borrow_or_carry = (x + y + borrow_or_carry) // 10
+                else:
+                    d = x - y - borrow_or_carry
+                    assert col == f"{'1' if d < 0 else ''}{x}-{y}{'-1' if borrow_or_carry else ''}={d % 10}"
+                    borrow_or_carry = int(d < 0)
+                digits.append(col.split("=")[1])
+            # the result: the last column's value, then the earlier columns' ones digits right to left
+            assert int(digits[-1] + "".join(d[-1] for d in reversed(digits[:-1]))) == int(value)
+    assert column_step(51, "-", 17) == "51-17: 11-7=4 5-1-1=3 so 34"
+    assert column_step(105, "-", 17) == "105-17: 15-7=8 10-1-1=8 1-0-1=0 so 88"
+    assert column_step(99, "+", 99) == "99+99: 9+9=18 9+9+1=19 so 198"
+
+
+def test_questions_come_in_many_phrasings():
+    rng = random.Random(2)
+    p = Problem((45, 23), ("+",))
+    seen = {question(p, rng) for _ in range(400)}
+    assert len(seen) > 40
+    assert {"45+23", "45 + 23", "45 plus 23", "Add 45 and 23"} <= seen
+    assert any(q.endswith("?") for q in seen) and any(not q.endswith("?") for q in seen)
+
+
+@pytest.mark.parametrize("kind", ["hybrid", "grouped"])
+def test_trainable_forward_matches_the_runtime(kind, checkpoints):
+    tm = TrainableModel.from_checkpoint(checkpoints[kind])
+    model = ElasticModel.load(checkpoints[kind])
+    for name in tm.submodels:
+        with torch.no_grad():
+            logp = torch.log_softmax(tm.forward(name, IDS), -1)
+        for row in range(IDS.shape[0]):
+            got = logp[row, :-1].gather(1, IDS[row, 1:, None])[:, 0]
+            want = torch.tensor(score(model, name, IDS[row].tolist()))
+            assert (got - want).abs().max() < 1e-4
+
+
+def test_export_round_trip_and_gradients_reach_every_trained_weight(checkpoints, tmp_path):
+    tm = TrainableModel.from_checkpoint(checkpoints["grouped"])
+    with torch.no_grad():
+        for p in tm.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    out = shutil.copytree(checkpoints["grouped"], tmp_path / "g")
+    for f in out.glob("model*.safetensors*"):
+        f.unlink()
+    save_file(hub_tensors(tm.cfg, tm.weights, tm.a_logs), str(out / "model.safetensors"))
+    reloaded = ElasticModel.load(out)
+    with torch.no_grad():
+        logp = torch.log_softmax(tm.forward("half", IDS[:1]), -1)[0, :-1].gather(1, IDS[0, 1:, None])[:, 0]
+    assert (torch.tensor(score(reloaded, "half", IDS[0].tolist())) - logp).abs().max() < 1e-4
+    tm.forward("half", IDS).logsumexp(-1).mean().backward()
+    no_grad = [p.shape for p in tm.parameters() if p.grad is None]
+    assert all(len(s) == 1 for s in no_grad)  # only routers' correction biases: they choose, they do not weigh
+
+
+def test_ranking_permutation_keeps_the_parent_function(checkpoints):
+    tm = TrainableModel.from_checkpoint(checkpoints["hybrid"])
+    with torch.no_grad():
+        before = tm.forward("full", IDS)
+        mask = torch.ones_like(IDS, dtype=torch.bool)
+        stats = measure(tm, [(IDS, mask)])
+        permute_by_importance(tm, stats)
+        after = tm.forward("full", IDS)
+    assert (before - after).abs().max() < 1e-4
+    # and the most used expert of each MoE layer now comes first
+    with torch.no_grad():
+        after_stats = measure(tm, [(IDS, mask)])
+    for key in stats:
+        if isinstance(key, tuple) and key[0] == "experts":
+            assert after_stats[key][0] == after_stats[key].max()
+
+
+def test_training_smoke_run(tmp_path):
+    """A few steps of the whole pipeline write a checkpoint that loads, chats and extracts."""
+    from transformers import NemotronHForCausalLM
+
+    from runtime.checkpoint.extract import extract
+    from training.train_demo import main
+
+    main(["--out", str(tmp_path / "demo"), "--smoke"])
+    folder = tmp_path / "demo"
+    table = json.loads((folder / "elastic.json").read_text())
+    names = [s["name"] for s in table["submodels"]]
+    assert len(names) == 3 and all(n.endswith("M") for n in names)
+    model = ElasticModel.load(folder)
+    assert set(model.views) == set(names)
+    chat = ChatFormat(folder)
+    assert chat.supports_thinking
+    small = extract(folder, names[-1], tmp_path / "small")
+    NemotronHForCausalLM.from_pretrained(str(small))
+
+
+def test_a_stopped_run_resumes_to_the_same_model(tmp_path, monkeypatch):
+    """Progress is saved as it goes; rerunning the same command picks up where it stopped (within a
+    phase, or at the start of one) and ends with the weights an uninterrupted run gets."""
+    from training import train_demo
+
+    def run(out, state):
+        train_demo.build(out, 3, 4, 3, 4, 3e-3, log=lambda *_: None, state_dir=state, checkpoint_every=0,
+                         polish_steps=2)
+
+    run(tmp_path / "straight", tmp_path / "s1")
+    real_permute, real_train = train_demo.permute_by_importance, train_demo.train
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    def stop_at_elastic(tm, chat, seed, steps, batch_size, lr, names, log, phase, *rest, **kwargs):
+        if phase == "elastic":
+            raise KeyboardInterrupt
+        return real_train(tm, chat, seed, steps, batch_size, lr, names, log, phase, *rest, **kwargs)
+
+    progress = tmp_path / "s2" / "progress.pt"
+    monkeypatch.setattr(train_demo, "permute_by_importance", stop)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "resumed", tmp_path / "s2")
+    assert torch.load(progress, weights_only=False)["step"] == 3  # within the parent phase
+    monkeypatch.setattr(train_demo, "permute_by_importance", real_permute)
+    monkeypatch.setattr(train_demo, "train", stop_at_elastic)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "resumed", tmp_path / "s2")
+    state = torch.load(progress, weights_only=False)
+    assert (state["phase"], state["step"], state["optimizer"]) == ("elastic", 0, None)  # at a phase's start
+    monkeypatch.setattr(train_demo, "train", real_train)
+    with pytest.raises(SystemExit, match="other settings"):
+        train_demo.build(tmp_path / "resumed", 3, 5, 3, 4, 3e-3, log=lambda *_: None, state_dir=tmp_path / "s2")
+    run(tmp_path / "resumed", tmp_path / "s2")
+    assert not (tmp_path / "s2").exists()  # a finished run leaves no state behind
+    a, b = ElasticModel.load(tmp_path / "straight"), ElasticModel.load(tmp_path / "resumed")
+    for x, y in zip(a.weights.tensors(), b.weights.tensors()):
+        if x is not None:
+            assert torch.equal(x, y)
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit, match="not empty"):
+        run(tmp_path / "x", tmp_path / "foreign")
+    assert (tmp_path / "foreign" / "notes.txt").read_text() == "mine"
