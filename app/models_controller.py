@@ -95,7 +95,7 @@ def verify_text(report) -> str:
     return f"{report.folder.name} is intact: {report.checked} file hashes match the download record."
 
 
-# What each submodel state means and what to do about it (runtime/elastic_source.py).
+# What each submodel state means and what to do about it (runtime/checkpoint/submodel_table.py).
 STATE_HELP = {
     "verified": "checked value by value against a sliced checkpoint (its elastic.json records which one)",
     "declared": "from the checkpoint's own elastic.json, not checked against a slice; Verify nesting… checks it "

@@ -6,7 +6,7 @@ in a short-lived thread, and the live strip learns what the server is doing from
 at 4 Hz from the engine queue (never once per token).
 
 The engine queue is the one the engine worker uses: the worker puts the engine in it when a model has
-loaded and takes a turn for every chat reply (see runtime/server/engine_queue.py).
+loaded and takes a turn for every chat reply (see runtime/engine_queue.py).
 """
 
 from __future__ import annotations

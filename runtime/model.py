@@ -86,7 +86,7 @@ class ElasticModel:
             elastic: an `elastic.json` object to use instead of the folder's (from the catalog).
         """
         folder = Path(folder)
-        # The one validation `models verify` runs too (checkpoint_check.py), so they cannot diverge.
+        # The one validation `models verify` runs too (checkpoint/check.py), so they cannot diverge.
         checked = inspect_checkpoint(folder, elastic)
         cfg, quant, subs, table = checked.config, checked.quant, checked.submodels, checked.table
         by_name = {s.name: s for s in subs}

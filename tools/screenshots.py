@@ -1,12 +1,12 @@
 """Takes the README's screenshots of the real windows at 1280x720 (run under Xvfb, or any desktop):
 
-    xvfb-run -a -s "-screen 0 1280x720x24" python tests/screenshots.py [--out docs/screenshots]
+    xvfb-run -a -s "-screen 0 1280x720x24" python tools/screenshots.py [--out docs/screenshots]
 
 1. a reply mid-stream, light and dark: thinking block live, the live strip showing the thinking submodel
 2. the finished reply (thinking collapsed to its summary), light and dark
 3. a thought steered in flight: the slider moved from Quick to Balanced while 0.5M thought, so 1.0M
    thinks on (the strip notes the switch and its cost; Answer now and Think longer are enabled)
-(the model manager's: tests/screenshots_model_manager.py)
+(the model manager's: tools/screenshots_model_manager.py)
 
 The model is never slowed: the mid-stream moment is caught by grabbing the window while the worker keeps
 generating, so every number in the pictures (tokens/s, time to first token) is what this PC measured. If
@@ -116,7 +116,7 @@ def main():
     shoot(w, "reply-finished.png")  # the same sum answered, its thinking collapsed to a summary
     w.new_chat()
     steered("What is 45 + 23 - 17 + 9?", "reply-steered.png")
-    # The model manager's pictures: tests/screenshots_model_manager.py.
+    # The model manager's pictures: tools/screenshots_model_manager.py.
 
     apply_theme(app, "dark", 11)
     w.new_chat()

@@ -1,6 +1,6 @@
 """Takes the README's model manager screenshots of the real dialog (run under Xvfb, or any desktop):
 
-    xvfb-run -a -s "-screen 0 1400x900x24" python tests/screenshots_model_manager.py [--out docs/screenshots]
+    xvfb-run -a -s "-screen 0 1400x900x24" python tools/screenshots_model_manager.py [--out docs/screenshots]
 
 1. model-manager-verify-nesting.png: the Verify nesting dialog after checking an imported copy of
    the demo against a slice `extract` made (a full-precision slice of the NVFP4 parent: verified

@@ -4,7 +4,7 @@ Each variant is one downloadable checkpoint (NVFP4, FP8, BF16 of the same family
 bundled demo. A family carries the parent's config and an elastic table, so the fit planner
 can size every submodel before anything is downloaded, and the sliced checkpoints published
 for it (`slices`: a hub repo and the submodel it is), which the model manager checks a
-downloaded parent against (`store/slice_check.py`).
+downloaded parent against (`store/nesting/slice_check.py`).
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ class VerifyReport:
 
 def _check_loadable(folder: Path) -> None:
     """Exactly what `ElasticModel.load` checks before it reads any tensor data (one function for
-    both: checkpoint_check.py). Raises an ElasticError (one line) naming the file."""
+    both: checkpoint/check.py). Raises an ElasticError (one line) naming the file."""
     from ..checkpoint.check import check_checkpoint
     from .submodel_tables import folder_table
 

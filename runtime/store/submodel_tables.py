@@ -1,4 +1,4 @@
-"""The submodel table a folder runs with, catalog estimates included (elastic_source.py says what
+"""The submodel table a folder runs with, catalog estimates included (checkpoint/submodel_table.py says what
 each state means): the folder's own elastic.json, else the catalog family it belongs to, else the
 parent alone. The app, the command line and the server hand this table to the engine."""
 
