@@ -317,7 +317,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _model_loaded(self, loaded) -> None:
-        self.depth.set_stops(slider_stops(loaded.stops, dict(loaded.reasons)), self.controller.depth)
+        self.depth.set_stops(slider_stops(loaded.levels, dict(loaded.reasons)), self.controller.depth)
         self.strip.set_submodels(loaded.submodels)
         path = f"{loaded.status.compute_path} · decode: {loaded.status.decode_path}"
         self.strip.set_path("CPU demo · " + path if loaded.is_demo else path)
@@ -454,7 +454,7 @@ class MainWindow(QMainWindow):
             self.lower_depth.setToolTip(f"Switch the reasoning depth to {lower}, which needs less memory")
 
     def _use_lower_depth(self) -> None:
-        lower = self.controller.lower_stop()
+        lower = self.controller.lower_level()
         if lower:
             self.controller.set_depth(lower)
         self.lower_depth.setVisible(False)
