@@ -6,8 +6,10 @@
 2. `stream_chat`   yields immutable events for a whole reply: it thinks on one submodel
                    under a token budget (an Auto reply climbs to larger ones when the thinker
                    struggles), forces the end of thinking, switches to the answering submodel
-                   (which re-prefills the context it has not seen) and answers. The CLI and
-                   the GUI use this layer.
+                   (which re-prefills the context it has not seen) and answers. The CLI, the
+                   GUI and the server use this layer. Each event carries the reply's running
+                   totals, and each phase's Token texts, joined, are Done's texts (`_token`
+                   is the one place a text is recorded).
 3. `chat`          returns the finished reply.
 
 Budget semantics follow Nemotron's: once the thinking budget is spent, keep going until a
