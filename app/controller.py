@@ -12,7 +12,7 @@ the reply so far; the final text and timings are the Done event's). The view get
 
 The reply shown can be steered while it thinks (the runtime's thread-safe Controls, set here and
 polled by the decode loop every token, so the GUI never waits): a depth change moves the rest of the
-thought to the new stop's thinker and budget, "Answer now" ends the thought, "Think longer" adds budget.
+thought to the new level's thinker and budget, "Answer now" ends the thought, "Think longer" adds budget.
 Once it answers, a depth change is for the next reply only. The depth stays the controller's either way.
 """
 
@@ -33,44 +33,38 @@ from .workers import EngineWorker, LoadedModel, start_in_thread, stop_thread
 
 log = logging.getLogger(__name__)
 FLUSH_MS, PERSIST_MS = 33, 1000
-THINK_LONGER_PART = 0.25  # "Think longer" adds this part of the longest stop's budget (the model's ceiling)
+THINK_LONGER_PART = 0.25  # "Think longer" adds this part of the longest level's budget (the model's ceiling)
 INTERRUPTED = "interrupted"  # a reply the process died during (a crash, a kill, a power cut)
 
 
 @dataclass
 class Reply:
-    """A reply in flight. `thinking`/`answer` join the runtime's Token deltas; timings sum their latencies."""
+    """A reply in flight, as far as the runtime's events have come: their texts joined, the last event's
+    totals (every event carries them), the switches. It counts and times nothing itself."""
     request_id: int
     conversation_id: int
     message_id: int
     controls: object  # runtime.controls.Controls
-    stop: object  # the runtime's DepthLevel used
+    level: object  # the runtime's DepthLevel used
     submodel: str  # the submodel working now (the Prefill event's, then each Token's)
     phase: str
-    thinking: list[str] = field(default_factory=list)
+    progress: object  # runtime.events.Progress: the last event's
+    thinking: list[str] = field(default_factory=list)  # the Token texts, joined when shown or saved
     answer: list[str] = field(default_factory=list)
-    thinking_tokens: int = 0
-    answer_tokens: int = 0
-    thinking_ms: float = 0.0  # the thinking tokens' latencies (the first includes the prefill)
-    elapsed_ms: float = 0.0  # every token's latency plus the switch's re-prefill
-    first_token: bool = False
-    first_latency: float = 0.0  # elapsed_ms at the first token
-    switch: dict = field(default_factory=dict)  # the switch to the answering submodel
-    switches: list[dict] = field(default_factory=list)  # every switch, with its reason (Switch events)
-    thought_by: dict[str, int] = field(default_factory=dict)  # thinking tokens per submodel (Token events)
+    switches: list = field(default_factory=list)  # runtime.events.Switch, in order
     ending_thought: bool = False  # "Answer now" (or the depth Off) was asked: no more steering
     dirty: bool = False
     stopping: bool = False
     removed: bool = False  # its message was deleted (edit, regenerate); SQLite may give its id to the next one
 
     def meta(self) -> dict:
-        """What is known so far; saved with the partial reply, so an interrupted one still says what it was."""
-        return {"depth": self.stop.name, "think_submodel": self.stop.think, "answer_submodel": self.stop.answer,
-                "thinking_budget": self.stop.budget if self.stop.think else 0,
-                "thinking_tokens": self.thinking_tokens, "answer_tokens": self.answer_tokens,
-                "thinking_ms": round(self.thinking_ms, 1), "total_ms": round(self.elapsed_ms, 1),
-                "switch": self.switch, "switches": self.switches,
-                "thinking_by_submodel": [[name, n] for name, n in self.thought_by.items()]}
+        """What is known so far; saved with the partial reply, so an interrupted one still says what it was.
+        Counts, timings and switches are the events' own serialisations (runtime/events.py)."""
+        answer_switch = next((s for s in self.switches if s.reason == "answer"), None)
+        return {"depth": self.level.name, "think_submodel": self.level.think, "answer_submodel": self.level.answer,
+                "thinking_budget": self.level.budget if self.level.think else 0, **self.progress.to_dict(),
+                "switch": answer_switch.to_dict() if answer_switch else {},
+                "switches": [s.to_dict() for s in self.switches]}
 
 
 def sampling_for(defaults, chat_settings: dict):
@@ -104,11 +98,11 @@ class ChatController(QObject):
     sig_messages_removed = Signal(int, int)  # conversation id, first message id removed (and all after it)
     sig_reply_started = Signal(int, int, str, str)  # conversation id, message id, submodel about to work, phase
     sig_stream = Signal(int, int, str, str, str, bool)  # conv id, message id, answer, thinking, submodel, thinking live
-    sig_token = Signal(str, str, float, float)  # submodel, phase, latency ms, seconds since the first token
+    sig_token = Signal(str, str, float, float, float)  # submodel, phase, latency ms, TTFT ms, tokens/s so far
     sig_switch = Signal(str, str, int, float, str)  # from, to, re-prefilled tokens, ms, reason (Switch.reason)
     sig_reply_done = Signal(int, object)  # conversation id, the saved Message
     sig_done = Signal(object)  # the runtime's Done event (for the live strip)
-    sig_error = Signal(str, str)  # message, a lower depth stop to offer ("" when none)
+    sig_error = Signal(str, str)  # message, a lower depth level to offer ("" when none)
     sig_busy = Signal(bool)  # a reply is in flight (in any chat)
     sig_deleted = Signal(int, str)  # conversation id, title (for the undo banner)
     sig_editing = Signal(str)  # the text of the message being edited; "" when the edit ended
@@ -179,7 +173,7 @@ class ChatController(QObject):
         self.loaded = loaded
         # the saved depth if this model can run it, else the nearest below; a name it does not know: the default
         self.depth = (self._available(self.depth) or self._available(loaded.default_depth or "Balanced")
-                      or next((s.name for s in loaded.stops if s.available), self.depth))
+                      or next((s.name for s in loaded.levels if s.available), self.depth))
         notice = self._avoid_estimated()
         self.sig_model_loaded.emit(loaded)
         self.sig_depth.emit(self.depth)
@@ -207,7 +201,7 @@ class ChatController(QObject):
 
     def set_depth(self, name: str) -> None:
         """The chat's depth for the next reply; while the reply shown thinks, the rest of its thought too."""
-        if self.loaded is None or any(s.name == name for s in self.loaded.stops):
+        if self.loaded is None or any(s.name == name for s in self.loaded.levels):
             self.depth = name
             self.settings.depth = name
             self.sig_depth.emit(name)
@@ -221,16 +215,16 @@ class ChatController(QObject):
         return r if r is not None and r.phase == "thinking" and not r.ending_thought else None
 
     def _steer_depth(self, name: str) -> None:
-        """The rest of the thought goes to stop `name`'s thinker and budget (what was thought counts), and
-        climbs from there if the stop is Auto."""
+        """The rest of the thought goes to level `name`'s thinker and budget (what was thought counts), and
+        climbs from there if the level is Auto."""
         r = self._steerable()
-        stop = next((s for s in self.loaded.stops if s.name == name), None) if self.loaded else None
-        if r is None or stop is None or not stop.available:
+        level = next((s for s in self.loaded.levels if s.name == name), None) if self.loaded else None
+        if r is None or level is None or not level.available:
             return
-        if stop.think is None:  # thinking off: answer now
+        if level.think is None:  # thinking off: answer now
             self.answer_now()
         else:
-            r.controls.request_depth(stop.think, stop.budget, stop.escalation)
+            r.controls.request_depth(level.think, level.budget, level.escalation)
 
     def answer_now(self) -> bool:
         """Ends the shown reply's thought at once (as a budget hit does); False when it is not thinking."""
@@ -244,7 +238,7 @@ class ChatController(QObject):
 
     @property
     def think_longer_tokens(self) -> int:
-        budgets = [s.budget for s in self.loaded.stops] if self.loaded else []
+        budgets = [s.budget for s in self.loaded.levels] if self.loaded else []
         return max(1, round(max(budgets, default=0) * THINK_LONGER_PART))
 
     def think_longer(self) -> int:
@@ -263,35 +257,35 @@ class ChatController(QObject):
             self.sig_live_phase.emit(phase)
 
     def _avoid_estimated(self) -> str:
-        """A chat never starts on a stop whose thinker's widths are only estimated: such a depth becomes
+        """A chat never starts on a level whose thinker's widths are only estimated: such a depth becomes
         the engine's default; returns the line that says why ('' when nothing changed)."""
-        stop = next((s for s in self.loaded.stops if s.name == self.depth), None) if self.loaded else None
+        level = next((s for s in self.loaded.levels if s.name == self.depth), None) if self.loaded else None
         default = self.loaded.default_depth if self.loaded else ""
-        if stop is None or not stop.estimated or not default or default == stop.name:
+        if level is None or not level.estimated or not default or default == level.name:
             return ""
         self.depth = default
-        return (f"Reasoning depth is {default}, not {stop.name}: {stop.name} would think with {stop.think}, whose "
+        return (f"Reasoning depth is {default}, not {level.name}: {level.name} would think with {level.think}, whose "
                 "widths are only estimated (not verified against a published slice). Verify nesting in the model "
-                f"manager, or choose {stop.name} again for this chat.")
+                f"manager, or choose {level.name} again for this chat.")
 
     def _available(self, name: str) -> str | None:
-        """`name` when it can run on what is loaded, else the nearest stop below it that can, else the lowest."""
-        stops = list(self.loaded.stops) if self.loaded else []
-        names = [s.name for s in stops]
+        """`name` when it can run on what is loaded, else the nearest level below it that can, else the lowest."""
+        levels = list(self.loaded.levels) if self.loaded else []
+        names = [s.name for s in levels]
         if name not in names:
             return None
-        usable = [s for s in stops[:names.index(name) + 1] if s.available]
+        usable = [s for s in levels[:names.index(name) + 1] if s.available]
         if usable:
             return usable[-1].name
-        return next((s.name for s in stops if s.available), None)
+        return next((s.name for s in levels if s.available), None)
 
-    def lower_stop(self) -> str | None:
-        """The next available stop below the current depth (offered when a reply runs out of memory)."""
-        stops = list(self.loaded.stops) if self.loaded else []
-        names = [s.name for s in stops]
+    def lower_level(self) -> str | None:
+        """The next available level below the current depth (offered when a reply runs out of memory)."""
+        levels = list(self.loaded.levels) if self.loaded else []
+        names = [s.name for s in levels]
         if self.depth not in names:
             return None
-        below = [s for s in stops[:names.index(self.depth)] if s.available]
+        below = [s for s in levels[:names.index(self.depth)] if s.available]
         return below[-1].name if below else None
 
     # ------------------------------------------------------------------ conversations
@@ -439,30 +433,31 @@ class ChatController(QObject):
         self.history.delete_messages_from(cid, message_id)
         self.sig_messages_removed.emit(cid, message_id)
 
-    def _request(self, cid: int, stop):
+    def _request(self, cid: int, level):
         from runtime.generate import ChatRequest
 
         conv = self.history.conversation(cid)
         messages = ([{"role": "system", "content": conv.system_prompt}] if conv.system_prompt else [])
         messages += [m.as_chat() for m in self.history.messages(cid) if m.role in ("user", "assistant") and m.complete]
-        return ChatRequest(tuple(messages), stop.think, stop.answer, stop.budget, self.settings.max_new_tokens,
-                           sampling_for(self.settings.sampling, conv.settings), escalation=stop.escalation)
+        return ChatRequest(tuple(messages), level.think, level.answer, level.budget, self.settings.max_new_tokens,
+                           sampling_for(self.settings.sampling, conv.settings), escalation=level.escalation)
 
     def _start_reply(self, cid: int, added: list[Message]) -> None:
         from runtime.controls import Controls
         from runtime.depth import find_level
         from runtime.errors import ElasticError
+        from runtime.events import Progress
 
         try:
-            stop = find_level(list(self.loaded.stops), self.depth)
-            request = self._request(cid, stop)
+            level = find_level(list(self.loaded.levels), self.depth)
+            request = self._request(cid, level)
         except ElasticError as e:
             self.sig_messages_added.emit(cid, added, None)
             self.sig_error.emit(str(e), "")
             return
-        submodel = stop.think or stop.answer
-        phase = "thinking" if stop.think else "answer"
-        reply = Reply(next(self._ids), cid, 0, Controls(), stop, submodel, phase)
+        submodel = level.think or level.answer
+        phase = "thinking" if level.think else "answer"
+        reply = Reply(next(self._ids), cid, 0, Controls(), level, submodel, phase, Progress())
         msg = self.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
         reply.message_id = msg.id
         self.replies[reply.request_id] = reply
@@ -489,36 +484,23 @@ class ChatController(QObject):
         r = self.replies.get(request_id)
         if r is None:
             return  # a late event of a reply already closed
-        kind = event.type
+        kind, r.progress = event.type, event.progress
         if kind == "prefill":
             r.submodel = event.submodel
         elif kind == "token":
-            r.elapsed_ms += event.latency_ms
-            if event.phase == "thinking":
-                r.thinking.append(event.text)
-                r.thinking_tokens += 1
-                r.thinking_ms += event.latency_ms
-                r.thought_by[event.submodel] = r.thought_by.get(event.submodel, 0) + 1
-            else:
-                r.answer.append(event.text)
-                r.answer_tokens += 1
+            (r.thinking if event.phase == "thinking" else r.answer).append(event.text)
             phase_changed = r.phase != event.phase
             r.phase, r.submodel, r.dirty = event.phase, event.submodel, True
             if phase_changed:
                 self._update_live_phase()
-            since_first = 0.0 if not r.first_token else (r.elapsed_ms - r.first_latency) / 1000
-            if not r.first_token:
-                r.first_token, r.first_latency = True, r.elapsed_ms
-            if not r.stopping:
-                self.sig_token.emit(event.submodel, event.phase, event.latency_ms, since_first)
+            if not r.stopping and event.token_id is not None:  # (a Token of no new token only releases text)
+                p = event.progress
+                self.sig_token.emit(event.submodel, event.phase, event.latency_ms, p.ttft_ms, p.tokens_per_s)
         elif kind == "switch":
-            r.elapsed_ms += event.ms
-            switch = {"from": event.from_submodel, "to": event.to_submodel, "tokens": event.reprefill_tokens,
-                      "ms": round(event.ms, 1), "reason": event.reason}
-            r.switches.append(switch)
+            r.switches.append(event)
             r.submodel = event.to_submodel
             if event.reason == "answer":  # thinking is over: the answering submodel takes over
-                r.switch, r.phase = switch, "answer"
+                r.phase = "answer"
                 self._update_live_phase()
             if not r.stopping:
                 self.sig_switch.emit(event.from_submodel, event.to_submodel, event.reprefill_tokens, event.ms,
@@ -535,7 +517,7 @@ class ChatController(QObject):
             self._report_failure(message)
 
     def _report_failure(self, message: str) -> None:
-        lower = self.lower_stop() if "memory" in message.lower() else None
+        lower = self.lower_level() if "memory" in message.lower() else None
         hint = f" Try the lower reasoning depth {lower}." if lower else ""
         self.sig_error.emit(f"The reply failed: {message}.{hint}", lower or "")
 
@@ -556,15 +538,10 @@ class ChatController(QObject):
         if r.removed:  # nothing to save or show: its message is gone, and its id may be the new reply's
             self._close(r, "", "", {})
             return
-        meta = {**r.meta(),
-                "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
-                "thinking_budget": done.thinking_budget, "thinking_tokens": done.thinking_tokens,
-                "answer_tokens": done.answer_tokens, "budget_hit": done.budget_hit, "ttft_ms": done.ttft_ms,
-                "tokens_per_s": done.tokens_per_s, "finish_reason": done.finish_reason,
-                "thinking_end": done.thinking_end,
-                "thinking_by_submodel": [[name, n] for name, n in done.thinking_by_submodel]}
-        if not done.think_submodel:
-            meta["thinking_ms"] = 0
+        r.switches = list(done.switches)
+        meta = {**r.meta(), "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
+                "thinking_budget": done.thinking_budget,
+                **{k: v for k, v in done.to_dict().items() if k != "type"}}
         self._close(r, done.answer_text, done.thinking_text, meta)
         if done.finish_reason == "error":
             self._report_failure(done.error or "unknown error")

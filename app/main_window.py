@@ -80,6 +80,15 @@ class InputBox(QPlainTextEdit):
         super().keyPressEvent(event)
 
 
+def _banner(name: str) -> QLabel:
+    """A line of notice across the window, hidden until it has something to say."""
+    label = QLabel("")
+    label.setObjectName(name)
+    label.setWordWrap(True)
+    label.setVisible(False)
+    return label
+
+
 class MainWindow(QMainWindow):
     def __init__(self, data_dir: Path, settings: Settings, settings_path: Path, checkpoint: str | None = None,
                  probe_file: str | None = None, notice: str = ""):
@@ -118,18 +127,36 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ layout
 
     def _build(self) -> None:
+        """The chats on the left; on the right, top to bottom: the banner, the error line with its offers,
+        the depth and buttons, the live strip, the chat, the input with its buttons."""
         self.sidebar = Sidebar()
         right = QWidget()
         column = QVBoxLayout(right)
         column.setContentsMargins(8, 8, 8, 8)
-        self.banner = QLabel("")
-        self.banner.setObjectName("banner")
-        self.banner.setWordWrap(True)
-        self.banner.setVisible(False)
-        self.error = QLabel("")
-        self.error.setObjectName("errorBanner")
-        self.error.setWordWrap(True)
-        self.error.setVisible(False)
+        self.banner = _banner("banner")
+        column.addWidget(self.banner)
+        column.addLayout(self._build_notes())
+        column.addLayout(self._build_top())
+        self.strip = LiveStrip()
+        self.chat = ChatView()
+        column.addWidget(self.strip)
+        column.addWidget(self.chat, 1)
+        column.addLayout(self._build_inputs())
+        self.split = QSplitter()
+        self.split.addWidget(self.sidebar)
+        self.split.addWidget(right)
+        self.split.setStretchFactor(1, 1)
+        self.split.setChildrenCollapsible(False)
+        self.setCentralWidget(self.split)
+        self.status = self.statusBar()
+        self.setTabOrder(self.input, self.send_button)
+
+    def _build_notes(self) -> QHBoxLayout:
+        """The error line, with its offers: a lower depth (a reply ran out of memory), undo (a chat deleted)."""
+        self.error = _banner("errorBanner")
+        self.lower_depth = QPushButton("")
+        self.lower_depth.setVisible(False)
+        self.lower_depth.clicked.connect(self._use_lower_depth)
         self.undo = QPushButton("Undo")
         self.undo.setVisible(False)
         self.undo.clicked.connect(self.undo_delete)
@@ -139,10 +166,18 @@ class MainWindow(QMainWindow):
         self.undo_timer.setSingleShot(True)
         self.undo_timer.setInterval(15000)
         self.undo_timer.timeout.connect(self.undo.hide)
+        notes = QHBoxLayout()
+        notes.addWidget(self.error, 1)
+        notes.addWidget(self.lower_depth)
+        notes.addWidget(self.undo)
+        return notes
+
+    def _build_top(self) -> QHBoxLayout:
+        """The depth slider, with the model manager and settings buttons beside it."""
         top = QHBoxLayout()
         self.depth = DepthSlider()
         top.addWidget(self.depth, 1)
-        # short texts: beside six depth stops they must fit 1280 px at the largest font (test_window_size)
+        # short texts: beside six depth levels they must fit 1280 px at the largest font (test_window_size)
         self.manager_button = QPushButton("Models")
         self.manager_button.setToolTip("Open the model manager: download, verify, choose a checkpoint (File menu)")
         self.settings_button = QPushButton("Settings")
@@ -150,9 +185,10 @@ class MainWindow(QMainWindow):
         side.addWidget(self.manager_button)
         side.addWidget(self.settings_button)
         top.addLayout(side)
-        self.strip = LiveStrip()
-        self.chat = ChatView()
-        inputs = QHBoxLayout()
+        return top
+
+    def _build_inputs(self) -> QHBoxLayout:
+        """The input box; beside it the steering buttons (enabled only while a reply thinks) and send/stop."""
         self.input = InputBox(self.send)
         self.send_button = QPushButton("Send")
         self.send_button.setToolTip("Send (Enter)")
@@ -178,30 +214,11 @@ class MainWindow(QMainWindow):
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.cancel_edit_button)
         buttons.addStretch()
+        inputs = QHBoxLayout()
         inputs.addWidget(self.input, 1)
         inputs.addLayout(steer)
         inputs.addLayout(buttons)
-        self.lower_depth = QPushButton("")
-        self.lower_depth.setVisible(False)
-        self.lower_depth.clicked.connect(self._use_lower_depth)
-        notes = QHBoxLayout()
-        notes.addWidget(self.error, 1)
-        notes.addWidget(self.lower_depth)
-        notes.addWidget(self.undo)
-        column.addWidget(self.banner)
-        column.addLayout(notes)
-        column.addLayout(top)
-        column.addWidget(self.strip)
-        column.addWidget(self.chat, 1)
-        column.addLayout(inputs)
-        self.split = QSplitter()
-        self.split.addWidget(self.sidebar)
-        self.split.addWidget(right)
-        self.split.setStretchFactor(1, 1)
-        self.split.setChildrenCollapsible(False)
-        self.setCentralWidget(self.split)
-        self.status = self.statusBar()
-        self.setTabOrder(self.input, self.send_button)
+        return inputs
 
     def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
         action = QAction(text, self)
@@ -317,7 +334,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _model_loaded(self, loaded) -> None:
-        self.depth.set_stops(slider_stops(loaded.stops, dict(loaded.reasons)), self.controller.depth)
+        self.depth.set_stops(slider_stops(loaded.levels, dict(loaded.reasons)), self.controller.depth)
         self.strip.set_submodels(loaded.submodels)
         path = f"{loaded.status.compute_path} · decode: {loaded.status.decode_path}"
         self.strip.set_path("CPU demo · " + path if loaded.is_demo else path)
@@ -454,7 +471,7 @@ class MainWindow(QMainWindow):
             self.lower_depth.setToolTip(f"Switch the reasoning depth to {lower}, which needs less memory")
 
     def _use_lower_depth(self) -> None:
-        lower = self.controller.lower_stop()
+        lower = self.controller.lower_level()
         if lower:
             self.controller.set_depth(lower)
         self.lower_depth.setVisible(False)

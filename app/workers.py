@@ -31,12 +31,12 @@ class LoadedModel:
     folder: str
     name: str
     status: object  # runtime.engine.EngineStatus
-    stops: tuple  # runtime.depth.DepthLevel, for the slider
+    levels: tuple  # runtime.depth.DepthLevel, for the slider
     submodels: tuple[str, ...]  # every submodel, smallest first
     loaded: tuple[str, ...]  # those in memory
     is_demo: bool
     reasons: tuple[tuple[str, str], ...] = ()  # (submodel, why it is not in memory): the planner's one-liners
-    default_depth: str = ""  # Engine.default_depth(): never a stop whose thinker's widths are only estimated
+    default_depth: str = ""  # Engine.default_depth(): never a level whose thinker's widths are only estimated
 
 
 def start_in_thread(worker: QObject, name: str) -> QThread:

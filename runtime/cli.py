@@ -232,26 +232,13 @@ def _generate(args) -> int:
 
 
 class _JsonPrinter:
+    """One line per event, its `to_dict` (the prefill is not printed)."""
+
     @staticmethod
-    def _out(obj):
-        print(json.dumps(obj, ensure_ascii=False), flush=True)
+    def _out(event):
+        print(json.dumps(event.to_dict(), ensure_ascii=False), flush=True)
 
-    def token(self, e):
-        self._out({"type": "token", "phase": e.phase, "submodel": e.submodel, "token_id": e.token_id,
-                   "text": e.text, "latency_ms": round(e.latency_ms, 3)})
-
-    def switch(self, e):
-        self._out({"type": "switch", "from": e.from_submodel, "to": e.to_submodel,
-                   "reprefill_tokens": e.reprefill_tokens, "ms": round(e.ms, 3), "reason": e.reason})
-
-    def done(self, e):
-        out = {"type": "done", "finish_reason": e.finish_reason, "thinking_tokens": e.thinking_tokens,
-               "answer_tokens": e.answer_tokens, "budget_hit": e.budget_hit, "ttft_ms": e.ttft_ms,
-               "tokens_per_s": e.tokens_per_s, "thinking_end": e.thinking_end,
-               "thinking_by_submodel": dict(e.thinking_by_submodel)}
-        if e.error:
-            out["error"] = e.error
-        self._out(out)
+    token = switch = done = _out
 
 
 class _TextPrinter:

@@ -199,7 +199,7 @@ def stream_in_turn(queue: EngineQueue, request, controls: "Controls", who: str =
     from .generate import stream_chat  # noqa: PLC0415
 
     def nothing(finish: str, error: str | None = None) -> Done:
-        return Done(finish, 0, 0, False, 0.0, 0.0, "", "", request.think_submodel, request.answer_submodel,
+        return Done(finish, "", "", request.think_submodel, request.answer_submodel,
                     request.thinking_budget if request.think_submodel else 0, error=error)
 
     ticket = queue.enter(who, controls)

@@ -1,12 +1,43 @@
 """What a streaming reply yields: immutable events holding plain values only (no tensors),
-safe to hand to another thread or serialise as JSON."""
+safe to hand to another thread or serialise as JSON.
+
+The events are the reply's one record. Each carries the reply's running totals (`Progress`, as
+mlx-lm's GenerationResponse does), so no consumer counts tokens or times anything; the texts of
+each phase's Token events, joined, are exactly the texts in `Done`. Each event's `to_dict` is its
+one serialisation: the lines of `python -m runtime generate --json` (a contract), the switches a
+chat saves, the server's switch object.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 THINKING, ANSWER = "thinking", "answer"
 END_OF_TURN, LENGTH, STOPPED, STOP_STRING, ERROR = "end_of_turn", "length", "stopped", "stop_string", "error"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The reply's totals as of one event. Thinking tokens include the forced end-of-thinking ones."""
+    thinking_tokens: int = 0
+    answer_tokens: int = 0
+    # Tokens per submodel, in the order they worked: (("0.5M", 40), ("1.5M", 12))
+    thinking_by_submodel: tuple[tuple[str, int], ...] = ()
+    answer_by_submodel: tuple[tuple[str, int], ...] = ()
+    elapsed_ms: float = 0.0  # request start to this event
+    thinking_ms: float = 0.0  # request start to the thought's last sampled token (0: it did not think)
+    ttft_ms: float = 0.0  # request start to the first token (0 before it)
+    tokens_per_s: float = 0.0  # decode speed after the first token, so far
+
+    @property
+    def tokens(self) -> int:
+        return self.thinking_tokens + self.answer_tokens
+
+    def to_dict(self) -> dict:
+        return {"thinking_tokens": self.thinking_tokens, "answer_tokens": self.answer_tokens,
+                "thinking_by_submodel": dict(self.thinking_by_submodel),
+                "answer_by_submodel": dict(self.answer_by_submodel), "elapsed_ms": self.elapsed_ms,
+                "thinking_ms": self.thinking_ms, "ttft_ms": self.ttft_ms, "tokens_per_s": self.tokens_per_s}
 
 
 @dataclass(frozen=True)
@@ -17,18 +48,31 @@ class Prefill:
     reused_tokens: int  # of those, already in the cache (prefix reuse)
     prefilled_tokens: int
     ms: float
+    progress: Progress = field(default_factory=Progress)
     type: str = "prefill"
+
+    def to_dict(self) -> dict:
+        return {"type": self.type, "submodel": self.submodel, "prompt_tokens": self.prompt_tokens,
+                "reused_tokens": self.reused_tokens, "prefilled_tokens": self.prefilled_tokens, "ms": round(self.ms, 3)}
 
 
 @dataclass(frozen=True)
 class Token:
     text: str  # new text, never half a UTF-8 character ("" for special tokens)
-    token_id: int
+    # None: no new token, only text held back until the reply ended (the decoder's last bytes, or the
+    # start of a stop string that never completed); such a Token is not counted and comes only when
+    # its text is not empty
+    token_id: int | None
     phase: str  # THINKING or ANSWER
     submodel: str
     latency_ms: float  # since the previous token (the first includes the prefill)
     forced: bool = False  # inserted by budget control, not sampled
+    progress: Progress = field(default_factory=Progress)
     type: str = "token"
+
+    def to_dict(self) -> dict:
+        return {"type": self.type, "phase": self.phase, "submodel": self.submodel, "token_id": self.token_id,
+                "text": self.text, "latency_ms": round(self.latency_ms, 3)}
 
 
 @dataclass(frozen=True)
@@ -40,36 +84,67 @@ class Switch:
     ms: float
     exact: bool = True  # False for the approximate cache transplant
     reason: str = "answer"  # answer (thinking ended), depth (the user moved it), escalate (Auto), request
+    progress: Progress = field(default_factory=Progress)
     type: str = "switch"
+
+    def to_dict(self) -> dict:
+        return {"type": self.type, "from": self.from_submodel, "to": self.to_submodel,
+                "reprefill_tokens": self.reprefill_tokens, "ms": round(self.ms, 3), "reason": self.reason}
 
 
 @dataclass(frozen=True)
 class Done:
+    """The reply's end (always its last event): the texts, how it ended, and its final totals."""
     finish_reason: str  # END_OF_TURN, LENGTH, STOPPED, STOP_STRING or ERROR
-    thinking_tokens: int  # tokens of the thinking phase, forced end-of-thinking tokens included
-    answer_tokens: int
-    budget_hit: bool  # thinking was ended by the budget, not by the model
-    ttft_ms: float  # request start to first token
-    tokens_per_s: float  # decode speed after the first token
     thinking_text: str
-    answer_text: str  # without the line break the model puts after </think>
+    answer_text: str  # without the line breaks the model puts after </think>
     think_submodel: str | None
     answer_submodel: str
     thinking_budget: int | None
-    switch_from: str | None = None
-    switch_to: str | None = None
-    switch_reprefill_tokens: int = 0
-    switch_ms: float = 0.0
-    error: str | None = None
+    budget_hit: bool = False  # thinking was ended by the budget, not by the model
     # How thinking ended: "model" (it closed its thought), "budget", "user" (Answer now), "" (it did not think)
     thinking_end: str = ""
-    # Thinking tokens per submodel, in the order they thought: (("0.5M", 40), ("1.5M", 12))
-    thinking_by_submodel: tuple[tuple[str, int], ...] = ()
+    switches: tuple[Switch, ...] = ()  # every switch of the reply, in order
+    error: str | None = None
+    progress: Progress = field(default_factory=Progress)
     type: str = "done"
+
+    # The totals are the final Progress's, named as they always were.
+    thinking_tokens = property(lambda self: self.progress.thinking_tokens)
+    answer_tokens = property(lambda self: self.progress.answer_tokens)
+    thinking_by_submodel = property(lambda self: self.progress.thinking_by_submodel)
+    ttft_ms = property(lambda self: self.progress.ttft_ms)
+    tokens_per_s = property(lambda self: self.progress.tokens_per_s)
+
+    @property
+    def answer_switch(self) -> Switch | None:
+        """The switch to the answering submodel (None when the thinker answered, or nobody thought)."""
+        return next((s for s in self.switches if s.reason == "answer"), None)
+
+    @property
+    def switch_from(self) -> str | None:
+        return self.answer_switch.from_submodel if self.answer_switch else None
+
+    @property
+    def switch_to(self) -> str | None:
+        return self.answer_switch.to_submodel if self.answer_switch else None
+
+    @property
+    def switch_reprefill_tokens(self) -> int:
+        return self.answer_switch.reprefill_tokens if self.answer_switch else 0
+
+    def to_dict(self) -> dict:
+        out = {"type": self.type, "finish_reason": self.finish_reason, "thinking_tokens": self.thinking_tokens,
+               "answer_tokens": self.answer_tokens, "budget_hit": self.budget_hit, "ttft_ms": self.ttft_ms,
+               "tokens_per_s": self.tokens_per_s, "thinking_end": self.thinking_end,
+               "thinking_by_submodel": dict(self.thinking_by_submodel)}
+        if self.error:
+            out["error"] = self.error
+        return out
 
 
 Event = Prefill | Token | Switch | Done
 
 
 def to_dict(event: Event) -> dict:
-    return asdict(event)
+    return event.to_dict()

@@ -6,8 +6,10 @@
 2. `stream_chat`   yields immutable events for a whole reply: it thinks on one submodel
                    under a token budget (an Auto reply climbs to larger ones when the thinker
                    struggles), forces the end of thinking, switches to the answering submodel
-                   (which re-prefills the context it has not seen) and answers. The CLI and
-                   the GUI use this layer.
+                   (which re-prefills the context it has not seen) and answers. The CLI, the
+                   GUI and the server use this layer. Each event carries the reply's running
+                   totals, and each phase's Token texts, joined, are Done's texts (`_token`
+                   is the one place a text is recorded).
 3. `chat`          returns the finished reply.
 
 Budget semantics follow Nemotron's: once the thinking budget is spent, keep going until a
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import torch
@@ -29,7 +31,20 @@ from .auto_depth import Escalation, Signals, Watch, read_signals, token_signals
 from .controls import Controls, StopRequested
 from .engine import Engine
 from .errors import ElasticError, UsageError
-from .events import ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, Done, Event, Switch, Token
+from .events import (
+    ANSWER,
+    END_OF_TURN,
+    ERROR,
+    LENGTH,
+    STOP_STRING,
+    STOPPED,
+    THINKING,
+    Done,
+    Event,
+    Progress,
+    Switch,
+    Token,
+)
 from .sampling import DeviceSampler, SamplingSettings
 
 log = logging.getLogger(__name__)
@@ -141,14 +156,18 @@ class _Reply:
         self.context = list(self.prompt)
         self.phase = THINKING if self.think_sub else ANSWER
         self.current = self.think_sub or request.answer_submodel
+        self.finish: str | None = None
+        # The reply's record: what every event reports (Progress) and Done's texts, kept only here.
         self.counts = {THINKING: 0, ANSWER: 0}
-        self.texts = {THINKING: [], ANSWER: []}
+        self.by_submodel: dict[str, dict[str, int]] = {THINKING: {}, ANSWER: {}}  # phase -> submodel -> tokens
+        self.texts = {THINKING: [], ANSWER: []}  # exactly the texts of the Token events yielded
+        self.started = self.first_at = self.last_at = self.thought_at = None  # perf_counter() seconds
+        self.switches: list[Switch] = []
         self.decoder = self.chat.stream_decoder()
         self.budget_hit = False
         self.thinking_end = ""
-        self.thought_by: dict[str, int] = {}  # thinking tokens per submodel
-        self.phase_switch: Switch | None = None
         self.held = ""  # answer text held back while it could be the start of a stop string
+        self.answering = False  # the answer's first text came (the line breaks before it are dropped)
 
     def _set_budget(self, budget: int | None) -> None:
         """Thinking ends at the first line end after `budget` tokens (all thinking so far counts)..."""
@@ -164,16 +183,15 @@ class _Reply:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> Iterator[Event]:
-        started = time.perf_counter()
-        first_token_at = last = None
-        finish, error = None, None
+        self.started = time.perf_counter()
+        error = None
         try:
             prefill, logits = self.engine.catch_up(self.current, self.context, self.boundary, self.controls)
-            yield prefill
+            yield replace(prefill, progress=self._progress())
             self.steps = self._steps(self.current, logits)
-            while finish is None:
+            while self.finish is None:
                 if self.controls.stop_requested:
-                    finish = STOPPED
+                    self.finish = STOPPED
                     break
                 steer = self.controls.take_thinking_request()
                 if self.phase == THINKING and not steer.empty:
@@ -187,25 +205,23 @@ class _Reply:
                     yield self._escalate()  # the token is not kept: the submodel above decides it
                     continue
                 now = time.perf_counter()
-                latency = (now - (last or started)) * 1000
-                first_token_at, last = first_token_at or now, now
+                latency = (now - (self.last_at or self.started)) * 1000
+                self.first_at, self.last_at = self.first_at or now, now
                 if self.phase == THINKING:
                     yield from self._thinking_token(token, latency)
                 else:
-                    events, finish = self._answer_token(token, latency)
-                    yield from events
-                if finish is None and self.counts[THINKING] + self.counts[ANSWER] >= self.max_new:
-                    finish = LENGTH
+                    yield from self._answer_token(token, latency)
+                if self.finish is None and self.counts[THINKING] + self.counts[ANSWER] >= self.max_new:
+                    self.finish = LENGTH
         except StopRequested:
-            finish = STOPPED
+            self.finish = STOPPED
         except ElasticError as e:
-            finish, error = ERROR, str(e)
+            self.finish, error = ERROR, str(e)
         except Exception as e:  # the reply fails, the app does not: report and carry on
             log.exception("generation failed")
-            finish, error = ERROR, f"{type(e).__name__}: {e}"
-        if self.held and finish != STOP_STRING:
-            self.texts[ANSWER].append(self.held)
-        yield self._done(finish, error, started, first_token_at, last)
+            self.finish, error = ERROR, f"{type(e).__name__}: {e}"
+        yield from self._release()
+        yield self._done(error)
 
     def _steps(self, name: str, logits):
         return sampled_steps(self.engine, name, logits, self.sample, self.req.logits_processors, self.context,
@@ -216,28 +232,56 @@ class _Reply:
         return (self.phase == THINKING and self.watch is not None
                 and self.escalation.next_rung(self.current) is not None)
 
+    # ------------------------------------------------------------------ the record
+
+    def _count(self, token: int) -> None:
+        """One more token of the current phase, produced by the current submodel, in the context."""
+        self.counts[self.phase] += 1
+        by = self.by_submodel[self.phase]
+        by[self.current] = by.get(self.current, 0) + 1
+        self.context.append(token)
+
+    def _token(self, text: str, token: int | None, latency: float = 0.0, forced: bool = False) -> Token:
+        """The Token event for `text`, recorded as part of its phase's text: call it only to yield its
+        result at once, so the texts in Done are always exactly the texts yielded."""
+        if self.phase == ANSWER and not self.answering:  # the line break after </think>: dropped once, here
+            text = text.lstrip("\n")
+            self.answering = bool(text)
+        self.texts[self.phase].append(text)
+        return Token(text, token, self.phase, self.current, latency, forced, self._progress())
+
+    def _progress(self) -> Progress:
+        now, started, first = time.perf_counter(), self.started, self.first_at
+        generated = self.counts[THINKING] + self.counts[ANSWER]
+        decode_s = self.last_at - first if first is not None else 0.0
+        return Progress(
+            self.counts[THINKING], self.counts[ANSWER], tuple(self.by_submodel[THINKING].items()),
+            tuple(self.by_submodel[ANSWER].items()), elapsed_ms=_ms(now - started),
+            thinking_ms=_ms(self.thought_at - started) if self.thought_at else 0.0,
+            ttft_ms=_ms(first - started) if first else 0.0,
+            tokens_per_s=round((generated - 1) / decode_s, 3) if decode_s > 0 else 0.0)
+
     # ------------------------------------------------------------------ thinking
 
-    def _thinking_token(self, token: int, latency: float) -> list[Event]:
+    def _thinking_token(self, token: int, latency: float) -> Iterator[Event]:
         """Handles a token sampled while thinking; ends the phase when the model or the budget says so."""
         if token in self.special.end_of_turn:
             # The model tried to end the turn inside its thinking: never leave a reply with no answer.
             self.thinking_end = "model"
-            return self._start_answer(forced=self._end_thinking_tokens())
-        self.counts[THINKING] += 1
-        self.thought_by[self.current] = self.thought_by.get(self.current, 0) + 1
-        self.context.append(token)
+            yield from self._start_answer(self._end_thinking_tokens())
+            return
+        self.thought_at = self.last_at
         if token == self.special.think_end:  # the model ended its thinking itself
             self.thinking_end = "model"
-            return [Token("", token, THINKING, self.current, latency)] + self._start_answer(forced=[])
+            yield from self._start_answer([token], latency, forced=False)
+            return
         text = self.decoder.push(token)
-        self.texts[THINKING].append(text)
-        events = [Token(text, token, THINKING, self.current, latency)]
+        self._count(token)
+        yield self._token(text, token, latency)
         n = self.counts[THINKING]
         if n >= self.soft_limit and ("\n" in text or n >= self.hard_limit):
             self.budget_hit, self.thinking_end = True, "budget"
-            events += self._start_answer(forced=self._end_thinking_tokens())
-        return events
+            yield from self._start_answer(self._end_thinking_tokens())
 
     def _escalate(self) -> Switch:
         """Auto: the thinker struggles, so the next submodel up re-prefills the thought so far, decides
@@ -245,50 +289,44 @@ class _Reply:
         self.watch = Watch(self.escalation.policy)
         return self._switch(self.escalation.next_rung(self.current), reason="escalate")
 
-    def _steer(self, steer) -> list[Event]:
+    def _steer(self, steer) -> Iterator[Event]:
         """Applies what the user asked of the thought in flight (controls.Controls), before the next token.
         A fixed depth stops Auto's climbing; a move to Auto starts it (from its thinker, watched afresh)."""
         if steer.answer_now:
             self.thinking_end = "user"
-            return self._start_answer(forced=self._end_thinking_tokens())
-        events = []
+            yield from self._start_answer(self._end_thinking_tokens())
+            return
         target = steer.think_submodel
         if target:
             self.escalation = steer.escalation
             self.watch = Watch(steer.escalation.policy) if steer.escalation else None
         if target and target != self.current and target in self.engine.model.views:
-            events.append(self._switch(target, reason="depth"))
+            yield self._switch(target, reason="depth")
         if steer.budget is not None:
             self._set_budget(steer.budget)
         if steer.more and self.budget is not None:
             self._set_budget(max(self.budget, self.counts[THINKING]) + steer.more)
-        return events
 
     def _end_thinking_tokens(self) -> list[int]:
         """`</think>`, on a line of its own."""
         ends_line = "".join(self.texts[THINKING]).endswith("\n")
         return ([] if ends_line else self.chat.encode("\n")) + [self.special.think_end]
 
-    def _start_answer(self, forced: list[int]) -> list[Event]:
-        """Ends the thinking phase: appends forced tokens, switches to the answering submodel."""
-        events = []
-        for t in forced:
-            text = self.decoder.push(t)
-            self.texts[THINKING].append(text)
-            events.append(Token(text, t, THINKING, self.current, 0.0, forced=True))
-        self.context.extend(forced)
-        self.counts[THINKING] += len(forced)
-        self.thought_by[self.current] = self.thought_by.get(self.current, 0) + len(forced)
-        self.texts[THINKING].append(self.decoder.flush())
+    def _start_answer(self, closing: list[int], latency: float = 0.0, forced: bool = True) -> Iterator[Event]:
+        """Ends the thinking phase with `closing` (forced tokens, or the model's own `</think>`), whose
+        last Token also carries what the thinking decoder still held, then switches to the answering
+        submodel."""
+        for i, t in enumerate(closing):
+            text = self.decoder.push(t) + (self.decoder.flush() if i == len(closing) - 1 else "")
+            self._count(t)
+            yield self._token(text, t, 0.0 if forced else latency, forced)
         self.phase, self.decoder = ANSWER, self.chat.stream_decoder()
         target = self.req.answer_submodel
         if target != self.current:
-            self.phase_switch = self._switch(target, approximate=self.req.transplant)
-            events.append(self.phase_switch)
+            yield self._switch(target, approximate=self.req.transplant)
         else:  # same submodel: it only runs the forced tokens and the last sampled one
             _, logits = self.engine.catch_up(self.current, self.context, None, self.controls)
             self.steps = self._steps(self.current, logits)
-        return events
 
     def _switch(self, target: str, approximate: bool = False, reason: str = "answer") -> Switch:
         """The answering (or requested) submodel catches up on the context it has not seen: exactly by
@@ -298,47 +336,61 @@ class _Reply:
         else:
             prefill, logits = self.engine.catch_up(target, self.context, self.boundary, self.controls)
         event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms, exact=not approximate,
-                       reason=reason)
+                       reason=reason, progress=self._progress())
+        self.switches.append(event)
         self.current = target
         self.steps = self._steps(target, logits)
         return event
 
     # ------------------------------------------------------------------ answering
 
-    def _answer_token(self, token: int, latency: float):
+    def _answer_token(self, token: int, latency: float) -> Iterator[Event]:
         if token in self.special.end_of_turn:
-            return [], END_OF_TURN
-        self.counts[ANSWER] += 1
-        self.context.append(token)
+            self.finish = END_OF_TURN
+            return
         text = self.held + self.decoder.push(token)
+        self._count(token)
         self.held = ""
-        finish = None
         for stop in self.req.stop_strings:
             if stop and stop in text:
-                text, finish = text[:text.index(stop)], STOP_STRING
-        if finish is None:
+                text, self.finish = text[:text.index(stop)], STOP_STRING
+        if self.finish is None:
             text, self.held = _hold_back(text, self.req.stop_strings)
-        self.texts[ANSWER].append(text)
-        return [Token(text, token, ANSWER, self.current, latency)], finish
+        if self.finish is None and self.counts[THINKING] + self.counts[ANSWER] >= self.max_new:
+            self.finish = LENGTH
+            text += self._tail()  # the reply's last token carries what was still held back
+        yield self._token(text, token, latency)
 
     # ------------------------------------------------------------------ the end
 
-    def _done(self, finish, error, started, first_token_at, last) -> Done:
-        generated = self.counts[THINKING] + self.counts[ANSWER]
-        decode_s = (last - first_token_at) if first_token_at and last else 0.0
-        sw = self.phase_switch
+    def _tail(self, whole: bool = True) -> str:
+        """The text still held back, taken once: the start of a stop string that never came and (`whole`)
+        the decoder's last bytes."""
+        text = self.held + (self.decoder.flush() if whole else "")
+        self.held, self.decoder = "", self.chat.stream_decoder()
+        return text
+
+    def _release(self) -> Iterator[Token]:
+        """A reply that ended on no token of its own releases what was still held back as one Token of no
+        new token: after a stop string, nothing; after a stop or an error, not the bytes of a character
+        the cut split (they were never text)."""
+        if self.finish == STOP_STRING:
+            return
+        text = self._tail(whole=self.finish not in (STOPPED, ERROR))
+        if text and (token := self._token(text, None)).text:  # (line breaks alone before the answer are dropped)
+            yield token
+
+    def _done(self, error: str | None) -> Done:
         return Done(
-            finish_reason=finish or ERROR, thinking_tokens=self.counts[THINKING], answer_tokens=self.counts[ANSWER],
-            budget_hit=self.budget_hit,
-            ttft_ms=round((first_token_at - started) * 1000, 3) if first_token_at else 0.0,
-            tokens_per_s=round((generated - 1) / decode_s, 3) if decode_s > 0 else 0.0,
-            thinking_text="".join(self.texts[THINKING]), answer_text="".join(self.texts[ANSWER]).lstrip("\n"),
-            think_submodel=self.think_sub, answer_submodel=self.req.answer_submodel,
-            thinking_budget=self.budget if self.think_sub else 0,
-            switch_from=sw.from_submodel if sw else None, switch_to=sw.to_submodel if sw else None,
-            switch_reprefill_tokens=sw.reprefill_tokens if sw else 0, switch_ms=round(sw.ms, 3) if sw else 0.0,
-            error=error, thinking_end=self.thinking_end,
-            thinking_by_submodel=tuple((name, n) for name, n in self.thought_by.items() if n))
+            finish_reason=self.finish or ERROR, thinking_text="".join(self.texts[THINKING]),
+            answer_text="".join(self.texts[ANSWER]), think_submodel=self.think_sub,
+            answer_submodel=self.req.answer_submodel, thinking_budget=self.budget if self.think_sub else 0,
+            budget_hit=self.budget_hit, thinking_end=self.thinking_end, switches=tuple(self.switches), error=error,
+            progress=self._progress())
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
 
 
 def _last_index(ids: list[int], token: int | None) -> int | None:

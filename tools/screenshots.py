@@ -50,7 +50,7 @@ def main():
         c = w.controller
         r = c.reply_in(c.current)
         live = w.chat.widgets[-1] if w.chat.widgets else None
-        return (r is not None and r.phase == "thinking" and r.thinking_tokens >= 8
+        return (r is not None and r.phase == "thinking" and r.progress.thinking_tokens >= 8
                 and live is not None and live.thinking.body.text().strip() != "")
 
     def slowed():
@@ -71,10 +71,11 @@ def main():
             w.send()
             w.controller.rename(w.controller.current, "Demo: a thought steered")
             r = w.controller.reply_in(w.controller.current)
-            wait(lambda: r.thinking_tokens >= 8 or not w.controller.busy)
+            wait(lambda: r.progress.thinking_tokens >= 8 or not w.controller.busy)
             w.depth.jump(2)  # Balanced: its thinker takes over from the next token
-            caught = wait(lambda: (r.submodel != "0.5M" and r.thinking_tokens >= 16) or not w.controller.busy) \
-                and r.phase == "thinking" and w.controller.busy
+            moved_on = wait(lambda: (r.submodel != "0.5M" and r.progress.thinking_tokens >= 16)
+                            or not w.controller.busy)
+            caught = moved_on and r.phase == "thinking" and w.controller.busy
             if caught:
                 if attempt:
                     w.strip.speed.setText("tok/s: slowed for this picture")

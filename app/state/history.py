@@ -53,14 +53,15 @@ CONVERSATION_COLUMNS = {"id": None, "title": "Untitled chat", "created": 0.0, "u
                         "system_prompt": "", "settings": "{}", "deleted": None}
 MESSAGE_COLUMNS = {"id": None, "conversation_id": None, "role": "user", "content": "", "thinking": "",
                    "meta": "{}", "created": 0.0, "complete": 1}
-# A reply's details (what produced it) and the type each must have to be shown.
+# A reply's details (what produced it) and the type each must have to be shown. Counts, timings and
+# switches are the runtime's own serialisations (runtime/events.py: Progress, Switch and Done.to_dict).
 META_TYPES = {"think_submodel": (str, type(None)), "answer_submodel": str, "finish_reason": str, "depth": str,
               "budget_hit": bool, "thinking_budget": "number", "thinking_tokens": "number",
               "answer_tokens": "number", "ttft_ms": "number", "tokens_per_s": "number", "thinking_ms": "number",
-              "total_ms": "number", "switch": dict, "thinking_end": str,
-              # [["0.5M", 40], ["1.0M", 12]]: thinking tokens per submodel, in the order they thought
-              "thinking_by_submodel": list,
-              # every switch of the reply: {"from", "to", "tokens", "ms", "reason"} ("depth": the slider moved)
+              "elapsed_ms": "number", "switch": dict, "thinking_end": str,
+              # {"0.5M": 40, "1.0M": 12}: tokens per submodel, in the order they worked
+              "thinking_by_submodel": dict, "answer_by_submodel": dict,
+              # every switch of the reply: Switch.to_dict(), {"from", "to", "reprefill_tokens", "ms", "reason", ...}
               "switches": list}
 DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 
@@ -437,6 +438,7 @@ def _meta(value) -> tuple[dict, bool]:
     data = _json_object(value)
     if data is None:
         return {}, False
+    _migrate_meta(data)
     clean = {}
     for key, kind in META_TYPES.items():
         if key not in data:
@@ -448,12 +450,28 @@ def _meta(value) -> tuple[dict, bool]:
             ok = _is_switch(v)
         elif ok and key == "switches":
             ok = all(isinstance(x, dict) and _is_switch(x) for x in v)
-        elif ok and key == "thinking_by_submodel":
-            ok = all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str) and _is_count(x[1]) for x in v)
+        elif ok and key in ("thinking_by_submodel", "answer_by_submodel"):
+            ok = all(isinstance(name, str) and _is_count(n) for name, n in v.items())
         if ok:
             clean[key] = v
     clean.update({k: v for k, v in data.items() if k not in META_TYPES})
     return clean, len(clean) == len(data)
+
+
+def _migrate_meta(data: dict) -> None:
+    """Reads what earlier versions wrote as this one writes it: `total_ms` is `elapsed_ms`, a switch's
+    `tokens` its `reprefill_tokens`, and tokens per submodel a list of [name, count] pairs."""
+    if "total_ms" in data and "elapsed_ms" not in data:
+        data["elapsed_ms"] = data.pop("total_ms")
+    switches = data.get("switches") if isinstance(data.get("switches"), list) else []
+    for switch in [data.get("switch"), *switches]:
+        if isinstance(switch, dict) and "tokens" in switch and "reprefill_tokens" not in switch:
+            switch["reprefill_tokens"] = switch.pop("tokens")
+    pairs = data.get("thinking_by_submodel")
+    if isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
+        by = dict(pairs)
+        if len(by) == len(pairs):  # (names repeated: not a record this app wrote; dropped as damaged)
+            data["thinking_by_submodel"] = by
 
 
 def _is_switch(v: dict) -> bool:

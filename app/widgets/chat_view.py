@@ -178,7 +178,7 @@ def thinking_summary(meta: dict) -> str:
     """ "Thought for 2.1 s on 1.0M · 25 tokens, budget hit"; where the thought moved between submodels (the
     depth was changed during it), each one's share: "Thought for 2.1 s · 5 tokens on 0.5M, then 20 on 1.0M".
     An unfinished reply says so instead of inventing numbers."""
-    by = meta.get("thinking_by_submodel") or []
+    by = list((meta.get("thinking_by_submodel") or {}).items())  # as the history reads it: {name: tokens}
     who = meta.get("think_submodel") or "?"
     if len(by) == 1:
         who = by[0][0]

@@ -152,7 +152,6 @@ class LiveStrip(QWidget):
         row.add(self.server, priority=6, stretch=1)  # while serving, its address matters more than the path
         row.add(self.path, priority=7, stretch=1)
         self.colors: dict[str, str] = {}
-        self.tokens = 0
         self.switches: list[str] = []  # this reply's, oldest first
         self._badge_key = ""
 
@@ -182,7 +181,6 @@ class LiveStrip(QWidget):
         self.switch_note.setToolTip(SWITCH_TIP)
         self.ttft.setText("TTFT …")
         self.speed.setText("– tok/s")
-        self.tokens = 0
         if submodel:
             self.set_badge(submodel, phase)
 
@@ -195,15 +193,14 @@ class LiveStrip(QWidget):
             self.badge.setStyleSheet(f"background:{color}; color:white; border-radius:9px; padding:2px 8px;"
                                      "font-weight:bold;")
 
-    def on_token(self, submodel: str, phase: str, latency_ms: float, elapsed_s: float) -> None:
+    def on_token(self, submodel: str, phase: str, latency_ms: float, ttft_ms: float, tokens_per_s: float) -> None:
+        """A token, with the reply's time to first token and speed so far (the runtime's Progress)."""
         if self.badge.text() != f"{submodel} {phase}":
             self.set_badge(submodel, phase)
         self.sparkline.add(latency_ms, submodel)
-        self.tokens += 1
-        if self.tokens == 1:
-            self.ttft.setText(f"TTFT {latency_ms:.0f} ms")
-        elif elapsed_s > 0:
-            self.speed.setText(f"{(self.tokens - 1) / elapsed_s:.1f} tok/s")
+        self.ttft.setText(f"TTFT {ttft_ms:.0f} ms")
+        if tokens_per_s > 0:
+            self.speed.setText(f"{tokens_per_s:.1f} tok/s")
 
     def on_switch(self, old: str, new: str, tokens: int, ms: float, reason: str = "answer") -> None:
         """A switch where it happened: a mark on the sparkline, a note with its reason and re-prefill cost

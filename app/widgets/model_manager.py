@@ -50,6 +50,7 @@ class ModelManager(QDialog):
             models = ModelsController(probe_file, context, active, parent=parent)
         self.models = models
         self.rows: list[ModelRow] = []
+        self.nesting_dialog: NestingDialog | None = None
         layout = QVBoxLayout(self)
         self.hardware = QLabel("Probing the hardware…")
         self.hardware.setWordWrap(True)
@@ -58,23 +59,7 @@ class ModelManager(QDialog):
         self.default.setWordWrap(True)
         self.default.setObjectName("depthDetail")
         layout.addWidget(self.default)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        # Names elide in the middle, keeping the end that tells variants apart ("… (FP8)"); the
-        # tooltip has them whole. Wrapping broke them mid-word and made rows uneven.
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.table.setWordWrap(False)
-        header = self.table.horizontalHeader()
-        for column in range(len(COLUMNS)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch if column == 0
-                                        else QHeaderView.ResizeMode.ResizeToContents)
-        header.setMinimumSectionSize(48)
-        self.table.verticalHeader().setVisible(False)
-        self.table.itemSelectionChanged.connect(self._update_buttons)
-        layout.addWidget(self.table, 1)
+        layout.addWidget(self._build_table(), 1)
         legend = QLabel("Per submodel: ✓ fits, ! tight (close other GPU programs or lower the context), ✗ does not "
                         "fit. Hover a verdict for the numbers. The largest submodel that fits is loaded; smaller "
                         "ones share its memory. Nesting: the nested submodels' widths are verified (checked against "
@@ -91,27 +76,7 @@ class ModelManager(QDialog):
         self.progress_text.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.progress)
         layout.addWidget(self.progress_text)
-        buttons = QHBoxLayout()
-        self.buttons: dict[str, QPushButton] = {}
-        for name in ACTIONS:
-            b = QPushButton(name)
-            buttons.addWidget(b)
-            self.buttons[name] = b
-        self.buttons["Use"].setToolTip("Load this model in place of the current one")
-        layout.addLayout(buttons)
-        self.buttons["Download"].clicked.connect(self._download)
-        self.buttons["Resume"].clicked.connect(self._download)
-        self.buttons["Pause"].clicked.connect(self._pause)
-        self.buttons["Cancel"].clicked.connect(self._cancel)
-        self.buttons["Verify"].clicked.connect(self._verify)
-        self.buttons["Verify nesting…"].clicked.connect(self.verify_nesting)
-        self.buttons["Verify nesting…"].setToolTip("Check this checkpoint's nested submodels against a sliced "
-                                                   "checkpoint (a hub repo or a folder)")
-        self.nesting_dialog: NestingDialog | None = None
-        self.buttons["Delete"].clicked.connect(self.delete)
-        self.buttons["Import folder…"].clicked.connect(self.import_folder)
-        self.buttons["Use"].clicked.connect(self._use)
-        self.buttons["Refresh"].clicked.connect(self.refresh)
+        layout.addLayout(self._build_buttons())
         # bound slots of this dialog: Qt drops these connections when the dialog goes away
         models.sig_inventory.connect(self._show_inventory)
         models.sig_progress.connect(self._show_progress)
@@ -120,6 +85,49 @@ class ModelManager(QDialog):
         models.sig_use.connect(self.sig_use)
         self._show_current()
         self.refresh()
+
+    def _build_table(self) -> QTableWidget:
+        """One row per model: the columns of COLUMNS, selected a row at a time."""
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        # Names elide in the middle, keeping the end that tells variants apart ("… (FP8)"); the
+        # tooltip has them whole. Wrapping broke them mid-word and made rows uneven.
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        for column in range(len(COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch if column == 0
+                                        else QHeaderView.ResizeMode.ResizeToContents)
+        header.setMinimumSectionSize(48)
+        self.table.verticalHeader().setVisible(False)
+        self.table.itemSelectionChanged.connect(self._update_buttons)
+        return self.table
+
+    def _build_buttons(self) -> QHBoxLayout:
+        """One button per action (ACTIONS), each enabled for the selected row as it allows."""
+        buttons = QHBoxLayout()
+        self.buttons: dict[str, QPushButton] = {}
+        for name in ACTIONS:
+            b = QPushButton(name)
+            buttons.addWidget(b)
+            self.buttons[name] = b
+        self.buttons["Use"].setToolTip("Load this model in place of the current one")
+        self.buttons["Download"].clicked.connect(self._download)
+        self.buttons["Resume"].clicked.connect(self._download)
+        self.buttons["Pause"].clicked.connect(self._pause)
+        self.buttons["Cancel"].clicked.connect(self._cancel)
+        self.buttons["Verify"].clicked.connect(self._verify)
+        self.buttons["Verify nesting…"].clicked.connect(self.verify_nesting)
+        self.buttons["Verify nesting…"].setToolTip("Check this checkpoint's nested submodels against a sliced "
+                                                   "checkpoint (a hub repo or a folder)")
+        self.buttons["Delete"].clicked.connect(self.delete)
+        self.buttons["Import folder…"].clicked.connect(self.import_folder)
+        self.buttons["Use"].clicked.connect(self._use)
+        self.buttons["Refresh"].clicked.connect(self.refresh)
+        return buttons
 
     # ------------------------------------------------------------------ showing
 

@@ -39,22 +39,7 @@ class NestingDialog(QDialog):
         intro.setWordWrap(True)
         layout.addWidget(intro)
         layout.addWidget(QLabel("Sliced checkpoint (a hub repo id, owner/name, or a folder):"))
-        choose = QHBoxLayout()
-        self.slice = QComboBox()
-        self.slice.setEditable(True)
-        self.slice.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
-        self.slice.addItems(list(row.slices))
-        self.slice.lineEdit().setPlaceholderText("owner/name or a folder")
-        self.slice.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        for i in range(self.slice.count()):
-            self.slice.setItemData(i, "Published for this model's family (assets/catalog.json)",
-                                   Qt.ItemDataRole.ToolTipRole)
-        choose.addWidget(self.slice, 1)
-        self.folder_button = QPushButton("Folder…")
-        self.folder_button.setToolTip("Pick a sliced checkpoint's folder on this PC")
-        self.folder_button.clicked.connect(self.pick_folder)
-        choose.addWidget(self.folder_button)
-        layout.addLayout(choose)
+        layout.addLayout(self._build_choice(row))
         if not row.slices:
             none = QLabel("The catalog lists no published slice for this model: type a repo id or pick a folder "
                           "(`python -m runtime extract` makes one).")
@@ -70,6 +55,33 @@ class NestingDialog(QDialog):
         self.verdict.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         layout.addWidget(self.verdict, 1)
+        layout.addLayout(self._build_buttons(models))
+        models.sig_nesting.connect(self._show)  # a bound slot: Qt drops it when the dialog goes away
+        running = models.nesting is not None and models.nesting[0] == self.key
+        self._set_running(running)
+        if running:
+            self.verdict.setText(models.message)
+
+    def _build_choice(self, row: ModelRow) -> QHBoxLayout:
+        """The slice to check: the catalog's published ones to pick from, or any repo id or folder."""
+        choose = QHBoxLayout()
+        self.slice = QComboBox()
+        self.slice.setEditable(True)
+        self.slice.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.slice.addItems(list(row.slices))
+        self.slice.lineEdit().setPlaceholderText("owner/name or a folder")
+        self.slice.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        for i in range(self.slice.count()):
+            self.slice.setItemData(i, "Published for this model's family (assets/catalog.json)",
+                                   Qt.ItemDataRole.ToolTipRole)
+        choose.addWidget(self.slice, 1)
+        self.folder_button = QPushButton("Folder…")
+        self.folder_button.setToolTip("Pick a sliced checkpoint's folder on this PC")
+        self.folder_button.clicked.connect(self.pick_folder)
+        choose.addWidget(self.folder_button)
+        return choose
+
+    def _build_buttons(self, models: ModelsController) -> QHBoxLayout:
         buttons = QHBoxLayout()
         buttons.addStretch(1)
         self.verify_button = QPushButton("Verify")
@@ -81,12 +93,7 @@ class NestingDialog(QDialog):
         close.clicked.connect(self.close)
         for b in (self.verify_button, self.cancel_button, close):
             buttons.addWidget(b)
-        layout.addLayout(buttons)
-        models.sig_nesting.connect(self._show)  # a bound slot: Qt drops it when the dialog goes away
-        running = models.nesting is not None and models.nesting[0] == self.key
-        self._set_running(running)
-        if running:
-            self.verdict.setText(models.message)
+        return buttons
 
     def pick_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "A sliced checkpoint's folder")

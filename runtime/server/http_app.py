@@ -70,31 +70,59 @@ class BodyLimit:
 def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     app = FastAPI(title="Elastic Chat", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
-    app.state.queue = queue
-    app.state.records = deque(maxlen=256)  # JobRecord of finished requests, newest last
-    app.state.jobs = set()  # requests in line or running
-    served_cache: list = [None, None]  # (engine, ServedModel): recomputed when the app loads another model
+    server = _Server(queue, api_key)
+    app.state.queue, app.state.records, app.state.jobs = queue, server.records, server.jobs
+    _add_error_handlers(app)
+    app.include_router(_health_routes(server))
+    app.include_router(_model_routes(server))
+    app.include_router(_chat_routes(server))
+    return app
 
-    def served() -> ServedModel:
-        engine = queue.check_ready()
-        if served_cache[0] is not engine:
-            served_cache[:] = [engine, ServedModel.from_engine(engine)]
-        return served_cache[1]
 
-    def authorized(request: Request) -> bool:
-        if not api_key:
+class _Server:
+    """What the routes share: the engine queue, the key, the model served, the requests in flight."""
+
+    def __init__(self, queue: EngineQueue, api_key: str | None):
+        self.queue, self.api_key = queue, api_key
+        self.records = deque(maxlen=256)  # JobRecord of finished requests, newest last
+        self.jobs: set[Job] = set()  # requests in line or running
+        self._served: tuple = (None, None)  # (engine, ServedModel): recomputed when the app loads another model
+
+    def served(self) -> ServedModel:
+        engine = self.queue.check_ready()
+        if self._served[0] is not engine:
+            self._served = (engine, ServedModel.from_engine(engine))
+        return self._served[1]
+
+    def authorized(self, request: Request) -> bool:
+        if not self.api_key:
             return True
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), api_key.encode())
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.api_key.encode())
 
-    def require_key(request: Request) -> None:
-        if not authorized(request):
+    def require_key(self, request: Request) -> None:
+        if not self.authorized(request):
             raise ApiError(401, "missing or incorrect API key: send it as 'Authorization: Bearer KEY'", None,
                            "invalid_api_key")
 
-    # ------------------------------------------------------------------ errors, all in OpenAI's shape
+    def open(self, parsed, request: Request) -> Job:
+        """The request's reply enters the engine's line (QueueFull: the line is full, nothing started)."""
+        client = request.client
+        who = f"server {client.host}:{client.port}" if client else "server"
+        job = Job(self.queue, parsed.request, who, asyncio.get_running_loop(), self.records.append)
+        self.jobs.add(job)
+        return job
 
+    def close(self, job: Job) -> None:
+        job.cancel()  # a no-op once the reply is done
+        self.jobs.discard(job)
+
+
+# ---------------------------------------------------------------------- errors, all in OpenAI's shape
+
+
+def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request, e: ApiError):
         headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
@@ -117,120 +145,130 @@ def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: i
         message = messages.get(e.status_code, str(e.detail))
         return JSONResponse(error_body(e.status_code, message, None, None), e.status_code)
 
-    # ------------------------------------------------------------------ routes
 
-    @app.get("/health")
+# ---------------------------------------------------------------------- health and models
+
+
+def _health_routes(server: _Server) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/health")
     async def health(request: Request):
-        state = queue.snapshot()
+        state = server.queue.snapshot()
         if state.state != READY:
             return JSONResponse({"status": state.state, "message": state.message}, 503, headers={"Retry-After": "5"})
-        if not authorized(request):
+        if not server.authorized(request):
             return {"status": "ok"}
-        return {"status": "ok", "model": served().id, "running": state.running is not None,
+        return {"status": "ok", "model": server.served().id, "running": state.running is not None,
                 "waiting": len(state.waiting)}
 
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_key)])
+    return router
 
-    @v1.get("/models")
+
+def _model_routes(server: _Server) -> APIRouter:
+    router = APIRouter(prefix="/v1", dependencies=[Depends(server.require_key)])
+
+    @router.get("/models")
     async def models():
-        model = served()
+        model = server.served()
         return {"object": "list", "data": [model.model_object(i) for i in model.ids()]}
 
-    @v1.get("/models/{model_id:path}")
+    @router.get("/models/{model_id:path}")
     async def model(model_id: str):
-        return served().model_object(model_id)
+        return server.served().model_object(model_id)
 
-    @v1.post("/chat/completions")
+    return router
+
+
+# ---------------------------------------------------------------------- chat completions: a reply's life
+
+
+def _chat_routes(server: _Server) -> APIRouter:
+    router = APIRouter(prefix="/v1", dependencies=[Depends(server.require_key)])
+
+    @router.post("/chat/completions")
     async def chat_completions(request: Request):
         try:
             body = json.loads(await request.body())
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise ApiError(400, "the request body is not valid JSON", None, "invalid_json") from None
-        parsed = parse_chat(body, served())
-        client = request.client
-        who = f"server {client.host}:{client.port}" if client else "server"
-        job = Job(queue, parsed.request, who, asyncio.get_running_loop(), app.state.records.append)
-        app.state.jobs.add(job)
+        parsed = parse_chat(body, server.served())
+        job = server.open(parsed, request)
         try:
             pending = await _first_items(job, request)
         except BaseException:
-            _close(job)
+            server.close(job)
             raise
         if pending is None:  # the client hung up while waiting in line
-            _close(job)
+            server.close(job)
             return Response(status_code=499)
         first = pending.pop(0)
         if isinstance(first, ApiError):
-            _close(job)
+            server.close(job)
             raise first
         completion_id, created = new_id(), int(time.time())
         if parsed.stream:
-            return EventSourceResponse(_sse(job, parsed, pending, completion_id, created),
+            return EventSourceResponse(_sse(server, job, parsed, pending, completion_id, created),
                                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
             return await _whole(job, parsed, pending, request, completion_id, created)
         finally:
-            _close(job)
+            server.close(job)
 
-    app.include_router(v1)
+    return router
 
-    # ------------------------------------------------------------------ a reply's life
 
-    def _close(job: Job) -> None:
-        job.cancel()  # a no-op once the reply is done
-        app.state.jobs.discard(job)
+async def _first_items(job: Job, request: Request) -> list | None:
+    """Waits for the reply to begin (or fail), watching for a client that hangs up meanwhile."""
+    while True:
+        batch = await job.next_batch(DISCONNECT_POLL_S)
+        if batch:
+            return batch
+        if await request.is_disconnected():
+            return None
 
-    async def _first_items(job: Job, request: Request) -> list | None:
-        """Waits for the reply to begin (or fail), watching for a client that hangs up meanwhile."""
-        while True:
-            batch = await job.next_batch(DISCONNECT_POLL_S)
-            if batch:
-                return batch
+
+async def _whole(job: Job, parsed, pending: list, request: Request, completion_id: str, created: int):
+    prompt, last_check = None, time.monotonic()
+    while True:
+        for event in pending:
+            if isinstance(event, ApiError):
+                raise event
+            if prompt is None and getattr(event, "type", "") == "prefill":
+                prompt = event
+            if isinstance(event, Done):
+                return completion(parsed, prompt, event, completion_id, created, job.queue_ms)
+        if time.monotonic() - last_check > DISCONNECT_POLL_S:
+            last_check = time.monotonic()
             if await request.is_disconnected():
-                return None
+                return Response(status_code=499)
+        pending = await job.next_batch(DISCONNECT_POLL_S)
 
-    async def _whole(job: Job, parsed, pending: list, request: Request, completion_id: str, created: int):
-        prompt, last_check = None, time.monotonic()
+
+async def _sse(server: _Server, job: Job, parsed, pending: list, completion_id: str, created: int):
+    """Server-sent events; Starlette cancels this generator when the client hangs up, and the
+    `finally` then stops the reply."""
+    chunks = ChunkStream(parsed, completion_id, created)
+    try:
         while True:
+            out, finished = [], False
             for event in pending:
-                if isinstance(event, ApiError):
-                    raise event
-                if prompt is None and getattr(event, "type", "") == "prefill":
-                    prompt = event
+                try:
+                    if isinstance(event, ApiError):
+                        raise event
+                    out += [format_sse_event(data_str=_dumps(c)) for c in chunks.on_event(event, job.queue_ms)]
+                except ApiError as e:  # the reply failed after it began: OpenAI's in-stream error
+                    out.append(format_sse_event(data_str=_dumps(e.body())))
+                    finished = True
                 if isinstance(event, Done):
-                    return completion(parsed, prompt, event, completion_id, created, job.queue_ms)
-            if time.monotonic() - last_check > DISCONNECT_POLL_S:
-                last_check = time.monotonic()
-                if await request.is_disconnected():
-                    return Response(status_code=499)
-            pending = await job.next_batch(DISCONNECT_POLL_S)
-
-    async def _sse(job: Job, parsed, pending: list, completion_id: str, created: int):
-        """Server-sent events; Starlette cancels this generator when the client hangs up, and the
-        `finally` then stops the reply."""
-        chunks = ChunkStream(parsed, completion_id, created)
-        try:
-            while True:
-                out, finished = [], False
-                for event in pending:
-                    try:
-                        if isinstance(event, ApiError):
-                            raise event
-                        out += [format_sse_event(data_str=_dumps(c)) for c in chunks.on_event(event, job.queue_ms)]
-                    except ApiError as e:  # the reply failed after it began: OpenAI's in-stream error
-                        out.append(format_sse_event(data_str=_dumps(e.body())))
-                        finished = True
-                    if isinstance(event, Done):
-                        finished = True
-                    if finished:
-                        out.append(DONE_LINE)
-                        break
-                if out:
-                    yield b"".join(out)
+                    finished = True
                 if finished:
-                    return
-                pending = await job.next_batch()
-        finally:
-            _close(job)
-
-    return app
+                    out.append(DONE_LINE)
+                    break
+            if out:
+                yield b"".join(out)
+            if finished:
+                return
+            pending = await job.next_batch()
+    finally:
+        server.close(job)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..controls import Controls, StopRequested
 from ..engine_queue import EngineQueue, Ticket
 from ..errors import ElasticError
-from ..events import Done, Token
+from ..events import Done, Progress, Token
 from ..generate import ChatRequest, stream_chat
 from .openai_api import ApiError
 
@@ -46,7 +46,7 @@ class Job:
         self.ticket: Ticket = queue.enter(who, self.controls, bounded=True)  # QueueFull: nothing started
         self.items: asyncio.Queue = asyncio.Queue()
         self.on_finished = on_finished
-        self.tokens = 0
+        self.progress = Progress()  # the reply's totals, as its last event said
         self.tokens_at_cancel: int | None = None
         self.started: float | None = None
         self.replied = False  # the engine's Done event came: there is nothing left to cancel
@@ -87,10 +87,10 @@ class Job:
                 return
             self._post(STARTED)
             for event in events:
+                self.progress = event.progress
                 if isinstance(event, Token):
-                    self.tokens += 1
                     t = self.ticket
-                    t.tokens, t.phase, t.submodel = self.tokens, event.phase, event.submodel
+                    t.tokens, t.phase, t.submodel = event.progress.tokens, event.phase, event.submodel
                 elif isinstance(event, Done):
                     finish, self.replied = event.finish_reason, True
                 self._post(event)
@@ -103,7 +103,7 @@ class Job:
             self._finish(finish)
 
     def _finish(self, finish: str) -> None:
-        record = JobRecord(self.ticket.number, self.ticket.who, finish, self.tokens, self.tokens_at_cancel,
+        record = JobRecord(self.ticket.number, self.ticket.who, finish, self.progress.tokens, self.tokens_at_cancel,
                            self.ticket.entered, self.started, time.monotonic())
         if self.on_finished is not None:
             self.on_finished(record)
@@ -125,5 +125,5 @@ class Job:
     def cancel(self) -> None:
         """The client hung up: stop the reply (or leave the line)."""
         if not self.replied and not self.controls.stop_requested:
-            self.tokens_at_cancel = self.tokens
+            self.tokens_at_cancel = self.progress.tokens
             self.controls.stop()

@@ -39,6 +39,7 @@ MAX_STOPS, MAX_STOP_CHARS = 4, 256
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 ELASTIC_FIELDS = {"think_submodel", "answer_submodel", "thinking_budget", "depth", "keep_reasoning"}
 FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length"}
+SWITCH_KEYS = ("from", "to", "reprefill_tokens", "ms")  # the `elastic.switch` object's, as clients know it
 
 
 class ApiError(Exception):
@@ -383,9 +384,8 @@ def usage(prompt: Prefill | None, done: Done) -> dict:
 def elastic_info(done: Done, depth: str | None, queue_ms: float) -> dict:
     """What only this server can say: who thought and answered, the switch's cost, the timings."""
     switch = None
-    if done.switch_to:
-        switch = {"from": done.switch_from, "to": done.switch_to, "reprefill_tokens": done.switch_reprefill_tokens,
-                  "ms": done.switch_ms}
+    if done.answer_switch:  # the event's one serialisation, less the keys this object never had
+        switch = {k: v for k, v in done.answer_switch.to_dict().items() if k in SWITCH_KEYS}
     return {"depth": depth, "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
             "thinking_budget": done.thinking_budget, "budget_hit": done.budget_hit, "switch": switch,
             "ttft_ms": done.ttft_ms, "tokens_per_s": done.tokens_per_s, "queue_ms": round(queue_ms, 3)}
@@ -413,15 +413,14 @@ def completion(parsed: ParsedChat, prompt: Prefill | None, done: Done, completio
 
 
 class ChunkStream:
-    """Maps the engine's events onto `chat.completion.chunk` objects: one chunk per token (its text may
+    """Maps the engine's events onto `chat.completion.chunk` objects: one chunk per Token (its text may
     be empty: a special token, or half a character still to come), then one with the finish reason
-    and the `elastic` object, then, when asked for, one with the usage and no choices."""
+    and the `elastic` object, then, when asked for, one with the usage and no choices. The runtime's
+    Token texts, joined, are the reply's texts, so the chunks carry them as they come."""
 
     def __init__(self, parsed: ParsedChat, completion_id: str, created: int):
         self.parsed, self.id, self.created = parsed, completion_id, created
         self.prompt: Prefill | None = None
-        self.sent = {"thinking": [], "answer": []}
-        self.answer_started = False  # the answer's leading line breaks are dropped, as in Done.answer_text
         self.first = True
 
     def _chunk(self, delta: dict, finish: str | None = None, **extra) -> dict:
@@ -435,13 +434,8 @@ class ChunkStream:
         delta = {"role": "assistant"} if self.first else {}
         self.first = False
         if phase == ANSWER:
-            if not self.answer_started:
-                text = text.lstrip("\n")
-                self.answer_started = bool(text)
-            self.sent["answer"].append(text)
             delta["content"] = text
         else:
-            self.sent["thinking"].append(text)
             delta["reasoning_content"] = delta["reasoning"] = text
         return delta
 
@@ -455,15 +449,7 @@ class ChunkStream:
             return []
         if isinstance(event, Done):
             check_done(event)
-            delta = {}
-            # Text the engine held back and released only at the end (a partial stop string that was
-            # not one, the last half character) goes out with the final chunk.
-            for phase, full, keys in (("thinking", event.thinking_text, ("reasoning_content", "reasoning")),
-                                      ("answer", event.answer_text, ("content",))):
-                sent = "".join(self.sent[phase])
-                if full.startswith(sent) and len(full) > len(sent):
-                    delta.update({k: full[len(sent):] for k in keys})
-            chunks = [self._chunk(delta, FINISH.get(event.finish_reason, "stop"),
+            chunks = [self._chunk({}, FINISH.get(event.finish_reason, "stop"),
                                   elastic=elastic_info(event, self.parsed.depth, queue_ms))]
             if self.parsed.include_usage:
                 chunks.append({**self._chunk({}), "choices": [], "usage": usage(self.prompt, event)})

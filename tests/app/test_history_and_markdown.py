@@ -29,6 +29,29 @@ def test_an_old_database_is_migrated_with_its_data(tmp_path):
     assert h.conversations() == []
 
 
+def test_reply_details_saved_by_earlier_versions_read_as_the_events_serialise_them(tmp_path):
+    """Before one serialisation per event, a saved switch said `tokens`, the thinkers were [name, count]
+    pairs and the reply's time was `total_ms`; they read as Switch/Progress.to_dict write them now."""
+    h = History(tmp_path / "history.sqlite3")
+    cid = h.new_conversation("c").id
+    switch = {"from": "0.5M", "to": "1.5M", "tokens": 40, "ms": 12.5, "reason": "answer"}
+    old = {"think_submodel": "0.5M", "thinking_tokens": 17, "total_ms": 900.0, "switch": switch,
+           "switches": [{**switch, "reason": "depth"}, switch], "thinking_by_submodel": [["0.5M", 5], ["1.0M", 12]]}
+    mid = h.add_message(cid, "assistant", "ok", meta=old).id
+    repeated = h.add_message(cid, "assistant", "ok", meta={"thinking_by_submodel": [["0.5M", 5], ["0.5M", 12]]}).id
+    h.close()
+    h = History(tmp_path / "history.sqlite3")
+    try:
+        meta = {m.id: m.meta for m in h.messages(cid)}
+        new = {"from": "0.5M", "to": "1.5M", "reprefill_tokens": 40, "ms": 12.5, "reason": "answer"}
+        assert meta[mid] == {"think_submodel": "0.5M", "thinking_tokens": 17, "elapsed_ms": 900.0, "switch": new,
+                             "switches": [{**new, "reason": "depth"}, new],
+                             "thinking_by_submodel": {"0.5M": 5, "1.0M": 12}}
+        assert meta[repeated] == {}  # not a record this app wrote: dropped as damaged
+    finally:
+        h.close()
+
+
 def test_a_newer_database_opens_read_only_and_is_never_migrated_down(tmp_path):
     h = History(tmp_path / "h.sqlite3")
     h.db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")

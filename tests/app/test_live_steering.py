@@ -82,7 +82,7 @@ def window(qtbot, tmp_path, small_ceiling, gate):
     w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=200, sampling=Sampling(temperature=0.0)))
     with qtbot.waitSignal(w.controller.sig_model_loaded, timeout=LONG):
         w.load_model(str(small_ceiling), "", is_demo=True)
-    assert [(s.name, s.think, s.budget) for s in w.loaded.stops] == [
+    assert [(s.name, s.think, s.budget) for s in w.loaded.levels] == [
         ("Off", None, 0), ("Quick", "0.5M", 8), ("Balanced", "1.0M", 16), ("Deep", "1.0M", 32), ("Max", "1.5M", 64),
         ("Auto", "0.5M", 32)]
     yield w
@@ -99,7 +99,7 @@ def hold(qtbot, w, gate, depth: str, at: int, question: str = SUM):
     w.send()
     c = w.controller
     reply, controls = c.reply_in(c.current), gate.made[-1]
-    qtbot.waitUntil(lambda: controls.waiting.is_set() and reply.thinking_tokens + reply.answer_tokens == at - 1,
+    qtbot.waitUntil(lambda: controls.waiting.is_set() and reply.progress.tokens == at - 1,
                     timeout=LONG)
     return reply, controls
 
@@ -127,14 +127,14 @@ def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, w
     message = finish(qtbot, w, controls)
     meta = message.meta
     depth_moves = [s for s in meta["switches"] if s["reason"] == "depth"]
-    assert [(s["from"], s["to"]) for s in depth_moves] == [("0.5M", "1.0M")] and depth_moves[0]["tokens"] > 0
+    assert [(s["from"], s["to"]) for s in depth_moves] == [("0.5M", "1.0M")] and depth_moves[0]["reprefill_tokens"] > 0
     by = dict(meta["thinking_by_submodel"])
     assert list(by) == ["0.5M", "1.0M"] and by["0.5M"] == 3 and sum(by.values()) == meta["thinking_tokens"]
     # the new budget counts what 0.5M already thought: 16 in all, then at most the grace to a line end
     assert meta["thinking_budget"] == 16 and 16 <= meta["thinking_tokens"] <= 16 + GRACE_TOKENS
     assert (meta["switch"]["from"], meta["switch"]["to"]) == ("1.0M", "1.5M") and message.content
     # the live strip shows the switch where it happened (a mark after the third token), with its cost
-    note = f"0.5M → 1.0M (depth): re-prefilled {depth_moves[0]['tokens']} tok"
+    note = f"0.5M → 1.0M (depth): re-prefilled {depth_moves[0]['reprefill_tokens']} tok"
     assert note in w.strip.switch_note.toolTip()  # all of the reply's; the text shows the newest
     assert w.strip.sparkline.marks[0] == (3, "depth") and w.strip.sparkline.marks[1][1] == "answer"
     # the header names both thinkers, from what was saved, and again when the chat is rebuilt from history
@@ -147,7 +147,7 @@ def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, w
     reopened = History(c.history.path)
     try:
         saved = reopened.messages(here)[-1]
-        assert saved.complete and saved.meta["thinking_by_submodel"] == [["0.5M", 3], ["1.0M", by["1.0M"]]]
+        assert saved.complete and saved.meta["thinking_by_submodel"] == {"0.5M": 3, "1.0M": by["1.0M"]}
     finally:
         reopened.close()
 
@@ -172,7 +172,7 @@ def test_moving_the_slider_to_auto_while_thinking_lets_the_rest_of_the_thought_c
     assert [(s["from"], s["to"], s["reason"]) for s in meta["switches"]] == [
         ("1.0M", "0.5M", "depth"), ("0.5M", "1.0M", "escalate"), ("1.0M", "1.5M", "escalate")]
     # 0.5M and then 1.0M each gave up their first token: 1.0M's 3 tokens, then 1.5M thought on and answered
-    assert [name for name, _ in meta["thinking_by_submodel"]] == ["1.0M", "1.5M"] and meta["answer_tokens"] > 0
+    assert list(meta["thinking_by_submodel"]) == ["1.0M", "1.5M"] and meta["answer_tokens"] > 0
 
 
 @pytest.mark.parametrize("at", [1, 6])
@@ -211,7 +211,7 @@ def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
     assert longer["thinking_budget"] == 8 + CEILING // 4
     # past anything the original budget allows (8 and the grace to a line end): the model kept thinking
     assert longer["thinking_tokens"] > 8 + GRACE_TOKENS >= base["thinking_tokens"]
-    assert longer["thinking_by_submodel"] == [["0.5M", longer["thinking_tokens"]]]
+    assert longer["thinking_by_submodel"] == {"0.5M": longer["thinking_tokens"]}
 
 
 def test_steering_is_off_unless_the_reply_shown_is_thinking(qtbot, window, gate):
@@ -303,10 +303,10 @@ def test_the_strip_notes_every_switch_with_its_reason_and_cost(qtbot):
     strip.set_submodels(["0.5M", "1.0M", "1.5M"])
     strip.reset("0.5M", "thinking")
     for _ in range(3):
-        strip.on_token("0.5M", "thinking", 10.0, 0.1)
+        strip.on_token("0.5M", "thinking", 10.0, 10.0, 100.0)
     strip.on_switch("0.5M", "1.0M", 40, 12.0, "depth")
     assert strip.badge.text() == "1.0M thinking"
-    strip.on_token("1.0M", "thinking", 10.0, 0.2)
+    strip.on_token("1.0M", "thinking", 10.0, 10.0, 100.0)
     strip.on_switch("1.0M", "1.5M", 52, 20.0)
     assert strip.sparkline.marks == [(3, "depth"), (4, "answer")]
     assert strip.switch_note.text() == "1.0M → 1.5M: re-prefilled 52 tok in 20 ms"  # the newest
@@ -322,21 +322,21 @@ def test_the_strip_notes_every_switch_with_its_reason_and_cost(qtbot):
 
 def test_the_thinking_header_names_each_thinker_and_bad_details_are_dropped(tmp_path):
     meta = {"think_submodel": "0.5M", "thinking_ms": 2100, "thinking_tokens": 17, "finish_reason": "end_of_turn",
-            "budget_hit": True, "thinking_by_submodel": [["0.5M", 5], ["1.0M", 12]]}
+            "budget_hit": True, "thinking_by_submodel": {"0.5M": 5, "1.0M": 12}}
     assert thinking_summary(meta) == "Thought for 2.1 s · 5 tokens on 0.5M, then 12 on 1.0M, budget hit"
-    assert thinking_summary({**meta, "thinking_by_submodel": [["0.5M", 17]]}) == \
+    assert thinking_summary({**meta, "thinking_by_submodel": {"0.5M": 17}}) == \
         "Thought for 2.1 s on 0.5M · 17 tokens, budget hit"
     assert thinking_summary({**meta, "budget_hit": False, "thinking_end": "user"}).endswith("ended by you")
     h = History(tmp_path / "history.sqlite3")
     cid = h.new_conversation("c").id
     good = h.add_message(cid, "assistant", "ok", meta=meta).id
-    bad = h.add_message(cid, "assistant", "ok", meta={**meta, "thinking_by_submodel": [["0.5M", "five"]],
+    bad = h.add_message(cid, "assistant", "ok", meta={**meta, "thinking_by_submodel": {"0.5M": "five"},
                                                       "switches": [{"from": 3}], "thinking_end": 1}).id
     h.close()
     h = History(tmp_path / "history.sqlite3")
     try:
         by_id = {m.id: m.meta for m in h.messages(cid)}
-        assert by_id[good]["thinking_by_submodel"] == [["0.5M", 5], ["1.0M", 12]]
+        assert by_id[good]["thinking_by_submodel"] == {"0.5M": 5, "1.0M": 12}
         assert not {"thinking_by_submodel", "switches", "thinking_end"} & set(by_id[bad])
         thinking_summary(by_id[bad])  # still shown
     finally:

@@ -37,7 +37,7 @@ def test_sampling_is_converted_once_from_defaults_and_the_chat(qtbot):
 
 
 def tokens_of(reply) -> int:
-    return reply.thinking_tokens + reply.answer_tokens
+    return reply.progress.tokens
 
 
 def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
@@ -143,7 +143,7 @@ def test_the_badge_shows_the_thinking_submodel_before_the_first_token(qtbot, win
     seen = []
     c.sig_reply_started.connect(lambda *a: seen.append(window.strip.badge.text()))
     ask(qtbot, window, "What is 2 + 2?", "Balanced")
-    think = next(s.think for s in window.loaded.stops if s.name == "Balanced")
+    think = next(s.think for s in window.loaded.levels if s.name == "Balanced")
     assert think != window.loaded.loaded[-1] and seen == [f"{think} thinking"]
 
 
@@ -325,6 +325,6 @@ def test_auto_in_the_window_climbs_when_its_policy_says_so(qtbot, tmp_path):
         # parent writes all of it
         climbs = [(s["from"], s["to"]) for s in meta["switches"] if s.get("reason") == "escalate"]
         assert climbs == [("0.5M", "1.0M"), ("1.0M", "1.5M")], meta["switches"]
-        assert [name for name, n in meta["thinking_by_submodel"] if n] == ["1.5M"]
+        assert [name for name, n in meta["thinking_by_submodel"].items() if n] == ["1.5M"]
     finally:
         c.shutdown()

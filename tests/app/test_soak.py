@@ -35,7 +35,7 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
     # only strings kept: holding the Messages (whose meta may hold None) would move None's count itself
     c.sig_reply_done.connect(lambda cid, m: done.__setitem__(m.id, (m.meta["finish_reason"], m.content)))
     interrupted: set[int] = set()  # replies this test stopped or replaced on purpose
-    depths = [s.name for s in w.loaded.stops if s.available]
+    depths = [s.name for s in w.loaded.levels if s.available]
 
     def send(text: str) -> int:
         w.input.setPlainText(text)
@@ -46,7 +46,7 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
         qtbot.waitUntil(lambda: not c.busy, timeout=120000)
 
     def first_token(mid):
-        qtbot.waitUntil(lambda: mid in done or any(r.message_id == mid and r.thinking_tokens + r.answer_tokens
+        qtbot.waitUntil(lambda: mid in done or any(r.message_id == mid and r.progress.tokens
                                                    for r in c.replies.values()), timeout=120000)
 
     none_before = None

@@ -293,13 +293,13 @@ def test_a_chat_never_starts_on_a_depth_whose_thinker_is_estimated(qtbot, tmp_pa
         controller.ensure_conversation()
         with qtbot.waitSignal(controller.sig_model_loaded, timeout=180000) as loaded:
             controller.load_model(str(demo), "", is_demo=True)
-        stops = {s.name: s for s in loaded.args[0].stops}
-        assert stops["Balanced"].think == middle and stops["Balanced"].estimated
+        levels = {s.name: s for s in loaded.args[0].levels}
+        assert levels["Balanced"].think == middle and levels["Balanced"].estimated
         default = loaded.args[0].default_depth
-        assert default != "Balanced" and not stops[default].estimated
+        assert default != "Balanced" and not levels[default].estimated
         assert controller.depth == default and len(notices) == 1
         assert "not Balanced" in notices[0] and "estimated" in notices[0] and "\n" not in notices[0]
-        shown = {s.name: s for s in slider_stops(loaded.args[0].stops, {})}
+        shown = {s.name: s for s in slider_stops(loaded.args[0].levels, {})}
         assert "estimated" in shown["Balanced"].detail and "estimated" not in shown[default].detail
         # chosen on purpose, it stays for this chat; a new chat starts on the default again
         controller.set_depth("Balanced")
