@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from runtime.units import format_bytes
+
 from .controller import ChatController
 from .models_controller import ModelsController
 from .state.settings import Settings
@@ -529,13 +531,13 @@ class MainWindow(QMainWindow):
 
     def _show_memory(self) -> None:
         rss = psutil.Process().memory_info().rss
-        text = f"RAM {rss / 2**20:.0f} MB"
+        text = f"RAM {format_bytes(rss, 'MiB', 0)}"
         if self.loaded is not None and not self.loaded.is_demo:
             try:
                 import torch
 
                 if torch.cuda.is_available():
-                    text = f"VRAM {torch.cuda.memory_allocated() / 2**30:.1f} GB · " + text
+                    text = f"VRAM {format_bytes(torch.cuda.memory_allocated(), 'GiB')} · " + text
             except Exception:
                 pass
         self.strip.set_memory(text)

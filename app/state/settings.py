@@ -22,6 +22,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from runtime.json_file import read_json_file
+
 log = logging.getLogger(__name__)
 THEMES = ("system", "light", "dark")
 MAX_FILE_BYTES = 10 * 2**20  # a settings file is a few hundred bytes; a bigger one is not ours
@@ -291,14 +293,7 @@ def _show(value) -> str:
 
 
 def _read_object(path: Path) -> dict:
-    if not path.is_file():  # a folder, a pipe or a device: reading a pipe would wait forever
-        raise ValueError("not a regular file")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"{path.stat().st_size} bytes, far more than settings take")
-    data = json.loads(path.read_bytes().decode("utf-8-sig"))  # -sig: Windows editors may add a BOM
-    if not isinstance(data, dict):
-        raise ValueError(f"a JSON {type(data).__name__}, not an object")
-    return data
+    return read_json_file(path, MAX_FILE_BYTES)  # ValueError (JsonFileError) says why in a few words
 
 
 def _free_name(path: Path, suffix: str) -> Path:

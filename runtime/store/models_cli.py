@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, one_line
+from ..units import GiB, format_bytes
 from .nesting import cli as nesting_cli
-from .remote_names import one_line
 
 
 def add_parser(sub) -> None:
@@ -77,12 +77,12 @@ def _list(args) -> int:
     print("Catalog:")
     for v in load_catalog().variants:
         if not v.bundled:
-            print(f"  {v.id:40} {v.repo}  ~{(v.approx_size_bytes or 0) / 1e9:.1f} GB  {v.licence.get('name', '')}")
+            print(f"  {v.id:40} {v.repo}  ~{format_bytes(v.approx_size_bytes or 0)}  {v.licence.get('name', '')}")
     return 0
 
 
 def _size(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+    return format_bytes(n, digits=2)
 
 
 def _download(args) -> int:
@@ -94,7 +94,7 @@ def _download(args) -> int:
         raise UsageError(f"--dest is the models folder itself; give a folder inside it, or leave --dest out "
                          f"(it downloads to {download_dir(args.repo)})")
     remote = resolve(args.repo, args.revision)
-    print(f"{args.repo} at {remote.revision[:12]}: {len(remote.files)} files, {remote.total_bytes / 1e9:.2f} GB "
+    print(f"{args.repo} at {remote.revision[:12]}: {len(remote.files)} files, {_size(remote.total_bytes)} "
           f"-> {dest}", flush=True)
     printer = _ProgressPrinter()
     job = Download(remote, dest, printer, stall_seconds=args.stall_seconds, token=hub_token())
@@ -122,9 +122,9 @@ class _ProgressPrinter:
         if not force and p.state == self.last_state and now - self.last_time < 0.5:
             return
         self.last_state, self.last_time = p.state, now
-        speed = f"{p.speed_bps / 1e6:.1f} MB/s" if p.speed_bps else "-"
+        speed = f"{format_bytes(p.speed_bps, 'MiB')}/s" if p.speed_bps else "-"
         eta = f"ETA {int(p.eta_s) // 60}m{int(p.eta_s) % 60:02d}s" if p.eta_s is not None else ""
-        line = (f"{p.state:11} {100 * p.fraction:5.1f}%  {p.done_bytes / 1e9:.2f}/{p.total_bytes / 1e9:.2f} GB  "
+        line = (f"{p.state:11} {100 * p.fraction:5.1f}%  {p.done_bytes / GiB:.2f}/{format_bytes(p.total_bytes, 'GiB', 2)}  "
                 f"{speed:>10} {eta:>11}  {p.file}")
         print(one_line(line + (f"  ({p.message})" if p.message else ""), 2000), flush=True)
 
