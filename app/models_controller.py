@@ -164,9 +164,10 @@ def actions(row: ModelRow | None, downloading: bool, checking: bool = False) -> 
 def gather(probe_file: str | None, context: int):
     """Worker thread: probe, plan and list (reads safetensors headers, not weights)."""
     from runtime.errors import ElasticError
+    from runtime.paths import models_dir
     from runtime.store.catalog import load_catalog
     from runtime.store.hardware import load_probe, probe
-    from runtime.store.model_store import list_models, models_dir
+    from runtime.store.model_store import list_models
     from runtime.store.nesting.slice_check import catalog_slices
     from runtime.store.planner import checkpoint_sizing, make_plan, plan_checkpoint
 

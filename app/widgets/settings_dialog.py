@@ -51,7 +51,7 @@ class SettingsDialog(QDialog):
         form.addRow("Font size", self.font_size)
         form.addRow("Default system prompt", self.default_prompt)
         form.addRow("Max reply tokens", self.max_tokens)
-        from runtime.store.model_store import models_dir
+        from runtime.paths import models_dir
 
         self.models_dir = QLineEdit(settings.models_dir or str(models_dir()))
         browse = QPushButton("Browse…")
@@ -94,10 +94,10 @@ class SettingsDialog(QDialog):
     def apply(self, s: Settings) -> None:
         s.theme, s.font_size = self.theme.currentText(), self.font_size.value()
         s.system_prompt, s.max_new_tokens = self.default_prompt.toPlainText(), self.max_tokens.value()
-        from runtime.store.model_store import data_dir
+        from runtime.paths import default_models_dir
 
         folder = self.models_dir.text().strip()
-        s.models_dir = "" if not folder or Path(folder) == data_dir() / "models" else folder
+        s.models_dir = "" if not folder or Path(folder) == default_models_dir() else folder
         for k, v in self.default_sampling.values().items():
             setattr(s.sampling, k, v)
         s.server_enabled, s.server_host, s.server_port, s.server_api_key = self.server_box.values()

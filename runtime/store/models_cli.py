@@ -45,9 +45,9 @@ def run(args) -> int:
 
 
 def _probe(args) -> int:
+    from ..paths import models_dir
     from .catalog import load_catalog
     from .hardware import probe
-    from .model_store import models_dir
     from .planner import make_plan
 
     hw = probe(models_dir())
@@ -65,8 +65,9 @@ def _probe(args) -> int:
 
 
 def _list(args) -> int:
+    from ..paths import models_dir
     from .catalog import load_catalog
-    from .model_store import list_models, models_dir
+    from .model_store import list_models
 
     local = list_models()
     print(f"Models folder: {one_line(str(models_dir()))}")
@@ -86,8 +87,9 @@ def _size(n: int) -> str:
 
 
 def _download(args) -> int:
+    from ..paths import models_dir
     from .download.transfer import DONE, Download, hub_token, resolve
-    from .model_store import download_dir, models_dir
+    from .model_store import download_dir
 
     dest = args.dest or download_dir(args.repo)
     if args.dest and Path(args.dest).resolve() == models_dir().resolve():
