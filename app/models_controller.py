@@ -23,6 +23,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, Signal, Slot
 
+from runtime.options import CONTEXT
 from runtime.units import format_bytes
 
 from .nesting_worker import NestingWorker
@@ -240,7 +241,7 @@ class ModelsController(QObject):
     sig_use = Signal(str, str)  # checkpoint folder, resident submodel ("" = the largest that fits)
     sig_nesting = Signal(str, str, bool)  # row key, one line (progress, then the verdict), whether it still runs
 
-    def __init__(self, probe_file: str | None = None, context: int = 8192, active: str = "", parent=None):
+    def __init__(self, probe_file: str | None = None, context: int = CONTEXT.default, active: str = "", parent=None):
         super().__init__(parent)
         self.probe_file, self.context, self.active = probe_file, context, active
         self.inventory: Inventory | None = None

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from ..errors import UsageError, one_line
+from ..options import CONTEXT, STALL_SECONDS, add_flag
 from ..units import GiB, format_bytes
 from .nesting import cli as nesting_cli
 
@@ -21,13 +22,13 @@ def add_parser(sub) -> None:
     m = p.add_subparsers(dest="models_command", required=True)
     q = m.add_parser("probe", help="GPU, RAM and disk, and which checkpoints fit")
     q.add_argument("--json", action="store_true", help="the raw probe as JSON")
-    q.add_argument("--context", type=int, default=8192, help="context length to plan for")
+    add_flag(q, CONTEXT, help="context length to plan for")
     m.add_parser("list", help="checkpoints on this PC and in the catalog")
     d = m.add_parser("download", help="download a checkpoint from the hub (resumable)")
     d.add_argument("repo")
     d.add_argument("--revision")
     d.add_argument("--dest", type=Path, help="folder (default: the models folder)")
-    d.add_argument("--stall-seconds", type=float, default=30.0)
+    add_flag(d, STALL_SECONDS)
     v = m.add_parser("verify", help="check a checkpoint folder's files and tensors")
     v.add_argument("folder", type=Path)
     i = m.add_parser("import", help="register a checkpoint folder already on disk")

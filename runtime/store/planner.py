@@ -19,6 +19,7 @@ from ..checkpoint.config import ModelConfig, count_params
 from ..checkpoint.submodel_table import ESTIMATED, VERIFIED, SubmodelTable
 from ..checkpoint.submodels import Submodel
 from ..checkpoint.weights import expected_tensors, is_linear
+from ..options import CONTEXT
 from ..units import GiB, format_bytes
 from .catalog import Catalog, Variant, bf16_modules
 from .hardware import HardwareProbe
@@ -209,7 +210,8 @@ def _with_state(fit: SubmodelFit, states: SubmodelTable | None) -> SubmodelFit:
     return replace(fit, state=state, reason=reason)
 
 
-def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = 8192, local: dict | None = None) -> Plan:
+def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = CONTEXT.default,
+              local: dict | None = None) -> Plan:
     """Plans every catalog variant. `local` maps variant ids to (config, submodels, packing) of
     checkpoints already on disk, which replace the catalog's estimates."""
     local = local or {}
