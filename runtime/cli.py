@@ -20,6 +20,7 @@ import math
 import sys
 
 from . import options
+from .depth import level_names
 from .errors import ElasticError, UsageError, one_line, printable
 from .options import (
     CLI_MAX_NEW_TOKENS,
@@ -123,7 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--prompt", required=True)
     p.add_argument("--submodel", help="think and answer on this submodel")
-    p.add_argument("--depth", help="a reasoning-depth stop: Off, Quick, Balanced, Deep, Max or Auto")
+    *names, last = level_names()
+    p.add_argument("--depth", help=f"a reasoning-depth stop: {', '.join(names)} or {last}")
     add_flag(p, THINKING_BUDGET, help=True)
     p.add_argument("--think-submodel")
     p.add_argument("--answer-submodel")

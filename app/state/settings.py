@@ -52,7 +52,7 @@ class Settings:
     font_size: int = FONT_SIZE.default
     system_prompt: str = ""
     sampling: Sampling = field(default_factory=Sampling)
-    depth: str = field(default_factory=table_default_level)  # the depth table's default level
+    depth: str = field(default_factory=lambda: _table_default())  # the depth table's default level
     max_new_tokens: int = MAX_NEW_TOKENS.default
     context: int = CONTEXT.default
     active_model: str = ""  # a checkpoint folder; empty: the bundled demo
@@ -174,6 +174,13 @@ def _depth(v):
     except Exception:  # a broken install's table: the slider says so; here, any short name passes
         return _text(40)(v)
     return _choice(names)(v)
+
+
+def _table_default() -> str:
+    try:
+        return table_default_level()
+    except Exception:  # a broken install's table: "" lets the loaded engine's default apply
+        return ""
 
 
 def _flag(v):

@@ -127,7 +127,8 @@ class _ProgressPrinter:
         self.last_state, self.last_time = p.state, now
         speed = f"{format_bytes(p.speed_bps, 'MiB')}/s" if p.speed_bps else "-"
         eta = f"ETA {int(p.eta_s) // 60}m{int(p.eta_s) % 60:02d}s" if p.eta_s is not None else ""
-        line = (f"{p.state:11} {100 * p.fraction:5.1f}%  {p.done_bytes / GiB:.2f}/{format_bytes(p.total_bytes, 'GiB', 2)}  "
+        done = f"{p.done_bytes / GiB:.2f}/{format_bytes(p.total_bytes, 'GiB', 2)}"
+        line = (f"{p.state:11} {100 * p.fraction:5.1f}%  {done}  "
                 f"{speed:>10} {eta:>11}  {p.file}")
         print(one_line(line + (f"  ({p.message})" if p.message else ""), 2000), flush=True)
 

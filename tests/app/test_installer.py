@@ -189,7 +189,8 @@ def test_setup_sh_purge_never_deletes_a_folder_it_was_not_told(tmp_path):
     (home / "precious" / "thesis.tex").write_text("years of work")
     # ELASTIC_CHAT_HOME pointing at the home folder: the app may keep chats there, the uninstaller must not purge it
     root = installer_copy(tmp_path / "a")
-    out = run_uninstall(root, {"PATH": os.environ["PATH"], "HOME": str(home), "ELASTIC_CHAT_HOME": str(home)}, "--purge")
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "ELASTIC_CHAT_HOME": str(home)}
+    out = run_uninstall(root, env, "--purge")
     assert out.returncode == 0 and (home / "precious" / "thesis.tex").exists(), out.stderr
     assert f"kept {home}: it is the home folder" in out.stderr
     # No Python at all to ask (the .venv is gone and none is on the PATH): nothing of the user's goes

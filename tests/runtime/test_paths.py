@@ -74,5 +74,6 @@ def test_the_installers_answer(tmp_path):
     assert run_paths(env, "--purgeable").stdout == f"remove\t{data}\n"
     out = run_paths({**env, "ELASTIC_CHAT_MODELS": str(models)}, "--purgeable").stdout.splitlines()
     assert out[0] == f"remove\t{data}" and out[1].startswith(f"keep\t{models}\t")
-    assert run_paths({**env, "ELASTIC_CHAT_HOME": str(tmp_path)}, "--purgeable").stdout.startswith(f"keep\t{tmp_path}\t")
+    home_itself = run_paths({**env, "ELASTIC_CHAT_HOME": str(tmp_path)}, "--purgeable").stdout
+    assert home_itself.startswith(f"keep\t{tmp_path}\t")
     assert run_paths(env, "--frobnicate").returncode == 2

@@ -448,9 +448,9 @@ class Download:
         left = self.remote.total_bytes - self._done_bytes
         free = shutil.disk_usage(self.dest).free
         if left + DISK_MARGIN > free:
-            raise DownloadError(f"not enough disk space in {self.dest}: {format_bytes(left, 'GiB')} left to download "
-                                f"(+{format_bytes(DISK_MARGIN, 'GiB')} margin), {format_bytes(free, 'GiB')} free. Free some "
-                                "space or choose another models folder")
+            raise DownloadError(f"not enough disk space in {self.dest}: {format_bytes(left, 'GiB')} left to "
+                                f"download (+{format_bytes(DISK_MARGIN, 'GiB')} margin), {format_bytes(free, 'GiB')} "
+                                "free. Free some space or choose another models folder")
 
     def _emit(self, state: str, file: str = "", message: str = "") -> Progress:
         now = time.monotonic()
