@@ -26,6 +26,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Slot
 
+from runtime.depth import lower_level, usable_level
+
 from .server_control import ServerControl
 from .state.history import History, HistoryReadOnly, Message
 from .state.settings import Settings
@@ -33,7 +35,7 @@ from .workers import EngineWorker, LoadedModel, start_in_thread, stop_thread
 
 log = logging.getLogger(__name__)
 FLUSH_MS, PERSIST_MS = 33, 1000
-THINK_LONGER_PART = 0.25  # "Think longer" adds this part of the longest level's budget (the model's ceiling)
+THINK_LONGER_PART = 0.25  # "Think longer" adds this part of the model's thinking ceiling (depth.thinking_ceiling)
 INTERRUPTED = "interrupted"  # a reply the process died during (a crash, a kill, a power cut)
 
 
@@ -171,9 +173,12 @@ class ChatController(QObject):
     @Slot(object)
     def _on_loaded(self, loaded: LoadedModel) -> None:
         self.loaded = loaded
-        # the saved depth if this model can run it, else the nearest below; a name it does not know: the default
-        self.depth = (self._available(self.depth) or self._available(loaded.default_depth or "Balanced")
-                      or next((s.name for s in loaded.levels if s.available), self.depth))
+        # the saved depth if this model can run it, else the nearest usable one below (depth.usable_level);
+        # else the engine's default; else the lowest that runs
+        levels = list(loaded.levels)
+        usable = usable_level(levels, self.depth) or usable_level(levels, loaded.default_depth) or \
+            next((s for s in levels if s.available), None)
+        self.depth = usable.name if usable is not None else self.depth
         notice = self._avoid_estimated()
         self.sig_model_loaded.emit(loaded)
         self.sig_depth.emit(self.depth)
@@ -238,8 +243,8 @@ class ChatController(QObject):
 
     @property
     def think_longer_tokens(self) -> int:
-        budgets = [s.budget for s in self.loaded.levels] if self.loaded else []
-        return max(1, round(max(budgets, default=0) * THINK_LONGER_PART))
+        ceiling = self.loaded.thinking_ceiling if self.loaded else 0
+        return max(1, round(ceiling * THINK_LONGER_PART))
 
     def think_longer(self) -> int:
         """Gives the shown reply's thought more budget; returns how much (0 when it is not thinking)."""
@@ -268,25 +273,10 @@ class ChatController(QObject):
                 "widths are only estimated (not verified against a published slice). Verify nesting in the model "
                 f"manager, or choose {level.name} again for this chat.")
 
-    def _available(self, name: str) -> str | None:
-        """`name` when it can run on what is loaded, else the nearest level below it that can, else the lowest."""
-        levels = list(self.loaded.levels) if self.loaded else []
-        names = [s.name for s in levels]
-        if name not in names:
-            return None
-        usable = [s for s in levels[:names.index(name) + 1] if s.available]
-        if usable:
-            return usable[-1].name
-        return next((s.name for s in levels if s.available), None)
-
     def lower_level(self) -> str | None:
         """The next available level below the current depth (offered when a reply runs out of memory)."""
-        levels = list(self.loaded.levels) if self.loaded else []
-        names = [s.name for s in levels]
-        if self.depth not in names:
-            return None
-        below = [s for s in levels[:names.index(self.depth)] if s.available]
-        return below[-1].name if below else None
+        lower = lower_level(list(self.loaded.levels), self.depth) if self.loaded else None
+        return lower.name if lower is not None else None
 
     # ------------------------------------------------------------------ conversations
 

@@ -26,23 +26,23 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from runtime.store.model_store import data_dir
+    from runtime.paths import data_dir, instance_name, log_file
 
     from . import crash
-    from .single_instance import InstanceServer, ask_running_instance, server_name
+    from .single_instance import InstanceServer, ask_running_instance
     from .state.data_files import check_data_files, prepare_data_folder
     from .state.settings import Settings
 
     data = prepare_data_folder(args.data_dir or data_dir())  # never raises: an unusable folder -> a temporary copy
     folder = data.path
-    log_path = folder / "elastic-chat.log"
+    log_path = log_file(folder)
     logging.basicConfig(level=logging.INFO, filename=str(log_path),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     crash.install(log_path)
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Elastic Chat")
     app.setDesktopFileName("elastic-chat")
-    name = server_name(folder)
+    name = instance_name(folder)
     if ask_running_instance(name, "raise") is not None:
         print("Elastic Chat is already running; its window was raised.")
         return 0

@@ -22,7 +22,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from runtime.units import format_bytes
+
 from .controller import ChatController
+from .demo_banner import demo_banner
 from .models_controller import ModelsController
 from .state.settings import Settings
 from .state.window_state import WindowState
@@ -33,11 +36,6 @@ from .widgets.live_strip import LiveStrip
 from .widgets.model_manager import ModelManager
 from .widgets.settings_dialog import SettingsDialog
 from .widgets.sidebar import Sidebar
-
-DEMO_BANNER = ("You are chatting with the offline demo model (1.5 million parameters, bundled with the app). It "
-               "adds and subtracts chains of two to four whole numbers from 0 to 99 (\"45 + 23 - 17 + 9\"), "
-               "right about 19 times in 20 in our tests when it thinks, and knows a few facts about Elastic Chat. "
-               "Get the real 30B model in the model manager.")
 
 ANSWER_NOW_KEY, THINK_LONGER_KEY = "Ctrl+Shift+A", "Ctrl+Shift+L"  # only while a reply thinks
 SHORTCUTS = [("Enter", "send the message"), ("Shift+Enter", "new line in the message"),
@@ -342,7 +340,7 @@ class MainWindow(QMainWindow):
         self.strip.set_badge(loaded.loaded[-1])
         self.think_longer_button.setToolTip(f"Give the thinking {self.controller.think_longer_tokens} more tokens "
                                             f"of budget ({THINK_LONGER_KEY}); only while a reply is thinking")
-        self.banner.setText(DEMO_BANNER)
+        self.banner.setText(demo_banner(loaded.folder, loaded.default_depth))
         self.banner.setVisible(loaded.is_demo)
         self.send_button.setEnabled(True)
         in_memory = ", ".join(loaded.loaded)
@@ -546,13 +544,13 @@ class MainWindow(QMainWindow):
 
     def _show_memory(self) -> None:
         rss = psutil.Process().memory_info().rss
-        text = f"RAM {rss / 2**20:.0f} MB"
+        text = f"RAM {format_bytes(rss, 'MiB', 0)}"
         if self.loaded is not None and not self.loaded.is_demo:
             try:
                 import torch
 
                 if torch.cuda.is_available():
-                    text = f"VRAM {torch.cuda.memory_allocated() / 2**30:.1f} GB · " + text
+                    text = f"VRAM {format_bytes(torch.cuda.memory_allocated(), 'GiB')} · " + text
             except Exception:
                 pass
         self.strip.set_memory(text)

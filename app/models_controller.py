@@ -23,6 +23,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, Signal, Slot
 
+from runtime.options import CONTEXT
+from runtime.units import format_bytes
+
 from .nesting_worker import NestingWorker
 from .workers import DownloadWorker, TaskRunner, start_in_thread, stop_thread
 
@@ -64,23 +67,20 @@ class Inventory:
 
 
 def size_text(n: int | None) -> str:
-    if not n:
-        return "–"
-    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+    return format_bytes(n) if n else "–"
 
 
 def hardware_text(hw) -> str:
     """The probe in one line. Without a GPU, the reason follows a colon: it often ends in the
     driver's own words in brackets, and `HardwareProbe.summary` would bracket it again."""
     if hw.gpu is None:
-        ram = f"{hw.ram_total_bytes / 2**30:.0f} GB RAM, {hw.disk_free_bytes / 2**30:.0f} GB free disk"
-        return f"No NVIDIA GPU: {hw.no_gpu_reason or 'none found'}; {ram}"
+        return f"No NVIDIA GPU: {hw.no_gpu_reason or 'none found'}; {hw.ram_text()}"
     return hw.summary()
 
 
 def progress_text(p) -> str:
-    """A download's state in words: "DOWNLOADING: 1.2 GB of 17.0 GB, 48.0 MB/s, 5 min 36 s left"."""
-    speed = f"{p.speed_bps / 1e6:.1f} MB/s" if p.speed_bps else "0 MB/s"
+    """A download's state in words: "DOWNLOADING: 1.2 GiB of 17.0 GiB, 48.0 MiB/s, 5 min 36 s left"."""
+    speed = f"{format_bytes(p.speed_bps or 0, 'MiB')}/s"
     eta = f", {int(p.eta_s) // 60} min {int(p.eta_s) % 60} s left" if p.eta_s is not None else ""
     return (f"{p.state.upper()}: {size_text(p.done_bytes)} of {size_text(p.total_bytes)}, {speed}{eta}"
             + (f" — {p.message}" if p.message else ""))
@@ -124,13 +124,6 @@ def states_text(fits) -> tuple[str, str]:
     return text, "\n".join([f"{fits[0].name}: the parent, the checkpoint itself", *tip])
 
 
-def bytes_text(n: int) -> str:
-    """A byte count for a person: "820 bytes", "41.3 kB", "9.6 MB"."""
-    if n < 1000:
-        return f"{n} bytes"
-    return f"{n / 1e3:.1f} kB" if n < 1e6 else size_text(n)
-
-
 def verdict_text(v) -> str:
     """One line about one nesting check (runtime.store.nesting.slice_check.SliceVerdict)."""
     source = v.label or v.slice
@@ -139,7 +132,7 @@ def verdict_text(v) -> str:
     if v.report is None:
         return f"Nesting not checked against {v.slice}: {v.error}. The submodels' states are unchanged."
     r = v.report
-    read = bytes_text(r.bytes_read) + (f", {bytes_text(v.slice_bytes)} of them from the hub" if v.hub else "")
+    read = format_bytes(r.bytes_read) + (f", {format_bytes(v.slice_bytes)} of them from the hub" if v.hub else "")
     if r.verified and v.written is not None:
         return (f"Verified: {r.name} nests in this checkpoint ({r.checked_tensors} tensors of {source} compared, "
                 f"{r.comparison}; {read} read). {r.name} is now verified in its elastic.json.")
@@ -172,9 +165,10 @@ def actions(row: ModelRow | None, downloading: bool, checking: bool = False) -> 
 def gather(probe_file: str | None, context: int):
     """Worker thread: probe, plan and list (reads safetensors headers, not weights)."""
     from runtime.errors import ElasticError
+    from runtime.paths import models_dir
     from runtime.store.catalog import load_catalog
     from runtime.store.hardware import load_probe, probe
-    from runtime.store.model_store import list_models, models_dir
+    from runtime.store.model_store import list_models
     from runtime.store.nesting.slice_check import catalog_slices
     from runtime.store.planner import checkpoint_sizing, make_plan, plan_checkpoint
 
@@ -247,7 +241,7 @@ class ModelsController(QObject):
     sig_use = Signal(str, str)  # checkpoint folder, resident submodel ("" = the largest that fits)
     sig_nesting = Signal(str, str, bool)  # row key, one line (progress, then the verdict), whether it still runs
 
-    def __init__(self, probe_file: str | None = None, context: int = 8192, active: str = "", parent=None):
+    def __init__(self, probe_file: str | None = None, context: int = CONTEXT.default, active: str = "", parent=None):
         super().__init__(parent)
         self.probe_file, self.context, self.active = probe_file, context, active
         self.inventory: Inventory | None = None
@@ -475,7 +469,7 @@ class ModelsController(QObject):
     def _on_nesting_progress(self, total: int) -> None:
         if self.nesting is None or self.sender() is not self.nesting[1]:
             return
-        self.sig_nesting.emit(self.nesting[0], f"Checking the nesting: {bytes_text(total)} read…", True)
+        self.sig_nesting.emit(self.nesting[0], f"Checking the nesting: {format_bytes(total)} read…", True)
 
     @Slot(object, str)
     def _on_nesting_finished(self, verdicts, error: str) -> None:

@@ -1,19 +1,11 @@
 """One app per user and data folder: a second launch asks the first to raise its window and
-exits. A local socket is the lock; one left behind by a crash is removed, never obeyed."""
+exits. A local socket is the lock (its name: runtime.paths.instance_name); one left behind by a crash is
+removed, never obeyed."""
 
 from __future__ import annotations
 
-import getpass
-import hashlib
-from pathlib import Path
-
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
-
-
-def server_name(data_dir: Path) -> str:
-    key = hashlib.sha1(str(Path(data_dir).resolve()).encode()).hexdigest()[:12]
-    return f"elastic-chat-{getpass.getuser()}-{key}"
 
 
 def ask_running_instance(name: str, message: str = "raise", timeout_ms: int = 1000) -> str | None:

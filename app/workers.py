@@ -22,6 +22,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from runtime.options import CONTEXT
+
 log = logging.getLogger(__name__)
 
 
@@ -37,6 +39,7 @@ class LoadedModel:
     is_demo: bool
     reasons: tuple[tuple[str, str], ...] = ()  # (submodel, why it is not in memory): the planner's one-liners
     default_depth: str = ""  # Engine.default_depth(): never a level whose thinker's widths are only estimated
+    thinking_ceiling: int = 0  # Engine.thinking_ceiling: the Max level's budget, "Think longer"'s unit
 
 
 def start_in_thread(worker: QObject, name: str) -> QThread:
@@ -58,7 +61,7 @@ class EngineWorker(QObject):
     sig_event = Signal(int, object)  # request id, runtime event
     sig_reply_failed = Signal(int, str)
 
-    def __init__(self, max_context: int = 8192, probe_file: str | None = None):
+    def __init__(self, max_context: int = CONTEXT.default, probe_file: str | None = None):
         from runtime.engine_queue import EngineQueue
 
         super().__init__()
@@ -104,7 +107,7 @@ class EngineWorker(QObject):
         reasons = tuple((n, by_name.get(n, f"{n} is not in memory")) for n in missing)
         self.sig_loaded.emit(LoadedModel(folder, Path(folder).name, e.status(), tuple(e.depth_levels()),
                                          tuple(e.all_submodels_by_size()), loaded, is_demo, reasons,
-                                         e.default_depth()))
+                                         e.default_depth(), e.thinking_ceiling))
         # The window is usable while this runs; a reply sent meanwhile (the chat's or the server's) waits
         # in the queue and starts right after it, warm.
         log.info("warmed up %s in %.0f ms", Path(folder).name, self._warm_up(loaded))

@@ -16,22 +16,46 @@ $VPy = Join-Path $Venv "Scripts\python.exe"
 $VPyw = Join-Path $Venv "Scripts\pythonw.exe"
 $TorchVersion = "2.13.0"
 $CudaIndex = "https://download.pytorch.org/whl/cu128"
-$Data = if ($env:ELASTIC_CHAT_HOME) { $env:ELASTIC_CHAT_HOME } else { Join-Path $env:LOCALAPPDATA "ElasticChat" }
 $StartMenu = Join-Path ([Environment]::GetFolderPath("Programs")) "Elastic Chat.lnk"
 $DesktopLink = Join-Path ([Environment]::GetFolderPath("Desktop")) "Elastic Chat.lnk"
 
 function Say($Message) { Write-Host "[setup] $Message" }
 function Fail($Message) { Write-Host "[setup] error: $Message" -ForegroundColor Red; exit 1 }
 
+# The app's folders, as the app itself says (runtime\paths.py, the rules the app runs on; any Python 3
+# will do, so this works when .venv is gone): "remove<TAB>folder" or "keep<TAB>folder<TAB>why" lines.
+function Ask-Purgeable {
+    $paths = Join-Path $Root "runtime\paths.py"
+    foreach ($candidate in @($VPy, "py", "python")) {
+        if ((Test-Path $candidate) -or (Get-Command $candidate -ErrorAction SilentlyContinue)) {
+            $lines = & $candidate -I $paths --purgeable 2>$null
+            if ($LASTEXITCODE -eq 0) { return ,@($lines | Where-Object { $_ }) }
+        }
+    }
+    return $null
+}
+
 if ($Uninstall) {
+    $answer = Ask-Purgeable  # before .venv goes: its Python is the first asked
     foreach ($link in @($StartMenu, $DesktopLink)) {
         if (Test-Path $link) { Remove-Item $link; Say "removed $link" }
     }
     if (Test-Path $Venv) { Remove-Item -Recurse -Force $Venv; Say "removed $Venv" }
-    if ($Purge) {
-        if (Test-Path $Data) { Remove-Item -Recurse -Force $Data; Say "removed your chats, settings and models in $Data" }
-    } else {
-        Say "kept your chats, settings and downloaded models in $Data (add -Purge to remove them)"
+    if ($null -eq $answer) {
+        Say "could not ask Elastic Chat where it keeps your chats (no Python found); nothing of yours was removed"
+        exit 0
+    }
+    if ($answer.Count -eq 0) { Say "Elastic Chat has no chats, settings or downloaded models here to remove" }
+    foreach ($line in $answer) {
+        $verdict, $folder, $why = $line -split "`t", 3
+        if ($Purge -and $verdict -eq "remove") {
+            Remove-Item -Recurse -Force -LiteralPath $folder
+            Say "removed your chats, settings and downloaded models in $folder"
+        } elseif ($verdict -eq "remove") {
+            Say "kept your chats, settings and downloaded models in $folder (add -Purge to remove them)"
+        } else {
+            Say "kept ${folder}: $why"
+        }
     }
     exit 0
 }

@@ -6,7 +6,8 @@
 #                                 (extra arguments go to pytest; no launcher is made)
 #   installer/setup.sh --uninstall [--purge]
 #                                 remove the launchers and .venv; chats, settings and downloaded models
-#                                 stay unless --purge is given
+#                                 stay unless --purge is given, which deletes only the data folder the
+#                                 app names itself (runtime/paths.py), never one it did not name
 #
 # Idempotent: a second run reuses .venv and skips pip when nothing changed.
 # torch: the CUDA build on a machine with an NVIDIA GPU (PyPI's default Linux wheel),
@@ -25,8 +26,24 @@ fi
 say() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
+# The app's folders, as the app itself says (runtime/paths.py, the rules the app runs on; any Python 3
+# will do, so this works when .venv is gone): "remove<TAB>folder" or "keep<TAB>folder<TAB>why" lines.
+ask_purgeable() {
+    local py
+    for py in "$VENV/bin/python" python3 python; do
+        if [[ -x "$py" ]] || command -v "$py" >/dev/null 2>&1; then
+            "$py" -I "$ROOT/runtime/paths.py" --purgeable 2>/dev/null && return 0
+        fi
+    done
+    return 1
+}
+
 if [[ "${1:-}" == "--uninstall" ]]; then
-    data="${ELASTIC_CHAT_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/elastic-chat}"
+    purge="no"
+    [[ "${2:-}" == "--purge" ]] && purge="yes"
+    answer=""
+    asked="no"
+    if answer="$(ask_purgeable)"; then asked="yes"; fi  # before .venv goes: its Python is the first asked
     for entry in "${XDG_DATA_HOME:-$HOME/.local/share}/applications/elastic-chat.desktop" \
                  "$HOME/Desktop/elastic-chat.desktop"; do
         [[ -f "$entry" ]] && rm -f "$entry" && say "removed $entry"
@@ -35,11 +52,21 @@ if [[ "${1:-}" == "--uninstall" ]]; then
         "$VENV/bin/python" -m app.launcher uninstall >/dev/null 2>&1 || true
     fi
     rm -rf "$VENV" && say "removed $VENV"
-    if [[ "${2:-}" == "--purge" ]]; then
-        rm -rf "$data" && say "removed your chats, settings and downloaded models in $data"
-    else
-        say "kept your chats, settings and downloaded models in $data (add --purge to remove them)"
+    if [[ "$asked" == "no" ]]; then
+        say "could not ask Elastic Chat where it keeps your chats (no Python found); nothing of yours was removed"
+        exit 0
     fi
+    [[ -n "$answer" ]] || say "Elastic Chat has no chats, settings or downloaded models here to remove"
+    while IFS=$'\t' read -r verdict folder why; do
+        [[ -n "$folder" ]] || continue
+        if [[ "$purge" == "yes" && "$verdict" == "remove" ]]; then
+            rm -rf -- "$folder" && say "removed your chats, settings and downloaded models in $folder"
+        elif [[ "$verdict" == "remove" ]]; then
+            say "kept your chats, settings and downloaded models in $folder (add --purge to remove them)"
+        else
+            say "kept $folder: ${why:-not a folder the app uses for itself}"
+        fi
+    done <<<"$answer"
     exit 0
 fi
 

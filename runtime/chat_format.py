@@ -23,6 +23,7 @@ from pathlib import Path
 from .chat_template import compile_template, render
 from .checkpoint.config import read_json
 from .errors import CheckpointError, UsageError, one_line
+from .units import format_bytes
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def check_tokenizer_files(folder: Path) -> dict:
     if not tok_file.is_file():
         raise CheckpointError(folder, "has no tokenizer (tokenizer.json): it cannot be used for chat")
     if tok_file.stat().st_size > MAX_TOKENIZER_FILE:
-        raise CheckpointError(tok_file, f"is larger than {MAX_TOKENIZER_FILE >> 20} MB; not a real tokenizer")
+        raise CheckpointError(tok_file, f"is larger than {format_bytes(MAX_TOKENIZER_FILE)}; not a real tokenizer")
     config = read_json(cfg_file) if cfg_file.exists() else {}
     for key in TEMPLATE_STRING_KEYS:
         value = config.get(key)
@@ -87,7 +88,7 @@ def check_tokenizer_files(folder: Path) -> dict:
     for name in ("chat_template.jinja", "chat_template.json"):
         path = folder / name
         if path.exists() and path.stat().st_size > 1 << 20:
-            raise CheckpointError(path, "is larger than 1 MB; not a real chat template")
+            raise CheckpointError(path, f"is larger than {format_bytes(1 << 20)}; not a real chat template")
     return config
 
 

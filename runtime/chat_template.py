@@ -32,6 +32,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
 from .errors import CheckpointError, UsageError
+from .units import format_bytes
 
 MAX_CHARS = 1 << 24  # 16.7M characters: far more than any context window holds
 MAX_POWER_BITS = 1 << 16
@@ -263,7 +264,7 @@ class _Guard:
             self.next_memory_check = now + 0.002
             grown = self.process.memory_info().rss - self.rss0
             if grown > MAX_GROWTH:
-                raise TemplateLimit(f"the chat template used more than {MAX_GROWTH >> 20} MB of memory")
+                raise TemplateLimit(f"the chat template used more than {format_bytes(MAX_GROWTH)} of memory")
         return self._trace
 
 

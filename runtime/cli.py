@@ -19,17 +19,29 @@ import logging
 import math
 import sys
 
+from . import options
+from .depth import level_names
 from .errors import ElasticError, UsageError, one_line, printable
+from .options import (
+    CLI_MAX_NEW_TOKENS,
+    CONTEXT,
+    ENGINE_CONTEXT,
+    MAX_NEW_TOKENS,
+    MAX_QUEUE,
+    MAX_TOKENS,
+    MIN_P,
+    PORT,
+    SEED,
+    STEPS,
+    TEMPERATURE,
+    THINKING_BUDGET,
+    TOP_K,
+    TOP_P,
+    add_flag,
+    refusal,
+)
 from .store import models_cli
 
-MAX_TOKENS = 1 << 20  # the longest context any NemotronH checkpoint supports (1M tokens)
-# Every numeric flag of every subcommand, by its argparse dest: the accepted range, inclusive.
-RANGES = {
-    "max_new_tokens": (1, MAX_TOKENS), "thinking_budget": (0, MAX_TOKENS), "max_context": (16, MAX_TOKENS),
-    "temperature": (0.0, 10.0), "top_p": (1e-9, 1.0), "top_k": (0, 1 << 24), "min_p": (0.0, 0.999999),
-    "seed": (0, (1 << 63) - 1), "context": (16, MAX_TOKENS), "stall_seconds": (0.1, 3600.0), "steps": (1, 4096),
-    "port": (0, 65535), "max_queue": (1, 1024),
-}
 TEXT_FLAGS = ("prompt", "system")
 
 
@@ -58,18 +70,18 @@ def _log_one_line() -> None:
 
 
 def check_values(args) -> None:
-    """Range-checks every number on the command line and checks text flags are valid UTF-8."""
+    """Checks every number on the command line by its option's rule (runtime/options.py) and that
+    text flags are valid UTF-8."""
     for dest, value in vars(args).items():
         flag = "--" + dest.replace("_", "-")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise UsageError(f"{flag} must be a finite number, got {value}")
-        if dest in RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
-            low, high = RANGES[dest]
-            if not low <= value <= high:
-                shown = str(value) if len(str(value)) <= 30 else str(value)[:27] + "..."
-                raise UsageError(f"{flag} is {shown}; it must be from {low:g} to {high:g}"
-                                 if isinstance(low, float) else f"{flag} is {shown}; it must be a whole number "
-                                                                f"from {low:,} to {high:,}")
+        option = options.for_flag(dest)
+        if option is not None and value is not None:
+            try:
+                option.parse(value, flag)
+            except options.OptionError as e:
+                raise UsageError(str(e)) from None
+        elif isinstance(value, float) and not math.isfinite(value):  # a number no option declares yet
+            raise UsageError(refusal(flag, value, "a finite number"))
         if dest in TEXT_FLAGS and isinstance(value, str):
             try:
                 value.encode("utf-8")
@@ -79,6 +91,20 @@ def check_values(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _log_one_line()
+    try:
+        check_values(args)
+        return {"score": _score, "extract": _extract, "generate": _generate, "serve": _serve,
+                "models": models_cli.run, "decode-check": _decode_check}[args.command](args)
+    except ElasticError as e:
+        print(f"error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m runtime", description="Elastic Chat's inference engine.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -98,18 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--prompt", required=True)
     p.add_argument("--submodel", help="think and answer on this submodel")
-    p.add_argument("--depth", help="a reasoning-depth stop: Off, Quick, Balanced, Deep, Max or Auto")
-    p.add_argument("--thinking-budget", type=int, help="thinking tokens (0: thinking off; default: unbounded)")
+    *names, last = level_names()
+    p.add_argument("--depth", help=f"a reasoning-depth stop: {', '.join(names)} or {last}")
+    add_flag(p, THINKING_BUDGET, help=True)
     p.add_argument("--think-submodel")
     p.add_argument("--answer-submodel")
-    p.add_argument("--max-new-tokens", type=int, default=512)
-    p.add_argument("--temperature", type=float, default=0.6)
-    p.add_argument("--top-p", type=float, default=0.95)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--min-p", type=float, default=0.0)
-    p.add_argument("--seed", type=int)
+    add_flag(p, MAX_NEW_TOKENS, default=CLI_MAX_NEW_TOKENS)
+    for option in (TEMPERATURE, TOP_P, TOP_K, MIN_P, SEED):
+        add_flag(p, option)
     p.add_argument("--system", help="a system prompt")
-    p.add_argument("--max-context", type=int, default=4096)
+    add_flag(p, CONTEXT, "--max-context", default=ENGINE_CONTEXT)
     p.add_argument("--json", action="store_true", help="JSON lines: token, switch and done events")
     p.add_argument("--transplant", action="store_true",
                    help="APPROXIMATE switch: reuse the thinking submodel's state instead of re-prefilling")
@@ -118,10 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("serve", help="a local OpenAI-compatible server: /v1/chat/completions, /v1/models, /health")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1; any other address needs --api-key")
-    p.add_argument("--port", type=int, default=8000, help="default 8000 (0: any free port)")
+    add_flag(p, PORT, help=True)
     p.add_argument("--api-key", help="clients must send 'Authorization: Bearer KEY'")
-    p.add_argument("--max-context", type=int, default=4096)
-    p.add_argument("--max-queue", type=int, default=8, help="requests that may wait for the model (more get 429)")
+    add_flag(p, CONTEXT, "--max-context", default=ENGINE_CONTEXT)
+    add_flag(p, MAX_QUEUE, help=True)
     _device_flags(p)
 
     models_cli.add_parser(sub)
@@ -130,19 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True, help="a folder with config.json and elastic.json")
     p.add_argument("--submodel", help="default: every submodel")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or meta")
-    p.add_argument("--steps", type=int, default=4)
-
-    args = parser.parse_args(argv)
-    _log_one_line()
-    try:
-        check_values(args)
-        return {"score": _score, "extract": _extract, "generate": _generate, "serve": _serve,
-                "models": models_cli.run, "decode-check": _decode_check}[args.command](args)
-    except ElasticError as e:
-        print(f"error: {one_line(e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    add_flag(p, STEPS)
+    return parser
 
 
 def _device_flags(p):

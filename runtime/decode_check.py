@@ -40,6 +40,7 @@ from .device import pick_device
 from .errors import UsageError
 from .model import ElasticModel
 from .sampling import DeviceSampler, SamplingSettings
+from .units import format_bytes
 
 PREFILL = 8
 
@@ -152,8 +153,8 @@ def random_model(folder, device: str | None = "auto", dtype: str | None = "auto"
     need = count_params(cfg, subs[0]).total * (0.6 if quant is not None else dt.itemsize)
     free = _free_bytes(dev)
     if need > 0.9 * free:  # refuse before allocating: the OOM killer gives no message
-        raise UsageError(f"random weights for {folder / 'config.json'} need about {need / 2**30:.1f} GiB, "
-                         f"{dev.type} has {free / 2**30:.1f} GiB free; use --device meta to check the step "
+        raise UsageError(f"random weights for {folder / 'config.json'} need about {format_bytes(need, 'GiB')}, "
+                         f"{dev.type} has {format_bytes(free, 'GiB')} free; use --device meta to check the step "
                          "without memory")
     weights = random_weights(cfg, dev, dt, quant, seed)
     views = {s.name: submodel_views(cfg, weights, s) for s in subs}

@@ -1,4 +1,7 @@
-"""Reasoning depth: the slider's stops, read from `depth_levels.json` (data, not code).
+"""Reasoning depth: the slider's levels, read from `depth_levels.json` (data, not code). This module and
+that table are the one owner of the level names, the default level and its fallback, the "nearest
+usable level" rule (`usable_level`, `lower_level`), the thinking ceiling and the server's effort names;
+the engine, the app's controller and settings, the CLI and the server call them.
 
 Each stop names roles, not submodels, so the table works for any `elastic.json`: roles are
 resolved over the submodels in memory sorted by active parameters (smallest, middle,
@@ -8,7 +11,8 @@ parent = the largest). Budgets are fractions of the checkpoint's thinking ceilin
 A row with `escalate` (roles, in order) is an Auto stop (auto_depth.py): its thinker starts and the
 thought climbs those submodels when the thinker struggles, by the checkpoint's `auto_depth` policy
 (elastic.json) or else the row's own `signal`, `threshold` and `window`. The table's `default` names
-the stop a new chat starts on.
+the stop a new chat starts on, `default_fallback` where to start when it cannot run, and `efforts` the
+level each of the server's `reasoning_effort` names asks for.
 """
 
 from __future__ import annotations
@@ -40,13 +44,35 @@ class DepthLevel:
         return self.missing is None
 
 
+def _read(path: Path) -> dict:
+    return json.loads(Path(path).read_text())  # the package's own data, not a file from outside
+
+
 def load_table(path: Path = TABLE) -> list[dict]:
-    return json.loads(Path(path).read_text())["stops"]
+    return _read(path)["stops"]
+
+
+def level_names(path: Path = TABLE) -> tuple[str, ...]:
+    """The levels' names, in the table's order (the valid depths of a settings file, of `--depth`)."""
+    return tuple(str(row["name"]) for row in load_table(path))
 
 
 def table_default_level(path: Path = TABLE) -> str:
     """The stop the table names as the default (the one switch that makes Auto the default or not)."""
-    return json.loads(Path(path).read_text())["default"]
+    return _read(path)["default"]
+
+
+def effort_levels(path: Path = TABLE) -> dict[str, str]:
+    """The server's `reasoning_effort` names -> the level each asks for (none, low, medium, high, auto)."""
+    return dict(_read(path)["efforts"])
+
+
+def thinking_ceiling(max_thinking_tokens: int | None, max_context: int) -> int:
+    """The longest thinking budget worth offering (the Max level's, "Think longer"'s unit): the
+    checkpoint's `max_thinking_tokens` (elastic.json), else a quarter of the context (at most 32k);
+    never more than half the context."""
+    ceiling = max_thinking_tokens or min(32768, max_context // 4)
+    return max(1, min(ceiling, max_context // 2))
 
 
 def row_policy(row: dict) -> AutoPolicy:
@@ -102,19 +128,48 @@ def _ladder(think: str, rungs: list[str], names_by_size: list[str], loaded: set[
     return tuple(ladder)
 
 
-FALLBACK_ORDER = ("Balanced", "Deep", "Max", "Quick", "Off")
-
-
 def default_level(stops: list[DepthLevel], default: str | None = None) -> DepthLevel:
     """The stop to start on: the table's `default` (Balanced), unless its thinker is missing or
-    estimated (then the nearest one whose thinker is in memory and verified or declared; Max, where
-    the parent thinks, always is)."""
+    estimated (then the first of the table's `default_fallback` whose thinker is in memory and
+    verified or declared; Max, where the parent thinks, always is)."""
     by_name = {s.name: s for s in stops}
-    for name in (default or table_default_level(),) + FALLBACK_ORDER:
+    for name in (default or table_default_level(), *_read(TABLE)["default_fallback"]):
         stop = by_name.get(name)
         if stop is not None and stop.available and not stop.estimated:
             return stop
     return next(s for s in stops if s.available)
+
+
+def _index(stops: list[DepthLevel], name) -> int | None:
+    names = [s.name.lower() for s in stops]
+    return names.index(name.lower()) if isinstance(name, str) and name.lower() in names else None
+
+
+def _works_like(a: DepthLevel, b: DepthLevel) -> bool:
+    return (a.think is None) == (b.think is None) and (a.escalation is None) == (b.escalation is None)
+
+
+def usable_level(stops: list[DepthLevel], name: str) -> DepthLevel | None:
+    """Level `name` when it can run on what is in memory, else the nearest level below it in the table
+    that can and that works the same way (thinks or not, climbs or not: a level never falls back to
+    thinking off, nor out of Auto); None when none can or the table has no such level. Names are
+    compared ignoring case. The app reopens a chat's depth with it, the server maps an effort with it."""
+    index = _index(stops, name)
+    if index is None:
+        return None
+    return next((s for s in reversed(stops[:index + 1]) if s.available and _works_like(s, stops[index])), None)
+
+
+def lower_level(stops: list[DepthLevel], name: str) -> DepthLevel | None:
+    """The nearest level below `name` that can run, of any kind (offered when a reply runs out of memory)."""
+    index = _index(stops, name)
+    return None if index is None else next((s for s in reversed(stops[:index]) if s.available), None)
+
+
+def level_for_effort(stops: list[DepthLevel], effort: str) -> DepthLevel | None:
+    """The level a `reasoning_effort` asks for, or the nearest usable one below it (`usable_level`);
+    None when none can run. KeyError for a name that is not an effort (`effort_levels` lists them)."""
+    return usable_level(stops, effort_levels()[effort])
 
 
 def find_level(stops: list[DepthLevel], name: str) -> DepthLevel:

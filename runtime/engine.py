@@ -19,10 +19,11 @@ from .checkpoint.config import count_params, read_json
 from .checkpoint.submodel_table import ESTIMATED, PARENT_ONLY, SubmodelTable, own_table
 from .checkpoint.submodels import auto_policy
 from .controls import Controls, StopRequested
-from .depth import DepthLevel, default_level, depth_levels
+from .depth import DepthLevel, default_level, depth_levels, thinking_ceiling
 from .errors import UsageError
 from .events import Prefill
 from .model import ElasticModel
+from .options import ENGINE_CONTEXT
 
 PREFILL_CHUNK = 512
 
@@ -40,7 +41,7 @@ class EngineStatus:
 
 
 class Engine:
-    def __init__(self, model: ElasticModel, max_context: int = 4096, prefill_chunk: int = PREFILL_CHUNK,
+    def __init__(self, model: ElasticModel, max_context: int = ENGINE_CONTEXT, prefill_chunk: int = PREFILL_CHUNK,
                  table: SubmodelTable | None = None):
         self.model = model
         self.chat = ChatFormat(model.folder)
@@ -56,7 +57,8 @@ class Engine:
 
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
-             max_context: int = 4096, elastic: dict | None = None, table: SubmodelTable | None = None) -> "Engine":
+             max_context: int = ENGINE_CONTEXT, elastic: dict | None = None,
+             table: SubmodelTable | None = None) -> "Engine":
         """Loads a checkpoint folder with `table` (the model store's `folder_table` adds the catalog's
         estimates for a folder without elastic.json), else `elastic` (a table object), else the
         folder's own elastic.json (or the parent alone)."""
@@ -78,10 +80,8 @@ class Engine:
 
     @property
     def thinking_ceiling(self) -> int:
-        """Longest thinking budget worth offering: elastic.json's max_thinking_tokens, else a quarter
-        of the context (at most 32k)."""
-        ceiling = self.max_thinking_tokens or min(32768, self.max_context // 4)
-        return max(1, min(ceiling, self.max_context // 2))
+        """Longest thinking budget worth offering (depth.thinking_ceiling's rule)."""
+        return thinking_ceiling(self.max_thinking_tokens, self.max_context)
 
     def all_submodels_by_size(self) -> list[str]:
         """Every submodel of the checkpoint, in memory or not, fewest active parameters first."""

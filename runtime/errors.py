@@ -3,6 +3,9 @@
 Every problem with user input (a checkpoint folder, a command-line value) becomes a
 `CheckpointError` or `UsageError` whose message names the file or value and says what
 to do. The CLI prints that message as one line and exits non-zero; the GUI shows it.
+
+The three helpers here are the only ones: `printable` (control characters shown, never obeyed),
+`one_line` (a message as one printable line) and `show` (a value quoted inside a message).
 """
 
 import re
@@ -26,9 +29,25 @@ def printable(text, keep_newlines: bool = False) -> str:
 
 
 def one_line(text, limit: int | None = None) -> str:
-    """A message as one printable line (newlines become ' / '), cut to `limit` characters if given."""
-    line = printable(" / ".join(part.strip() for part in str(text).splitlines() if part.strip()))
+    """A message as one printable line, cut to `limit` characters if given. A text of several lines
+    has each one stripped and joined with ' / '; one line keeps its spacing (a table row of `models list`)."""
+    lines = str(text).splitlines()
+    line = printable(lines[0] if len(lines) == 1 else " / ".join(part.strip() for part in lines if part.strip()))
     return line if limit is None or len(line) <= limit else line[:limit] + "…"
+
+
+def show(value, limit: int = 80) -> str:
+    """`value` quoted for a one-line message: text in quotes with every control character escaped,
+    anything else as Python writes it, cut to about `limit` characters (it may come from a file)."""
+    if isinstance(value, str):
+        text = repr(value if len(value) <= limit else value[:limit] + "…")
+    else:
+        try:
+            text = repr(value)
+        except ValueError:  # an int of more digits than Python converts (sys.get_int_max_str_digits)
+            return "a number too long to show"
+        text = text if len(text) <= limit else text[:limit] + "…"
+    return printable(text)
 
 
 class ElasticError(Exception):

@@ -45,6 +45,7 @@ from .events import (
     Switch,
     Token,
 )
+from .options import MAX_NEW_TOKENS
 from .sampling import DeviceSampler, SamplingSettings
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class ChatRequest:
     think_submodel: str | None  # None: thinking off
     answer_submodel: str
     thinking_budget: int | None = None  # None: unbounded (within max_new_tokens); 0: thinking off
-    max_new_tokens: int = 1024
+    max_new_tokens: int = MAX_NEW_TOKENS.default
     sampling: SamplingSettings = field(default_factory=SamplingSettings)
     stop_strings: tuple[str, ...] = ()
     truncate_history_thinking: bool = True

@@ -15,25 +15,26 @@ from dataclasses import dataclass
 import torch
 
 from .errors import UsageError
+from .options import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, OptionError
 
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 0  # 0: off
-    min_p: float = 0.0
-    seed: int | None = None
+    """Defaults and ranges are runtime/options.py's, as the CLI, the server and the app check them."""
+    temperature: float = TEMPERATURE.default
+    top_p: float = TOP_P.default
+    top_k: int = TOP_K.default  # 0: off
+    min_p: float = MIN_P.default
+    seed: int | None = SEED.default
 
-    def check(self) -> "SamplingSettings":
-        if not 0 <= self.temperature <= 10:
-            raise UsageError(f"temperature {self.temperature} must be between 0 and 10")
-        if not 0 < self.top_p <= 1:
-            raise UsageError(f"top-p {self.top_p} must be in (0, 1]")
-        if self.top_k < 0:
-            raise UsageError(f"top-k {self.top_k} must be 0 (off) or positive")
-        if not 0 <= self.min_p < 1:
-            raise UsageError(f"min-p {self.min_p} must be in [0, 1)")
+    def check(self) -> SamplingSettings:
+        try:
+            for option in (TEMPERATURE, TOP_P, TOP_K, MIN_P, SEED):
+                value = getattr(self, option.name)
+                if value is not None or option.default is not None:
+                    option.parse(value)
+        except OptionError as e:
+            raise UsageError(str(e)) from None
         return self
 
 

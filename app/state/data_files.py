@@ -22,11 +22,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.paths import LOG_FILE
+
 from .history import History
 from .settings import Settings
 
 log = logging.getLogger(__name__)
-HISTORY, SETTINGS, LOG = "history.sqlite3", "settings.json", "elastic-chat.log"
+HISTORY, SETTINGS, LOG = "history.sqlite3", "settings.json", LOG_FILE
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """App settings (no Qt): a JSON file in the user data folder, written atomically.
 
 The file is input from outside (a hand edit, another version, a damaged disk), so every field is
-checked by type and range (`FIELDS`, `SAMPLING_FIELDS`: the ranges the Settings dialog offers) and a
-bad value falls back to its default alone; the others are kept. `problem` then says which fields and
+checked by type and range (`FIELDS`, `SAMPLING_FIELDS`: numbers by their option in runtime/options.py,
+whose ranges the Settings dialog, the CLI and the server use too) and a bad value falls back to its
+default alone; the others are kept. `problem` then says which fields and
 why, and the file as it was is copied to `settings.broken` before the next save rewrites it. A file
 that is not a JSON object at all is moved aside to `settings.broken` and the defaults are used.
 The local server's address and API key are also checked together (an address other computers can
@@ -16,39 +17,49 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from runtime.depth import level_names, table_default_level
+from runtime.errors import show
+from runtime.json_file import read_json_file
+from runtime.options import CONTEXT, MAX_NEW_TOKENS, MIN_P, PORT, SAMPLING, TEMPERATURE, TOP_K, TOP_P, Option, refusal
 
 log = logging.getLogger(__name__)
 THEMES = ("system", "light", "dark")
 MAX_FILE_BYTES = 10 * 2**20  # a settings file is a few hundred bytes; a bigger one is not ours
 
 
+# The app's own numbers, declared as the runtime's are (the dialog's fields derive from them too).
+FONT_SIZE = Option("font_size", int, 11, 7, 28, "the chat's text size in points")
+# A saved port must be one clients find again: 0 (any free port, for `serve`) would change at each start.
+SERVER_PORT = PORT.within(name="server_port", low=1)
+
+
 @dataclass
 class Sampling:
-    temperature: float = 0.6
-    top_p: float = 0.95
-    top_k: int = 0
-    min_p: float = 0.0
+    temperature: float = TEMPERATURE.default
+    top_p: float = TOP_P.default
+    top_k: int = TOP_K.default
+    min_p: float = MIN_P.default
 
 
 @dataclass
 class Settings:
     theme: str = "system"  # system, light or dark
-    font_size: int = 11
+    font_size: int = FONT_SIZE.default
     system_prompt: str = ""
     sampling: Sampling = field(default_factory=Sampling)
-    depth: str = "Balanced"
-    max_new_tokens: int = 1024
-    context: int = 8192
+    depth: str = field(default_factory=lambda: _table_default())  # the depth table's default level
+    max_new_tokens: int = MAX_NEW_TOKENS.default
+    context: int = CONTEXT.default
     active_model: str = ""  # a checkpoint folder; empty: the bundled demo
     models_dir: str = ""  # empty: the platform's standard folder
     server_enabled: bool = False  # serve the loaded model to other programs (app/server_control.py)
     server_host: str = "127.0.0.1"  # any address that is not loopback needs server_api_key
-    server_port: int = 8000
+    server_port: int = SERVER_PORT.default
     server_api_key: str = ""  # clients send it as a Bearer token; empty: none asked for
     problem: str = ""  # what was wrong with the data files, for the window's banner (shown once, not saved)
 
@@ -81,7 +92,7 @@ class Settings:
                 bad += [f"sampling.{p}" for p in problems]
                 s.unknown["sampling"] = {k: v for k, v in sampling.items() if k not in SAMPLING_FIELDS}
             else:
-                bad.append(f"sampling is {_show(sampling)} (not an object)")
+                bad.append(refusal("sampling", sampling, "an object"))
         s.unknown.update({k: v for k, v in data.items() if k not in FIELDS and k not in ("sampling", "problem")})
         unsafe = server_problem(s.server_host, s.server_port, s.server_api_key) if s.server_enabled else ""
         if unsafe:  # each value passed alone, not together: the server stays off until the user fixes it
@@ -135,66 +146,53 @@ class Settings:
 
 
 # ---------------------------------------------------------------------- checks per field
-# Each check returns the value to use or raises ValueError with what a valid value looks like.
+# Each check returns the value to use or raises ValueError saying what a valid value is ("one of ...").
 
 def _choice(options: tuple[str, ...]):
     def check(v):
         if isinstance(v, str) and v.strip().lower() in [o.lower() for o in options]:
             return next(o for o in options if o.lower() == v.strip().lower())
-        raise ValueError(f"not one of {', '.join(options)}")
-    return check
-
-
-def _whole(lo: int, hi: int):
-    def check(v):
-        number = isinstance(v, (int, float)) and not isinstance(v, bool)
-        if not number or (isinstance(v, float) and not v.is_integer()) or not lo <= v <= hi:
-            raise ValueError(f"not a whole number from {lo} to {hi}")
-        return int(v)
-    return check
-
-
-def _real(lo: float, hi: float):
-    def check(v):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
-            raise ValueError(f"not a number from {lo} to {hi}")
-        return float(v)
+        raise ValueError(f"one of {', '.join(options)}")
     return check
 
 
 def _text(max_chars: int, path: bool = False):
     def check(v):
         if not isinstance(v, str):
-            raise ValueError("not text")
+            raise ValueError("text")
         if len(v) > max_chars:
-            raise ValueError(f"longer than {max_chars} characters")
+            raise ValueError(f"text of at most {max_chars} characters")
         if path and ("\0" in v or any(ord(c) < 32 for c in v)):
-            raise ValueError("not a folder path (it holds control characters)")
+            raise ValueError("a folder path (without control characters)")
         return v
     return check
 
 
 def _depth(v):
-    from runtime.depth import load_table  # the slider's stops are data; their names are the valid depths
-
-    try:
-        names = tuple(str(row["name"]) for row in load_table())
+    try:  # the depth table's level names are the valid depths
+        names = level_names()
     except Exception:  # a broken install's table: the slider says so; here, any short name passes
         return _text(40)(v)
     return _choice(names)(v)
 
 
+def _table_default() -> str:
+    try:
+        return table_default_level()
+    except Exception:  # a broken install's table: "" lets the loaded engine's default apply
+        return ""
+
+
 def _flag(v):
     if not isinstance(v, bool):
-        raise ValueError("not true or false")
+        raise ValueError("true or false")
     return v
 
 
 def _host(v):
     """An IP address or a host name (whether it is one of this computer's is found when the server binds)."""
-    problem = host_problem(v) if isinstance(v, str) else "not text"
-    if problem:
-        raise ValueError(problem)
+    if not isinstance(v, str) or host_problem(v):
+        raise ValueError("an IP address or a host name of at most 253 characters")
     return v
 
 
@@ -202,7 +200,7 @@ def _api_key(v):
     from runtime.server.runner import valid_api_key  # the server's own rule
 
     if not isinstance(v, str) or (v and not valid_api_key(v)):
-        raise ValueError("not an API key: at least 8 printable characters with no spaces, or empty")
+        raise ValueError("an API key of at least 8 printable characters with no spaces, or empty")
     return v
 
 
@@ -231,10 +229,12 @@ def server_problem(host: str, port: int, api_key: str, serving: bool = True) -> 
     from runtime.server.runner import is_loopback, valid_api_key
 
     if host_problem(host):
-        return (f"The address {_show(host)} is {host_problem(host)}: use 127.0.0.1 (only this computer) "
+        return (f"The address {show(host, 40)} is {host_problem(host)}: use 127.0.0.1 (only this computer) "
                 "or an address of this computer.")
-    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        return f"The port {_show(port)} is not a whole number from 1 to 65535."
+    try:
+        SERVER_PORT.check(port)
+    except ValueError as e:
+        return f"The port {show(port, 40)} is not {e}."
     if api_key and not valid_api_key(api_key):
         return "The API key must be at least 8 printable characters with no spaces."
     if serving and not is_loopback(host) and not api_key:
@@ -245,24 +245,19 @@ def server_problem(host: str, port: int, api_key: str, serving: bool = True) -> 
 
 FIELDS = {
     "theme": _choice(THEMES),
-    "font_size": _whole(7, 28),
+    "font_size": FONT_SIZE.check,
     "system_prompt": _text(200_000),
     "depth": _depth,
-    "max_new_tokens": _whole(16, 262_144),
-    "context": _whole(512, 1_048_576),
+    "max_new_tokens": MAX_NEW_TOKENS.check,
+    "context": CONTEXT.check,
     "active_model": _text(4096, path=True),
     "models_dir": _text(4096, path=True),
     "server_enabled": _flag,
     "server_host": _host,
-    "server_port": _whole(1, 65535),
+    "server_port": SERVER_PORT.check,
     "server_api_key": _api_key,
 }
-SAMPLING_FIELDS = {
-    "temperature": _real(0.0, 2.0),
-    "top_p": _real(0.05, 1.0),
-    "top_k": _whole(0, 1000),
-    "min_p": _real(0.0, 0.99),
-}
+SAMPLING_FIELDS = {option.name: option.check for option in SAMPLING}
 
 
 def check_sampling(values: dict) -> tuple[dict, list[str]]:
@@ -274,7 +269,7 @@ def check_sampling(values: dict) -> tuple[dict, list[str]]:
             try:
                 clean[name] = check(values[name])
             except ValueError as e:
-                problems.append(f"{name} is {_show(values[name])} ({e})")
+                problems.append(refusal(name, values[name], str(e)))
     return clean, problems
 
 
@@ -282,23 +277,11 @@ def _take(target, name: str, value, check, label: str, bad: list[str]) -> None:
     try:
         setattr(target, name, check(value))
     except ValueError as e:
-        bad.append(f"{label} is {_show(value)} ({e})")
-
-
-def _show(value) -> str:
-    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else str(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+        bad.append(refusal(label, value, str(e)))
 
 
 def _read_object(path: Path) -> dict:
-    if not path.is_file():  # a folder, a pipe or a device: reading a pipe would wait forever
-        raise ValueError("not a regular file")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"{path.stat().st_size} bytes, far more than settings take")
-    data = json.loads(path.read_bytes().decode("utf-8-sig"))  # -sig: Windows editors may add a BOM
-    if not isinstance(data, dict):
-        raise ValueError(f"a JSON {type(data).__name__}, not an object")
-    return data
+    return read_json_file(path, MAX_FILE_BYTES)  # ValueError (JsonFileError) says why in a few words
 
 
 def _free_name(path: Path, suffix: str) -> Path:

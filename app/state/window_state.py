@@ -10,8 +10,11 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from runtime.json_file import read_json_file
+
 log = logging.getLogger(__name__)
 FILE = "window.json"
+MAX_FILE_BYTES = 1 << 20  # a window.json is about 100 bytes
 
 
 @dataclass
@@ -27,15 +30,13 @@ class WindowState:
     def load(cls, data_dir: Path) -> "WindowState":
         path = Path(data_dir) / FILE
         try:
-            data = json.loads(path.read_text())
+            data = read_json_file(path, MAX_FILE_BYTES)
         except FileNotFoundError:
             return cls()
         except (OSError, ValueError) as e:
             log.warning("%s could not be read (%s); the default window size is used", path, e)
             return cls()
         s = cls()
-        if not isinstance(data, dict):
-            return s
         for key, lo, hi in (("x", -100000, 100000), ("y", -100000, 100000), ("width", 300, 100000),
                             ("height", 200, 100000), ("sidebar", 80, 2000)):
             v = data.get(key)

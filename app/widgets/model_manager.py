@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from runtime.options import CONTEXT
+
 from ..models_controller import ACTIONS, ModelRow, ModelsController, progress_text, states_text
 from .nesting_dialog import NestingDialog
 
@@ -41,7 +43,7 @@ class ModelManager(QDialog):
     sig_use = Signal(str, str)  # checkpoint folder, resident submodel ("" = the largest that fits)
     sig_changed = Signal()  # the set of local models changed
 
-    def __init__(self, parent=None, probe_file: str | None = None, context: int = 8192, active: str = "",
+    def __init__(self, parent=None, probe_file: str | None = None, context: int = CONTEXT.default, active: str = "",
                  models: ModelsController | None = None):
         super().__init__(parent)
         self.setWindowTitle("Model manager")

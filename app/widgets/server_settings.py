@@ -4,9 +4,10 @@ the server (app/server_control.py)."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QCheckBox, QFormLayout, QGroupBox, QLabel, QLineEdit, QSpinBox
+from PySide6.QtWidgets import QCheckBox, QFormLayout, QGroupBox, QLabel, QLineEdit
 
-from ..state.settings import server_problem
+from ..state.settings import SERVER_PORT, server_problem
+from .option_box import option_box
 
 
 class ServerSettingsBox(QGroupBox):
@@ -17,9 +18,7 @@ class ServerSettingsBox(QGroupBox):
         self.enabled.setChecked(enabled)
         self.host = QLineEdit(host)
         self.host.setToolTip("127.0.0.1: only this computer. Any other address needs an API key.")
-        self.port = QSpinBox()
-        self.port.setRange(1, 65535)
-        self.port.setValue(port)
+        self.port = option_box(SERVER_PORT, port)
         self.api_key = QLineEdit(api_key)
         self.api_key.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
         self.api_key.setPlaceholderText("optional on 127.0.0.1; clients send it as a Bearer token")

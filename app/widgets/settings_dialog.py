@@ -9,20 +9,21 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
-    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QSpinBox,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
-from ..state.settings import Settings
+from runtime.options import MAX_NEW_TOKENS, SAMPLING
+
+from ..state.settings import FONT_SIZE, THEMES, Settings
+from .option_box import option_box
 from .server_settings import ServerSettingsBox
 
 
@@ -38,20 +39,16 @@ class SettingsDialog(QDialog):
         general = QWidget()
         form = QFormLayout(general)
         self.theme = QComboBox()
-        self.theme.addItems(["system", "light", "dark"])
+        self.theme.addItems(list(THEMES))
         self.theme.setCurrentText(settings.theme)
-        self.font_size = QSpinBox()
-        self.font_size.setRange(7, 28)
-        self.font_size.setValue(settings.font_size)
+        self.font_size = option_box(FONT_SIZE, settings.font_size)
         self.default_prompt = QPlainTextEdit(settings.system_prompt)
-        self.max_tokens = QSpinBox()
-        self.max_tokens.setRange(16, 262144)
-        self.max_tokens.setValue(settings.max_new_tokens)
+        self.max_tokens = option_box(MAX_NEW_TOKENS, settings.max_new_tokens)
         form.addRow("Theme", self.theme)
         form.addRow("Font size", self.font_size)
         form.addRow("Default system prompt", self.default_prompt)
         form.addRow("Max reply tokens", self.max_tokens)
-        from runtime.store.model_store import models_dir
+        from runtime.paths import models_dir
 
         self.models_dir = QLineEdit(settings.models_dir or str(models_dir()))
         browse = QPushButton("Browse…")
@@ -94,10 +91,10 @@ class SettingsDialog(QDialog):
     def apply(self, s: Settings) -> None:
         s.theme, s.font_size = self.theme.currentText(), self.font_size.value()
         s.system_prompt, s.max_new_tokens = self.default_prompt.toPlainText(), self.max_tokens.value()
-        from runtime.store.model_store import data_dir
+        from runtime.paths import default_models_dir
 
         folder = self.models_dir.text().strip()
-        s.models_dir = "" if not folder or Path(folder) == data_dir() / "models" else folder
+        s.models_dir = "" if not folder or Path(folder) == default_models_dir() else folder
         for k, v in self.default_sampling.values().items():
             setattr(s.sampling, k, v)
         s.server_enabled, s.server_host, s.server_port, s.server_api_key = self.server_box.values()
@@ -107,24 +104,16 @@ class SettingsDialog(QDialog):
 
 
 class _SamplingForm(QWidget):
+    """The sampling options (runtime/options.py SAMPLING), each with its range, step and help."""
+
     def __init__(self, values: dict):
         super().__init__()
         form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         self.fields = {}
-        for key, lo, hi, step in (("temperature", 0, 2, 0.05), ("top_p", 0.05, 1, 0.05), ("min_p", 0, 0.99, 0.01)):
-            box = QDoubleSpinBox()
-            box.setRange(lo, hi)
-            box.setSingleStep(step)
-            box.setValue(float(values[key]))
-            form.addRow(key.replace("_", "-"), box)
-            self.fields[key] = box
-        top_k = QSpinBox()
-        top_k.setRange(0, 1000)
-        top_k.setValue(int(values["top_k"]))
-        top_k.setSpecialValueText("off")
-        form.addRow("top-k", top_k)
-        self.fields["top_k"] = top_k
+        for option in SAMPLING:
+            self.fields[option.name] = box = option_box(option, values[option.name])
+            form.addRow(option.name.replace("_", "-"), box)
 
     def values(self) -> dict:
-        return {k: (w.value()) for k, w in self.fields.items()}
+        return {k: w.value() for k, w in self.fields.items()}

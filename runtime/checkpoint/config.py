@@ -7,12 +7,12 @@ including its legacy aliases (`mamba_n_groups`, `hybrid_override_pattern`, ...).
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CheckpointError
+from ..json_file import JsonFileError, parse_json_bytes, read_json_file
 
 # Layer kinds, in transformers' 5.x spelling, and the one-letter pattern NVIDIA's configs use.
 MAMBA, ATTENTION, MOE, MLP = "linear_attention", "full_attention", "moe", "mlp"
@@ -43,37 +43,22 @@ MAX_JSON_FILE = 64 << 20  # an index of a 30B checkpoint is under 1 MB; a config
 
 
 def read_json(path: Path) -> dict:
-    """Reads a JSON object, turning every failure into a CheckpointError naming the file.
-    Only a regular file of bounded size is read (a named pipe would block, /dev/zero never end)."""
-    path = Path(path)
+    """Reads a JSON object (json_file.read_json_file: a regular file of bounded size), turning every
+    failure into a CheckpointError naming the file."""
     try:
-        if not path.is_file():
-            raise CheckpointError(path, "file not found" if not path.exists() else "not a regular file")
-        if path.stat().st_size > MAX_JSON_FILE:
-            raise CheckpointError(path, f"is larger than {MAX_JSON_FILE >> 20} MB; not a real checkpoint file")
-        raw = path.read_bytes()
-    except OSError as e:
-        raise CheckpointError(path, f"cannot read the file ({e.strerror})") from None
-    return parse_json(raw, path)
+        return read_json_file(path, MAX_JSON_FILE, object_hook=_json_float)
+    except FileNotFoundError:
+        raise CheckpointError(path, "file not found") from None
+    except JsonFileError as e:
+        raise CheckpointError(path, str(e)) from None
 
 
 def parse_json(raw: bytes, path) -> dict:
     """`read_json` for bytes already read (from a folder or a hub): one JSON object, or one line naming `path`."""
-    if len(raw) > MAX_JSON_FILE:
-        raise CheckpointError(path, f"is larger than {MAX_JSON_FILE >> 20} MB; not a real checkpoint file")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CheckpointError(path, "not a UTF-8 text file") from None
-    try:
-        data = json.loads(text, object_hook=_json_float)
-    except json.JSONDecodeError as e:
-        raise CheckpointError(path, f"not valid JSON (line {e.lineno}: {e.msg})") from None
-    except RecursionError:
-        raise CheckpointError(path, "not valid JSON (nested too deeply)") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(path, "expected a JSON object at the top level")
-    return data
+        return parse_json_bytes(raw, MAX_JSON_FILE, object_hook=_json_float)
+    except JsonFileError as e:
+        raise CheckpointError(path, str(e)) from None
 
 
 @dataclass(frozen=True)

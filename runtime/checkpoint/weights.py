@@ -25,6 +25,7 @@ import torch
 from safetensors import safe_open
 
 from ..errors import CheckpointError
+from ..units import format_bytes
 from .config import ATTENTION, MAMBA, MLP, ModelConfig, count_params
 from .quant import BLOCK, PackedFP8, PackedNVFP4, QuantSpec, block_slice, stack
 from .safetensors_io import TensorInfo
@@ -224,10 +225,6 @@ def expected_tensor_count(cfg: ModelConfig) -> int:
 MIN_BYTES_PER_PARAM = 0.5
 
 
-def _size(n: float) -> str:
-    return f"{n / 1e9:.3g} GB" if n >= 1e9 else f"{n / 1e6:.3g} MB"
-
-
 def _check_sizes(cfg: ModelConfig, table: dict[str, TensorInfo], folder: Path, quant: QuantSpec | None) -> None:
     """Refuses a config that describes far more tensors or parameters than the files hold, by
     arithmetic on the headers alone, so an absurd config (10^9 experts) fails in microseconds
@@ -241,7 +238,7 @@ def _check_sizes(cfg: ModelConfig, table: dict[str, TensorInfo], folder: Path, q
     params = count_params(cfg, parent_submodel(cfg)).total
     have = sum(info.nbytes for info in table.values())
     if params * MIN_BYTES_PER_PARAM > have:
-        raise CheckpointError(where, f"config.json describes {params:,} parameters, more than {_size(have)} of "
+        raise CheckpointError(where, f"config.json describes {params:,} parameters, more than {format_bytes(have)} of "
                                      "weight files can hold; the files do not belong to this config.json")
 
 

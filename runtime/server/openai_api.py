@@ -6,9 +6,10 @@
     completion(events, ...) / ChunkStream(...).on_event(event) -> chunk dicts
 
 Reasoning controls that other servers spell differently all land on the depth table: Ollama's
-`reasoning_effort` / `reasoning.effort` (none, low, medium, high; none turns thinking off; auto is the
-Auto stop, whose thought climbs to larger submodels when the thinker struggles; absent, the depth
-table's default stop), vLLM's `thinking_token_budget`, and the `elastic` object for what only this
+`reasoning_effort` / `reasoning.effort` (the table's `efforts`: none, low, medium, high; none turns
+thinking off; auto is the Auto stop, whose thought climbs to larger submodels when the thinker
+struggles; a level that cannot run falls back as depth.usable_level says; absent, the depth table's
+default stop), vLLM's `thinking_token_budget`, and the `elastic` object for what only this
 engine can do. Reasoning goes
 out as both `reasoning_content` (LM Studio, llama.cpp) and `reasoning` (vLLM, Ollama).
 """
@@ -20,21 +21,24 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..depth import DepthLevel
+from ..depth import DepthLevel, effort_levels, find_level, level_for_effort, table_default_level, usable_level
+from ..errors import UsageError
 from ..events import ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, Done, Prefill, Switch, Token
 from ..generate import ChatRequest
+from ..options import (
+    MAX_NEW_TOKENS,
+    MIN_P,
+    SEED,
+    TEMPERATURE,
+    THINKING_BUDGET,
+    TOP_K,
+    TOP_P,
+    Option,
+    OptionError,
+    refusal,
+)
 from ..sampling import SamplingSettings
 
-# Effort -> depth stops to try, best first (the first available one is used: a stop whose thinking
-# submodel is not in memory falls back to the next). Names are those of depth_levels.json.
-EFFORT_DEPTHS = {
-    "none": ("Off",),
-    "low": ("Quick",),
-    "medium": ("Balanced", "Quick"),
-    "high": ("Max", "Deep", "Balanced", "Quick"),
-    "auto": ("Auto",),  # only where the depth table has an Auto stop
-}
-DEFAULT_TEMPERATURE, DEFAULT_TOP_P = 0.6, 0.95  # the model card's recommendation, not OpenAI's 1.0
 MAX_STOPS, MAX_STOP_CHARS = 4, 256
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 ELASTIC_FIELDS = {"think_submodel", "answer_submodel", "thinking_budget", "depth", "keep_reasoning"}
@@ -75,7 +79,7 @@ class ServedModel:
     submodels: tuple[str, ...]  # in memory, fewest active parameters first
     stops: tuple[DepthLevel, ...]
     max_context: int
-    default: str = "Balanced"  # the stop a request without an effort gets (depth.default_level)
+    default: str = field(default_factory=table_default_level)  # a request without an effort (depth.default_level)
     created: int = field(default_factory=lambda: int(time.time()))
 
     @classmethod
@@ -173,12 +177,7 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
         think = None
 
     max_tokens = _max_tokens(body, served)
-    sampling = SamplingSettings(
-        _number(body, "temperature", DEFAULT_TEMPERATURE, 0, 2, "between 0 and 2"),
-        _number(body, "top_p", DEFAULT_TOP_P, 0, 1, "in (0, 1]", low_open=True),
-        _int(body, "top_k", 0, 0, 1 << 31),
-        _number(body, "min_p", 0.0, 0, 1, "in [0, 1)", high_open=True),
-        _seed(body))
+    sampling = SamplingSettings(*(_field(option, body) for option in (TEMPERATURE, TOP_P, TOP_K, MIN_P, SEED)))
     stream = _bool(body, "stream", "stream") if body.get("stream") is not None else False
     include_usage = False
     options = body.get("stream_options")
@@ -277,27 +276,27 @@ def _depth(body: dict, elastic: dict, served: ServedModel) -> tuple[DepthLevel, 
             raise bad("elastic.depth", f"send {param} or elastic.depth, not both")
         if not isinstance(depth, str):
             raise bad("elastic.depth", "elastic.depth must be the name of a depth stop")
-        for stop in served.stops:
-            if stop.name.lower() == depth.lower():
-                if not stop.available:
-                    raise bad("elastic.depth", f"depth {stop.name} needs submodel {stop.missing}, which is not in "
-                                               "memory; choose a lower depth")
-                return stop, stop.name
-        raise bad("elastic.depth", f"unknown depth {depth!r}; choose one of {', '.join(s.name for s in served.stops)}")
-    by_name = {s.name.lower(): s for s in served.stops}
+        try:
+            stop = find_level(list(served.stops), depth)
+        except UsageError as e:
+            raise bad("elastic.depth", str(e)) from None
+        return stop, stop.name
+    stops = list(served.stops)
     if effort is None:  # the stop a new chat starts on in the app
-        stop = by_name.get(served.default.lower())
-        if stop is not None and stop.available:
+        stop = usable_level(stops, served.default)
+        if stop is not None:
             return stop, stop.name
         effort = "medium"
-    if not isinstance(effort, str) or effort not in EFFORT_DEPTHS:
-        raise bad(param, f"{param} must be none, low, medium, high or auto, got {effort!r}")
-    for name in EFFORT_DEPTHS[effort]:
-        stop = by_name.get(name.lower())
-        if stop is not None and stop.available:
-            return stop, stop.name
-    if effort == "auto":
-        raise bad(param, "this model's depth table has no Auto stop; use none, low, medium or high")
+    efforts = effort_levels()
+    if not isinstance(effort, str) or effort not in efforts:
+        raise bad(param, refusal(param, effort, f"one of {', '.join(efforts)}"))
+    stop = level_for_effort(stops, effort)
+    if stop is not None:
+        return stop, stop.name
+    names = {s.name for s in stops}
+    if efforts[effort] not in names:
+        raise bad(param, f"this model's depth table has no {efforts[effort]} stop; use "
+                         f"{', '.join(e for e, name in efforts.items() if name in names)}")
     raise bad(param, f"no depth for {param} {effort!r} fits in memory here; choose a lower effort")
 
 
@@ -308,15 +307,15 @@ def _budget(body: dict, elastic: dict, served: ServedModel) -> tuple[int | None,
                                ("thinking_budget_tokens", body, "thinking_budget_tokens"),  # llama.cpp
                                ("elastic.thinking_budget", elastic, "thinking_budget")):
         if source.get(key) is not None:
-            values[param] = _int(source, key, None, 0, served.max_context, param)
+            values[param] = _field(THINKING_BUDGET.within(high=served.max_context), source, param, key)
     if len(set(values.values())) > 1:
         raise bad(list(values)[-1], f"{' and '.join(values)} disagree; send one of them")
     return next(iter(values.values()), None), next(iter(values), None)
 
 
 def _max_tokens(body: dict, served: ServedModel) -> int:
-    values = {k: _int(body, k, None, 1, served.max_context) for k in ("max_completion_tokens", "max_tokens")
-              if body.get(k) is not None}
+    option = MAX_NEW_TOKENS.within(high=served.max_context)
+    values = {k: _field(option, body, k, k) for k in ("max_completion_tokens", "max_tokens") if body.get(k) is not None}
     if len(set(values.values())) > 1:
         raise bad("max_tokens", "max_tokens and max_completion_tokens disagree; send one of them")
     return next(iter(values.values()), served.max_context)  # the engine caps it at what the context leaves
@@ -333,26 +332,13 @@ def _stops(value) -> tuple[str, ...]:
     return tuple(stops)
 
 
-def _number(body, key, default, low, high, says, low_open=False, high_open=False) -> float:
-    v = body.get(key)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-        raise bad(key, f"{key} must be a number {says}")
-    if v < low or v > high or (low_open and v == low) or (high_open and v == high):
-        raise bad(key, f"{key} must be {says}, got {v}")
-    return float(v)
-
-
-def _int(source: dict, key: str, default, low: int, high: int, param: str | None = None) -> int:
-    v, param = source.get(key), param or key
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise bad(param, f"{param} must be a whole number")
-    if not low <= v <= high:
-        raise bad(param, f"{param} must be between {low} and {high}, got {v}")
-    return v
+def _field(option: Option, source: dict, param: str | None = None, key: str | None = None):
+    """A numeric field checked by its option (runtime/options.py), as the CLI and the app check it;
+    the option's default when absent or null."""
+    try:
+        return option.read(source, param, key)
+    except OptionError as e:
+        raise bad(param or option.name, str(e)) from None
 
 
 def _bool(source: dict, key: str, param: str) -> bool:
@@ -360,10 +346,6 @@ def _bool(source: dict, key: str, param: str) -> bool:
     if not isinstance(v, bool):
         raise bad(param, f"{param} must be true or false")
     return v
-
-
-def _seed(body: dict) -> int | None:
-    return _int(body, "seed", None, -(1 << 63), (1 << 64) - 1)
 
 
 # ---------------------------------------------------------------------- the response

@@ -19,9 +19,10 @@ from pathlib import Path
 
 from ..engine_queue import EngineQueue
 from ..errors import UsageError
+from ..options import PORT, OptionError
 from ..store.submodel_tables import folder_table
 
-DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", PORT.default
 KEY_CHARS = set(string.ascii_letters + string.digits + string.punctuation)
 
 
@@ -41,8 +42,10 @@ def valid_api_key(api_key: str) -> bool:
 
 def check_listen(host: str, port: int, api_key: str | None) -> None:
     """Refuses an address that is not safe or not valid, in one line that says what to do."""
-    if not 0 <= port <= 65535:
-        raise UsageError(f"--port {port} must be between 1 and 65535 (0: any free port)")
+    try:
+        PORT.parse(port, "--port")
+    except OptionError as e:
+        raise UsageError(str(e)) from None
     if api_key is not None and not valid_api_key(api_key):
         raise UsageError("--api-key must be at least 8 printable characters with no spaces")
     if not is_loopback(host) and not api_key:
@@ -149,13 +152,9 @@ def _interrupt(signum, frame):
 
 def serve_command(args) -> int:
     """`python -m runtime serve`: listen first (so a taken port fails at once), load the model while
-    answering 503, then serve until Ctrl+C."""
+    answering 503, then serve until Ctrl+C. Its numbers were checked with every flag (cli.check_values)."""
     from ..engine import Engine  # noqa: PLC0415
 
-    if args.max_queue < 0:
-        raise UsageError("--max-queue must be 0 or more")
-    if args.max_context < 16:
-        raise UsageError("--max-context must be at least 16 tokens")
     folder = Path(args.checkpoint)
     if not folder.is_dir():
         raise UsageError(f"--checkpoint {args.checkpoint} is not a folder; point it at a checkpoint folder")

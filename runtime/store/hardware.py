@@ -13,7 +13,9 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-GiB = 1024 ** 3
+from ..errors import UsageError, show
+from ..json_file import JsonFileError, read_json_file
+from ..units import GiB, format_bytes
 
 
 @dataclass(frozen=True)
@@ -67,12 +69,19 @@ class HardwareProbe:
 
     def summary(self) -> str:
         g = self.gpu
-        ram = f"{self.ram_total_bytes / GiB:.0f} GB RAM, {self.disk_free_bytes / GiB:.0f} GB free disk"
+        ram = self.ram_text()
         if g is None:
             return f"No NVIDIA GPU ({self.no_gpu_reason}); {ram}"
-        others = f", {g.used_by_others_bytes / GiB:.1f} GB held by other programs" if g.used_by_others_bytes > GiB // 4 else ""
+        others = (f", {format_bytes(g.used_by_others_bytes, 'GiB')} held by other programs"
+                  if g.used_by_others_bytes > GiB // 4 else "")
         return (f"{g.name} ({g.architecture}, compute {g.compute_capability[0]}.{g.compute_capability[1]}): "
-                f"{g.free_bytes / GiB:.1f} of {g.total_bytes / GiB:.1f} GB free{others}; driver {g.driver}; {ram}")
+                f"{g.free_bytes / GiB:.1f} of {format_bytes(g.total_bytes, 'GiB')} free{others}; driver {g.driver}; "
+                f"{ram}")
+
+    def ram_text(self) -> str:
+        """"31 GiB RAM, 120 GiB free disk"."""
+        return (f"{format_bytes(self.ram_total_bytes, 'GiB', 0)} RAM, "
+                f"{format_bytes(self.disk_free_bytes, 'GiB', 0)} free disk")
 
 
 def probe(models_dir: Path | str | None = None) -> HardwareProbe:
@@ -143,4 +152,12 @@ def _nvml_text(error) -> str:
 
 
 def load_probe(path: Path | str) -> HardwareProbe:
-    return HardwareProbe.from_dict(json.loads(Path(path).read_text()))
+    """A recorded probe (`models probe --json`), as the planner's stand-in for this PC's."""
+    try:
+        data = read_json_file(path, 1 << 20)
+    except (OSError, JsonFileError) as e:
+        raise UsageError(f"the hardware probe {path} cannot be used ({e})") from None
+    try:
+        return HardwareProbe.from_dict(data)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(f"the hardware probe {path} is not one `models probe --json` wrote ({show(e)})") from None

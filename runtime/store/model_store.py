@@ -6,8 +6,7 @@ one entry with one line saying what is wrong, and never stops the others from be
 or deleted. "Ready" and `verify` run the loader's own checks (`_check_loadable`), so a folder that
 passes them loads.
 
-Folders: ELASTIC_CHAT_HOME overrides the user data folder (tests use it), ELASTIC_CHAT_MODELS
-the models folder; otherwise the platform's standard place.
+The models folder is `runtime.paths.models_dir()` (ELASTIC_CHAT_MODELS, else the data folder's models/).
 """
 
 from __future__ import annotations
@@ -16,35 +15,23 @@ import json
 import os
 import shutil
 import stat
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..checkpoint.check import read_model_files
-from ..errors import CheckpointError, ElasticError, UsageError
+from ..errors import CheckpointError, ElasticError, UsageError, one_line, show
+from ..json_file import JsonFileError, read_json_file
+from ..paths import models_dir
+from ..units import format_bytes
 from .catalog import load_catalog
 from .download.hub_files import check_repo_id
 from .download.record import LEGACY_MANIFEST, hash_mismatch, read_manifest, record_path
 from .folder_lock import FolderBusy, FolderLock, holder
-from .remote_names import is_link, one_line, open_no_follow, show, target_path
+from .remote_names import is_link, open_no_follow, target_path
 
 IMPORTED = "imported.json"
 MAX_IMPORTED_BYTES = 16 << 20
 LOADER_CHECKS = "config.json, elastic.json, the quantization config and the safetensors headers pass the loader's checks"
-
-
-def data_dir() -> Path:
-    if os.environ.get("ELASTIC_CHAT_HOME"):
-        return Path(os.environ["ELASTIC_CHAT_HOME"])
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "ElasticChat"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "Elastic Chat"
-    return Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "elastic-chat"
-
-
-def models_dir() -> Path:
-    return Path(os.environ["ELASTIC_CHAT_MODELS"]) if os.environ.get("ELASTIC_CHAT_MODELS") else data_dir() / "models"
 
 
 def download_dir(repo: str) -> Path:
@@ -203,17 +190,10 @@ def _read_imported() -> list:
     as a whole. Entries are checked one by one by `_entry`."""
     path = _imported_file()
     try:
-        with open(path, "rb") as src:
-            raw = src.read(MAX_IMPORTED_BYTES + 1)
-        if len(raw) > MAX_IMPORTED_BYTES:
-            raise ValueError(f"larger than {MAX_IMPORTED_BYTES >> 20} MB")
-        data = json.loads(raw.decode("utf-8"))
-        if not isinstance(data, list):
-            raise ValueError("not a list")
-        return data
+        return read_json_file(path, MAX_IMPORTED_BYTES, kind=list)
     except FileNotFoundError:
         return []
-    except (OSError, ValueError, RecursionError) as e:
+    except JsonFileError as e:
         raise UsageError(f"{path} is damaged ({one_line(str(e), 120)}); fix or remove it: it only lists "
                          "imported folders, whose files are untouched") from None
 
@@ -390,4 +370,4 @@ def _delete_download(model: LocalModel) -> str:
     finally:
         if lock is not None:
             lock.release()
-    return f"deleted {model.name} ({model.size_bytes / 1e9:.2f} GB) from {path}"
+    return f"deleted {model.name} ({format_bytes(model.size_bytes, digits=2)}) from {path}"

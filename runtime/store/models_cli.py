@@ -11,9 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import UsageError, one_line
+from ..options import CONTEXT, STALL_SECONDS, add_flag
+from ..units import GiB, format_bytes
 from .nesting import cli as nesting_cli
-from .remote_names import one_line
 
 
 def add_parser(sub) -> None:
@@ -21,13 +22,13 @@ def add_parser(sub) -> None:
     m = p.add_subparsers(dest="models_command", required=True)
     q = m.add_parser("probe", help="GPU, RAM and disk, and which checkpoints fit")
     q.add_argument("--json", action="store_true", help="the raw probe as JSON")
-    q.add_argument("--context", type=int, default=8192, help="context length to plan for")
+    add_flag(q, CONTEXT, help="context length to plan for")
     m.add_parser("list", help="checkpoints on this PC and in the catalog")
     d = m.add_parser("download", help="download a checkpoint from the hub (resumable)")
     d.add_argument("repo")
     d.add_argument("--revision")
     d.add_argument("--dest", type=Path, help="folder (default: the models folder)")
-    d.add_argument("--stall-seconds", type=float, default=30.0)
+    add_flag(d, STALL_SECONDS)
     v = m.add_parser("verify", help="check a checkpoint folder's files and tensors")
     v.add_argument("folder", type=Path)
     i = m.add_parser("import", help="register a checkpoint folder already on disk")
@@ -45,9 +46,9 @@ def run(args) -> int:
 
 
 def _probe(args) -> int:
+    from ..paths import models_dir
     from .catalog import load_catalog
     from .hardware import probe
-    from .model_store import models_dir
     from .planner import make_plan
 
     hw = probe(models_dir())
@@ -65,8 +66,9 @@ def _probe(args) -> int:
 
 
 def _list(args) -> int:
+    from ..paths import models_dir
     from .catalog import load_catalog
-    from .model_store import list_models, models_dir
+    from .model_store import list_models
 
     local = list_models()
     print(f"Models folder: {one_line(str(models_dir()))}")
@@ -77,24 +79,25 @@ def _list(args) -> int:
     print("Catalog:")
     for v in load_catalog().variants:
         if not v.bundled:
-            print(f"  {v.id:40} {v.repo}  ~{(v.approx_size_bytes or 0) / 1e9:.1f} GB  {v.licence.get('name', '')}")
+            print(f"  {v.id:40} {v.repo}  ~{format_bytes(v.approx_size_bytes or 0)}  {v.licence.get('name', '')}")
     return 0
 
 
 def _size(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+    return format_bytes(n, digits=2)
 
 
 def _download(args) -> int:
+    from ..paths import models_dir
     from .download.transfer import DONE, Download, hub_token, resolve
-    from .model_store import download_dir, models_dir
+    from .model_store import download_dir
 
     dest = args.dest or download_dir(args.repo)
     if args.dest and Path(args.dest).resolve() == models_dir().resolve():
         raise UsageError(f"--dest is the models folder itself; give a folder inside it, or leave --dest out "
                          f"(it downloads to {download_dir(args.repo)})")
     remote = resolve(args.repo, args.revision)
-    print(f"{args.repo} at {remote.revision[:12]}: {len(remote.files)} files, {remote.total_bytes / 1e9:.2f} GB "
+    print(f"{args.repo} at {remote.revision[:12]}: {len(remote.files)} files, {_size(remote.total_bytes)} "
           f"-> {dest}", flush=True)
     printer = _ProgressPrinter()
     job = Download(remote, dest, printer, stall_seconds=args.stall_seconds, token=hub_token())
@@ -122,9 +125,10 @@ class _ProgressPrinter:
         if not force and p.state == self.last_state and now - self.last_time < 0.5:
             return
         self.last_state, self.last_time = p.state, now
-        speed = f"{p.speed_bps / 1e6:.1f} MB/s" if p.speed_bps else "-"
+        speed = f"{format_bytes(p.speed_bps, 'MiB')}/s" if p.speed_bps else "-"
         eta = f"ETA {int(p.eta_s) // 60}m{int(p.eta_s) % 60:02d}s" if p.eta_s is not None else ""
-        line = (f"{p.state:11} {100 * p.fraction:5.1f}%  {p.done_bytes / 1e9:.2f}/{p.total_bytes / 1e9:.2f} GB  "
+        done = f"{p.done_bytes / GiB:.2f}/{format_bytes(p.total_bytes, 'GiB', 2)}"
+        line = (f"{p.state:11} {100 * p.fraction:5.1f}%  {done}  "
                 f"{speed:>10} {eta:>11}  {p.file}")
         print(one_line(line + (f"  ({p.message})" if p.message else ""), 2000), flush=True)
 

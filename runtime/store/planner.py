@@ -19,8 +19,10 @@ from ..checkpoint.config import ModelConfig, count_params
 from ..checkpoint.submodel_table import ESTIMATED, VERIFIED, SubmodelTable
 from ..checkpoint.submodels import Submodel
 from ..checkpoint.weights import expected_tensors, is_linear
+from ..options import CONTEXT
+from ..units import GiB, format_bytes
 from .catalog import Catalog, Variant, bf16_modules
-from .hardware import GiB, HardwareProbe
+from .hardware import HardwareProbe
 from .submodel_tables import submodel_table
 
 WORKSPACE_BYTES = GiB  # CUDA context, prefill activations, allocator slack
@@ -153,7 +155,7 @@ def compute_path(variant: Variant, probe: HardwareProbe) -> str:
 
 
 def _gb(n: float) -> str:
-    return f"{n / GiB:.1f} GB"
+    return format_bytes(n, "GiB")  # one unit within a line, so the figures compare at a glance
 
 
 def fit_submodel(cfg: ModelConfig, sub: Submodel, packing, probe: HardwareProbe, context: int,
@@ -165,7 +167,7 @@ def fit_submodel(cfg: ModelConfig, sub: Submodel, packing, probe: HardwareProbe,
     if on_cpu:  # the bundled demo: runs on the CPU, needs RAM
         need, free = w * 2 + c, probe.ram_available_bytes  # fp32 on the CPU: twice the BF16 estimate
         verdict = FITS if need <= FITS_SHARE * free else TIGHT if need <= free else NO
-        reason = f"{sub.name} {verdict} in RAM: needs {need / 1e6:.0f} MB, {_gb(free)} free"
+        reason = f"{sub.name} {verdict} in RAM: needs {format_bytes(need)}, {_gb(free)} free"
         return SubmodelFit(sub.name, n.total, n.active, w, c, 0, verdict, reason)
     gpu = probe.gpu
     if gpu is None:
@@ -194,7 +196,7 @@ def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe
     disk_ok, disk_reason = True, ""
     if size:
         disk_ok = probe.disk_free_bytes >= size + DISK_MARGIN_BYTES
-        disk_reason = (f"download {size / 1e9:.1f} GB, {probe.disk_free_bytes / 1e9:.0f} GB free on disk"
+        disk_reason = (f"download {_gb(size)}, {format_bytes(probe.disk_free_bytes, 'GiB', 0)} free on disk"
                        + ("" if disk_ok else ": not enough space"))
     return VariantPlan(variant.id, variant.title, variant.format, compute_path(variant, probe), size, disk_ok,
                        disk_reason, fits, resident)
@@ -208,7 +210,8 @@ def _with_state(fit: SubmodelFit, states: SubmodelTable | None) -> SubmodelFit:
     return replace(fit, state=state, reason=reason)
 
 
-def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = 8192, local: dict | None = None) -> Plan:
+def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = CONTEXT.default,
+              local: dict | None = None) -> Plan:
     """Plans every catalog variant. `local` maps variant ids to (config, submodels, packing) of
     checkpoints already on disk, which replace the catalog's estimates."""
     local = local or {}

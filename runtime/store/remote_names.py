@@ -23,7 +23,7 @@ import stat
 import unicodedata
 from pathlib import Path
 
-from ..errors import ElasticError, printable
+from ..errors import ElasticError, show
 
 BOOKKEEPING = ".elastic-chat"  # our hidden folder inside a download folder
 RESERVED_TOP = {BOOKKEEPING, ".elastic-chat-download.json", "imported.json"}  # compared case-folded
@@ -39,19 +39,6 @@ _HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}
 
 class UnsafeName(ElasticError):
     """A remote file name that must not be written (the message says which and why)."""
-
-
-def show(text: str, limit: int = 80) -> str:
-    """`text` quoted for one line of output: control characters escaped, long text shortened."""
-    out = repr(text if len(text) <= limit else text[:limit] + "…")
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in out)
-
-
-def one_line(text: str, limit: int = 500) -> str:
-    """`text` as one printable line, spacing kept (control characters and newlines escaped by
-    errors.printable), at most `limit` characters."""
-    text = printable(text)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _problem(name) -> str | None:
@@ -94,8 +81,7 @@ def check_remote_name(name) -> str:
     """`name` if it is a safe relative path for a download folder; else UnsafeName, one line."""
     problem = _problem(name)
     if problem:
-        shown = show(name) if isinstance(name, str) else repr(name)[:80]
-        raise UnsafeName(f"unsafe file name {shown} {problem}")
+        raise UnsafeName(f"unsafe file name {show(name)} {problem}")
     return name
 
 

@@ -66,7 +66,7 @@ def test_the_model_manager_drives_a_download(qtbot, hub, models, tmp_path):
     qtbot.waitUntil(lambda: manager.row(KEY) is not None and manager.row(KEY).status == "ready", timeout=30000)
     dest = tmp_path / "home" / "models" / REPO.replace("/", "--")
     assert (dest / "model.safetensors").read_bytes() == (hub.source / "model.safetensors").read_bytes()
-    assert "MB/s" in states[0]
+    assert "MiB/s" in states[0]
     manager.select(KEY)
     with qtbot.waitSignal(manager.sig_use, timeout=5000) as used:
         manager.buttons["Use"].click()

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file, save_file
 
-from app.models_controller import ModelsController, bytes_text
+from app.models_controller import ModelsController
 from app.widgets.model_manager import NESTING
 from runtime.checkpoint.config import read_json
 from runtime.checkpoint.extract import extract
+from runtime.units import format_bytes
 from tests.app.test_model_manager import open_dialog
 from tests.checkpoints import make_checkpoint
 from tests.paths import PROBES, ROOT
@@ -149,7 +150,7 @@ def test_a_hub_slice_is_read_by_ranges_and_the_bytes_are_counted(qtbot, models, 
         manager = open_dialog(qtbot, models)
         line = check(qtbot, models, lambda: models.verify_nesting("parent", SLICE_REPO))
         served = sum(r["sent"] for r in stub.requests)
-    assert line.startswith("Verified: mid nests") and f"{bytes_text(served)} of them from the hub" in line, line
+    assert line.startswith("Verified: mid nests") and f"{format_bytes(served)} of them from the hub" in line, line
     weights = (piece / "model.safetensors").stat().st_size
     ranged = [r for r in stub.requests if r["path"] == "model.safetensors"]
     assert ranged and all(r["status"] == 206 for r in ranged) and sum(r["sent"] for r in ranged) < weights / 2

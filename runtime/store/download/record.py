@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 from ...errors import ElasticError
+from ...json_file import parse_json_bytes
 from ..remote_names import check_remote_names, open_no_follow, show
 from .hub_files import HEX40, HEX64, DownloadError, check_repo_id
 
@@ -42,9 +43,7 @@ def read_manifest(folder: Path) -> dict:
         try:
             with os.fdopen(fd, "rb") as src:
                 raw = src.read(MAX_RECORD_BYTES + 1)
-            if len(raw) > MAX_RECORD_BYTES:
-                raise ValueError(f"larger than {MAX_RECORD_BYTES >> 20} MB")
-            return _checked_record(json.loads(raw.decode("utf-8")))
+            return _checked_record(parse_json_bytes(raw, MAX_RECORD_BYTES, kind=None))
         except (OSError, ValueError, TypeError, RecursionError, ElasticError) as e:
             raise DownloadError(f"the download record {path} is damaged ({reason(e)}); delete it and run the "
                                 "download again (files in place are checked, not fetched again)") from None

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ...units import format_bytes
 from ..folder_lock import FolderLock, bookkeeping_dir
 from ..remote_names import UnsafeName, is_link, open_no_follow, show, target_path
 from .hub_files import (  # noqa: F401 (re-exported)
@@ -447,9 +448,9 @@ class Download:
         left = self.remote.total_bytes - self._done_bytes
         free = shutil.disk_usage(self.dest).free
         if left + DISK_MARGIN > free:
-            raise DownloadError(f"not enough disk space in {self.dest}: {left / 1e9:.1f} GB left to download "
-                                f"(+{DISK_MARGIN / 1e9:.1f} GB margin), {free / 1e9:.1f} GB free. Free some "
-                                "space or choose another models folder")
+            raise DownloadError(f"not enough disk space in {self.dest}: {format_bytes(left, 'GiB')} left to "
+                                f"download (+{format_bytes(DISK_MARGIN, 'GiB')} margin), {format_bytes(free, 'GiB')} "
+                                "free. Free some space or choose another models folder")
 
     def _emit(self, state: str, file: str = "", message: str = "") -> Progress:
         now = time.monotonic()

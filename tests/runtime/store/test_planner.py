@@ -45,8 +45,8 @@ def test_resident_is_the_largest_submodel_that_fits_and_reasons_read_well():
     plan = make_plan(load_probe(PROBES / "rtx4090_busy.json"), load_catalog())
     nv = plan.variant(NVFP4)
     assert nv.resident == "23B"
-    assert "other programs hold 6.3 GB" in nv.submodels[0].reason
-    assert nv.submodels[1].reason.startswith("23B fits: 17.5 GB free, needs 13.4 GB weights + 0.1 GB cache at 8k")
+    assert "other programs hold 6.3 GiB" in nv.submodels[0].reason
+    assert nv.submodels[1].reason.startswith("23B fits: 17.5 GiB free, needs 13.4 GiB weights + 0.1 GiB cache at 8k")
     assert "largest that fits is 23B" in plan.default_reason
 
 

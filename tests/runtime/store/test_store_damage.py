@@ -195,7 +195,7 @@ def test_verify_without_a_record_says_what_it_checked(home, tmp_path):
     (["verify", "/no/such/folder"], "is not a folder"),
     (["probe", "--context", "0"], "--context is 0; it must be"),
     (["probe", "--context", "999999999999"], "--context is 999999999999; it must be"),
-    (["download", "nvidia/x", "--stall-seconds", "nan"], "--stall-seconds must be a finite number"),
+    (["download", "nvidia/x", "--stall-seconds", "nan"], "--stall-seconds is nan; it must be a finite number"),
     (["download", "nvidia/x", "--stall-seconds", "-1"], "--stall-seconds is -1.0; it must be"),
     (["import", str(ROOT / "assets" / "demo"), "--name", "\x1b[2Jx"], "choose a short plain name"),
     (["import", str(ROOT / "README.md")], "is not a folder"),
