@@ -70,7 +70,8 @@ class HardwareProbe:
         ram = f"{self.ram_total_bytes / GiB:.0f} GB RAM, {self.disk_free_bytes / GiB:.0f} GB free disk"
         if g is None:
             return f"No NVIDIA GPU ({self.no_gpu_reason}); {ram}"
-        others = f", {g.used_by_others_bytes / GiB:.1f} GB held by other programs" if g.used_by_others_bytes > GiB // 4 else ""
+        others = (f", {g.used_by_others_bytes / GiB:.1f} GB held by other programs"
+                  if g.used_by_others_bytes > GiB // 4 else "")
         return (f"{g.name} ({g.architecture}, compute {g.compute_capability[0]}.{g.compute_capability[1]}): "
                 f"{g.free_bytes / GiB:.1f} of {g.total_bytes / GiB:.1f} GB free{others}; driver {g.driver}; {ram}")
 

@@ -30,7 +30,8 @@ from .remote_names import is_link, one_line, open_no_follow, show, target_path
 
 IMPORTED = "imported.json"
 MAX_IMPORTED_BYTES = 16 << 20
-LOADER_CHECKS = "config.json, elastic.json, the quantization config and the safetensors headers pass the loader's checks"
+LOADER_CHECKS = ("config.json, elastic.json, the quantization config and the safetensors headers "
+                 "pass the loader's checks")
 
 
 def data_dir() -> Path:
@@ -143,7 +144,7 @@ def describe(folder: Path, source: str, name: str | None = None) -> LocalModel:
 
 def _size_of(folder: Path) -> int:
     total = 0
-    for top, dirs, files in os.walk(folder, onerror=lambda e: None):  # never follows links
+    for top, _dirs, files in os.walk(folder, onerror=lambda e: None):  # never follows links
         for n in files:
             try:
                 st = os.lstat(os.path.join(top, n))
@@ -251,7 +252,8 @@ def _imported_models() -> list[LocalModel]:
         if problem:
             out.append(_damaged(name, _imported_file(), "imported", problem))
         elif not path.exists():
-            out.append(_damaged(name, path, "imported", "the folder no longer exists; delete the entry or import it again"))
+            out.append(_damaged(name, path, "imported",
+                                "the folder no longer exists; delete the entry or import it again"))
         else:
             out.append(_guarded(lambda p=path, n=name: describe(p, "imported", n), name, path, "imported"))
     return out
