@@ -17,6 +17,7 @@ import pytest
 from app.state.data_files import LOG, DataFolder, check_data_files, prepare_data_folder
 from app.state.history import History, HistoryReadOnly
 from app.state.settings import Sampling, Settings
+from tests.app_support import make_window
 from tests.paths import ROOT
 
 
@@ -599,8 +600,6 @@ def _remove_temp(data: DataFolder) -> None:
 # ---------------------------------------------------------------------- the real window and main()
 
 def test_the_window_opens_on_a_damaged_history_and_shows_what_was_done(qtbot, tmp_path):
-    from tests.app.test_app import make_window
-
     folder = tmp_path / "data"
     folder.mkdir()
     make_history(folder / "history.sqlite3", chats=2, messages=3)
@@ -617,8 +616,6 @@ def test_the_window_opens_on_a_damaged_history_and_shows_what_was_done(qtbot, tm
 
 
 def test_the_window_opens_on_a_newer_history_read_only(qtbot, tmp_path):
-    from tests.app.test_app import make_window
-
     folder = tmp_path / "data"
     folder.mkdir()
     make_history(folder / "history.sqlite3", chats=2, messages=3)
@@ -637,8 +634,6 @@ def test_the_window_opens_on_a_newer_history_read_only(qtbot, tmp_path):
 
 
 def test_writes_to_a_read_only_history_are_one_banner_line_not_a_crash(qtbot, tmp_path):
-    from tests.app.test_app import make_window
-
     folder = tmp_path / "data"
     folder.mkdir()
     make_history(folder / "history.sqlite3", chats=2, messages=3)

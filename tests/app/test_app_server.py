@@ -17,8 +17,8 @@ from app.state.settings import Settings, server_problem
 from app.widgets.settings_dialog import SettingsDialog
 from runtime.errors import UsageError
 from runtime.server.runner import check_listen
-from tests.app.test_app import make_window
-from tests.runtime.server.test_server import slow_engine
+from tests.app_support import make_window
+from tests.engine_support import held_engine
 
 QUESTION = [{"role": "user", "content": "What is 45 + 23 - 17 + 9?"}]
 
@@ -219,7 +219,8 @@ def test_closing_the_window_while_a_server_reply_streams_ends_everything(qtbot, 
             ended.append(type(e).__name__)
 
     reader = threading.Thread(target=stream)
-    with slow_engine(engine):
+    with held_engine(engine) as valve:
+        valve.allow(8)  # then held before its 9th token until the window's close stops it
         reader.start()
         qtbot.waitUntil(lambda: len(chunks) >= 3, timeout=120000)
         assert control.status().in_flight.startswith("server 127.0.0.1:")

@@ -45,7 +45,7 @@ def test_uninstall_removes_the_launchers(entry, tmp_path):
 
 
 def exec_command(entry: Path) -> list[str]:
-    line = next(l for l in entry.read_text().splitlines() if l.startswith("Exec="))
+    line = next(x for x in entry.read_text().splitlines() if x.startswith("Exec="))
     return shlex.split(line[len("Exec="):])
 
 

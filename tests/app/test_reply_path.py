@@ -13,7 +13,8 @@ from app.controller import ChatController
 from app.state.history import History
 from app.state.settings import Settings
 from app.widgets.chat_view import thinking_summary
-from tests.app.test_app import ROOT, ask, make_window
+from tests.app_support import ask, held_at, hold, make_window
+from tests.paths import ROOT
 
 DEMO = str(ROOT / "assets" / "demo-nvfp4")
 
@@ -34,10 +35,6 @@ def test_sampling_is_converted_once_from_defaults_and_the_chat(qtbot):
     assert (s.temperature, s.top_p, s.top_k, s.min_p) == (0.2, 0.95, 5, 0.0)
     with pytest.raises(UsageError):
         sampling_for(Sampling(), {"sampling": {"top_p": 0}})
-
-
-def tokens_of(reply) -> int:
-    return reply.thinking_tokens + reply.answer_tokens
 
 
 def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
@@ -63,15 +60,12 @@ def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
 
 
 @pytest.mark.parametrize("how", ["switch", "ctrl_n"])
-def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, window, how):
+def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, window, gate, how):
     c = window.controller
     other = c.history.new_conversation("other").id
     window.settings.max_new_tokens = 60
-    c.set_depth("Max")
-    window.input.setPlainText("What is 45 + 23 - 17 + 9?")
-    window.send()
+    _, controls = hold(qtbot, window, gate, "Max", 3)  # held mid-reply until the test lets it end
     first = c.current
-    qtbot.waitUntil(lambda: c.reply_in(first) is not None and tokens_of(c.reply_in(first)) >= 1, timeout=180000)
     if how == "switch":
         c.select(other)
     else:
@@ -85,49 +79,55 @@ def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, win
     assert live.role == "assistant" and c.reply_in(first) is not None
     with qtbot.waitSignal(c.sig_reply_done, timeout=180000) as done:
         c.select(other)  # and away again, until it ends
+        controls.released.set()
     assert done.args[0] == first and done.args[1].meta["finish_reason"] in ("end_of_turn", "length")
     c.select(first)
     saved = c.history.messages(first)[-1]
     assert saved.complete and window.chat.widgets[-1].text == saved.content
 
 
-def test_coming_back_mid_reply_shows_it_live(qtbot, window):
+def test_coming_back_mid_reply_shows_it_live(qtbot, window, gate):
     c = window.controller
     window.settings.max_new_tokens = 400
+    gate.at = 5
     c.set_depth("Max")
     window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12?")
     window.send()
     first = c.current
+    reply, controls = c.reply_in(first), gate.made[-1]
     window.new_chat()
-    qtbot.waitUntil(lambda: c.reply_in(first) is not None and tokens_of(c.reply_in(first)) >= 4, timeout=180000)
+    held_at(qtbot, gate, reply, controls, 5)
     c.select(first)
     widget = window.chat.widgets[-1]
     before = widget.thinking.body.text() + widget.text
     assert before  # built from the reply so far, not from the last save
+    gate.at = 9  # four more tokens, shown live, and it is held again
+    controls.released.set()
+    held_at(qtbot, gate, reply, controls, 9)
     qtbot.waitUntil(lambda: widget.thinking.body.text() + widget.text != before, timeout=30000)
     c.stop()
+    controls.released.set()
     qtbot.waitUntil(lambda: not c.busy, timeout=180000)
     assert window.chat.widgets[-1] is widget and "stopped" in widget.info.text()
 
 
-def test_regenerating_mid_reply_leaves_only_the_new_reply(qtbot, window):
+def test_regenerating_mid_reply_leaves_only_the_new_reply(qtbot, window, gate):
     """The replaced reply's message is deleted and SQLite gives its id to the new one: the old reply's
     end must neither overwrite the new message nor finish its widget."""
     c = window.controller
     window.settings.max_new_tokens = 400
-    c.set_depth("Max")
-    window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12?")
-    window.send()
-    first = c.reply_in(c.current)
-    qtbot.waitUntil(lambda: tokens_of(first) >= 1, timeout=180000)
+    _, controls = hold(qtbot, window, gate, "Max", 2, "What is 45 + 23 - 17 + 9 + 12?")  # held mid-reply
     ends = []
     c.sig_reply_done.connect(lambda cid, m: ends.append(m))
     window.settings.max_new_tokens = 30
+    gate.at = None  # the new reply runs freely
     c.regenerate()
+    controls.released.set()  # the old reply ends only now, after it was replaced
     qtbot.waitUntil(lambda: not c.busy, timeout=180000)
     msgs = c.history.messages(c.current)
     assert len(ends) == 1 and [m.role for m in msgs] == ["user", "assistant"]
-    assert msgs[1].complete and msgs[1].content == ends[0].content and msgs[1].meta["finish_reason"] in ("end_of_turn", "length")
+    assert msgs[1].complete and msgs[1].content == ends[0].content
+    assert msgs[1].meta["finish_reason"] in ("end_of_turn", "length")
     assert window.chat.widgets[-1].text == msgs[1].content
 
 

@@ -14,8 +14,6 @@ from runtime.cli import _TextPrinter, main
 from runtime.events import Switch, Token
 from tests.paths import DEMO, ROOT
 
-DEMO = ROOT / "assets" / "demo"
-
 
 def run(capsys, *argv):
     """(exit status, stdout, stderr) of `python -m runtime ARGV`, in process."""
@@ -140,7 +138,8 @@ def test_extract_refuses_a_folder_inside_the_checkpoint(capsys, hybrid_copy):
 
 def test_extract_prints_an_escaped_name(capsys, checkpoints, tmp_path):
     out_dir = tmp_path / "out\x1b[31m"
-    rc, out, err = run(capsys, "extract", "--checkpoint", checkpoints["hybrid"], "--submodel", "small", "--out", out_dir)
+    rc, out, err = run(capsys, "extract", "--checkpoint", checkpoints["hybrid"], "--submodel", "small",
+                       "--out", out_dir)
     assert rc == 0 and (out_dir / "model.safetensors").exists(), err
     assert "\x1b" not in out and "out\\x1b[31m" in out
 

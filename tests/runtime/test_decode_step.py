@@ -223,9 +223,9 @@ def test_grouped_experts_equal_gathered_experts(dtype, loaded, monkeypatch):
     cfg = loaded["hybrid"].config
     x = torch.randn(3, 48, generator=torch.Generator().manual_seed(0)).to(dtype)
     with torch.inference_mode():
+        shared = moe.MLPWeights(layer.mixer.shared.up.to(dtype), layer.mixer.shared.down.to(dtype), None, None)
         mixer = moe.MoEWeights(layer.mixer.router, layer.mixer.router_bias, layer.mixer.up.to(dtype),
-                               layer.mixer.down.to(dtype), moe.MLPWeights(layer.mixer.shared.up.to(dtype),
-                                                                          layer.mixer.shared.down.to(dtype), None, None))
+                               layer.mixer.down.to(dtype), shared)
         grouped = torch.cat([moe.moe_gathered(x, mixer, cfg), moe.moe_gathered(x[:1], mixer, cfg)])
         monkeypatch.setitem(moe._GROUPED, ("cpu", dtype), False)
         gathered = torch.cat([moe.moe_gathered(x, mixer, cfg), moe.moe_gathered(x[:1], mixer, cfg)])

@@ -3,14 +3,11 @@ submodel and budget, "Answer now" ends it, "Think longer" extends it. Events tel
 
 from __future__ import annotations
 
-import torch
-
 from runtime.controls import Controls
-from runtime.engine import Engine
 from runtime.events import ANSWER, THINKING, Done, Switch, Token
 from runtime.generate import GRACE_TOKENS, ChatRequest, stream_chat
 from runtime.sampling import SamplingSettings
-from tests.runtime.test_generate import HELLO, engine, forbid  # noqa: F401  (the module's engine fixture)
+from tests.engine_support import HELLO, assert_same_as_fresh_prefill, forbid
 
 GREEDY = SamplingSettings(temperature=0)
 
@@ -54,16 +51,6 @@ def test_a_live_switch_leaves_the_state_of_a_fresh_prefill(engine, checkpoints):
 
     run(engine, Controls(), steer, thinking_budget=30, max_new_tokens=60, answer="mid")
     assert_same_as_fresh_prefill(engine, checkpoints["hybrid"], "mid")
-
-
-def assert_same_as_fresh_prefill(engine, checkpoint, submodel: str) -> None:
-    """The submodel's live cache predicts the next token as a fresh prefill of its whole context does."""
-    live = engine.cache(submodel)
-    fresh = Engine.load(checkpoint, max_context=512)
-    fresh.model.forward(submodel, fresh.cache(submodel), list(live.tokens))
-    a = engine.model.forward(submodel, live, [7])
-    b = fresh.model.forward(submodel, fresh.cache(submodel), [7])
-    assert torch.allclose(a, b, atol=1e-4)
 
 
 def test_answer_now_always_yields_an_answer(engine):

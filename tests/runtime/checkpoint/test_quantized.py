@@ -14,9 +14,8 @@ from runtime.chat_format import ChatFormat
 from runtime.checkpoint.quant import PackedFP8, PackedNVFP4, QuantSpec, repair_exclude_name
 from runtime.checkpoint.quant_pack import pack_fp8, pack_nvfp4
 from runtime.score import score
-from tests.paths import DEMO, ROOT
+from tests.paths import DEMO, DEMO_NVFP4
 
-DEMO, DEMO_NVFP4 = ROOT / "assets" / "demo", ROOT / "assets" / "demo-nvfp4"
 # Measured on the shipped files (docs/quantization.md): mean |logprob difference| to the fp32 demo
 # is about 0.22 nats for NVFP4 and 0.05-0.07 for FP8; the bounds leave room, not slack for a broken reader.
 NVFP4_VS_FULL_MEAN, FP8_VS_FULL_MEAN = 0.05, 0.05  # mean |log-prob difference| over a reply
@@ -140,7 +139,8 @@ def test_quantized_demo_stays_close_to_full_precision(fmt, bound, fp8_demo):
     ids = chat_ids()
     # the reply's tokens only: the prompt's are never predicted in use, and their log-probabilities
     # (often -15 or lower) move by whole nats under quantization without changing any reply
-    reply = slice(len(ChatFormat(DEMO).prompt_ids([{"role": "user", "content": "What is 12 + 7 - 5?"}], True)) - 1, None)
+    prompt = ChatFormat(DEMO).prompt_ids([{"role": "user", "content": "What is 12 + 7 - 5?"}], True)
+    reply = slice(len(prompt) - 1, None)
     for name in full.views:
         diff = (torch.tensor(score(quantized, name, ids)) - torch.tensor(score(full, name, ids)))[reply].abs()
         assert diff.mean() < bound, (name, diff.mean().item())

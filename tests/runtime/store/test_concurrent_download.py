@@ -16,25 +16,17 @@ from runtime import UsageError
 from runtime.store.download.transfer import DONE, Download, resolve
 from runtime.store.folder_lock import FolderBusy, FolderLock, holder
 from runtime.store.model_store import delete, list_models, verify
-from tests.hub_stub import HubStub
 from tests.paths import ROOT
-from tests.runtime.store.test_downloads import part_of
+from tests.store_support import part_of
 
 REPO = "nvidia/Concurrent"
 FILES = {"config.json": b'{"a": 1}\n', "model.safetensors": os.urandom(1_500_000)}
 
 
 @pytest.fixture
-def hub(tmp_path, monkeypatch):
+def hub(tmp_path, serve_hub):
     (tmp_path / "repo").mkdir()
-    with HubStub({REPO: tmp_path / "repo"}, virtual={REPO: dict(FILES)}) as stub:
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        import huggingface_hub.constants
-
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-        yield stub
+    return serve_hub({REPO: tmp_path / "repo"}, virtual={REPO: dict(FILES)})
 
 
 def cli(dest: Path, **kw):

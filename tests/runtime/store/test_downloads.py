@@ -22,39 +22,24 @@ from runtime.store.download.transfer import (
     resolve,
     sha256_of,
 )
-from tests.hub_stub import HubStub
 from tests.paths import ROOT
+from tests.store_support import part_of
 
 REPO = "nvidia/Tiny-Elastic-Demo-NVFP4"
 WEIGHTS = "model.safetensors"
 
 
 @pytest.fixture
-def hub(tmp_path, monkeypatch):
+def hub(tmp_path, serve_hub):
     source = shutil.copytree(ROOT / "assets" / "demo-nvfp4", tmp_path / "repo")
-    with HubStub({REPO: source, "nvidia/Gated": source}, gated={"nvidia/Gated"}) as stub:
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        # conftest switches the hub library offline for the whole session (no test may reach the real
-        # hub); it reads that once at import, so switch it back on for the stand-in on 127.0.0.1.
-        import huggingface_hub.constants
-
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-        stub.source = source
-        yield stub
+    stub = serve_hub({REPO: source, "nvidia/Gated": source}, gated={"nvidia/Gated"})
+    stub.source = source
+    return stub
 
 
 def same_files(a: Path, b: Path) -> bool:
     names = [p.name for p in a.iterdir() if p.is_file()]
     return all((b / n).exists() and sha256_of(a / n) == sha256_of(b / n) for n in names)
-
-
-def part_of(dest: Path, name: str) -> Path:
-    """Where the download keeps `name`'s partial copy (its hidden bookkeeping folder)."""
-    import hashlib
-
-    return dest / ".elastic-chat" / "parts" / (hashlib.sha256(name.encode()).hexdigest()[:40] + ".part")
 
 
 def run_download(dest, **kw):

@@ -19,11 +19,10 @@ from tests.paths import ROOT
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ELASTIC_CHAT_MODELS", raising=False)
-    (tmp_path / "home" / "models").mkdir(parents=True)
-    return tmp_path / "home"
+def home(home):
+    """conftest's store home, with its models folder made (the damaged folders are put there)."""
+    (home / "models").mkdir(parents=True)
+    return home
 
 
 def good(home: Path, name: str = "nvidia--Good") -> Path:
@@ -164,7 +163,8 @@ def test_damaged_imported_entries_are_one_line_each_and_removable(home, tmp_path
     keep = shutil.copytree(ROOT / "assets" / "demo", tmp_path / "mine")
     entries = [1, "x", {"name": 5, "path": "/x"}, {"name": "no-path"}, {"name": "list-path", "path": ["x"]},
                {"name": "relative", "path": "relative/path"}, {"name": "\x1b[31mred", "path": "/x"},
-               {"name": "nul", "path": "/x\x00y"}, {"name": " spaced ", "path": "/x"}, {"name": "gone", "path": "/nope"},
+               {"name": "nul", "path": "/x\x00y"}, {"name": " spaced ", "path": "/x"},
+               {"name": "gone", "path": "/nope"},
                {"name": "mine", "path": str(keep)}]
     path = home / "models" / "imported.json"
     path.write_text(json.dumps(entries))
