@@ -20,7 +20,7 @@ from app.widgets.chat_view import thinking_summary
 from app.widgets.depth_slider import DepthSlider, slider_stops
 from app.widgets.live_strip import LiveStrip
 from runtime.generate import GRACE_TOKENS
-from tests.app_support import LONG, SUM, finish, hold, make_window
+from tests.app_support import LONG, SUM, finish, hold, make_window, warmed_up
 from tests.paths import ROOT
 
 CEILING = 64
@@ -41,6 +41,7 @@ def window(qtbot, tmp_path, small_ceiling, gate):
     w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=200, sampling=Sampling(temperature=0.0)))
     with qtbot.waitSignal(w.controller.sig_model_loaded, timeout=LONG):
         w.load_model(str(small_ceiling), "", is_demo=True)
+    warmed_up(qtbot, w)
     assert [(s.name, s.think, s.budget) for s in w.loaded.stops] == [
         ("Off", None, 0), ("Quick", "0.5M", 8), ("Balanced", "1.0M", 16), ("Deep", "1.0M", 32), ("Max", "1.5M", 64),
         ("Auto", "0.5M", 32)]

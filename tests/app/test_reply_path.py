@@ -94,7 +94,8 @@ def test_coming_back_mid_reply_shows_it_live(qtbot, window, gate):
     window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12?")
     window.send()
     first = c.current
-    reply, controls = c.reply_in(first), gate.made[-1]
+    reply = c.reply_in(first)
+    controls = reply.controls
     window.new_chat()
     held_at(qtbot, gate, reply, controls, 5)
     c.select(first)
@@ -116,7 +117,7 @@ def test_regenerating_mid_reply_leaves_only_the_new_reply(qtbot, window, gate):
     end must neither overwrite the new message nor finish its widget."""
     c = window.controller
     window.settings.max_new_tokens = 400
-    _, controls = hold(qtbot, window, gate, "Max", 2, "What is 45 + 23 - 17 + 9 + 12?")  # held mid-reply
+    _, controls = hold(qtbot, window, gate, "Max", 3, "What is 45 + 23 - 17 + 9 + 12?")  # held mid-reply
     ends = []
     c.sig_reply_done.connect(lambda cid, m: ends.append(m))
     window.settings.max_new_tokens = 30
