@@ -25,6 +25,7 @@ def window(qtbot, tmp_path):
     w.close()
 
 
+@pytest.mark.slow
 def test_send_and_stream_a_reply_on_the_demo_model(qtbot, window):
     assert window.loaded.is_demo and window.banner.isVisible() and "offline demo" in window.banner.text()
     streamed = []
@@ -38,6 +39,7 @@ def test_send_and_stream_a_reply_on_the_demo_model(qtbot, window):
     assert [m.role for m in saved] == ["user", "assistant"] and saved[1].complete
 
 
+@pytest.mark.slow
 def test_thinking_block_collapses_to_a_summary(qtbot, window):
     message = ask(qtbot, window, "What is 12 + 7 - 5?", "Balanced")
     assert message.thinking and message.meta["think_submodel"] == window.loaded.submodels[1]
@@ -46,6 +48,7 @@ def test_thinking_block_collapses_to_a_summary(qtbot, window):
     assert not block.toggle.isChecked() and block.body.isHidden()
 
 
+@pytest.mark.slow
 def test_esc_stops_the_reply(qtbot, window, gate):
     window.settings.max_new_tokens = 2000
     tokens = []
@@ -59,6 +62,7 @@ def test_esc_stops_the_reply(qtbot, window, gate):
     assert not window.stop_button.isEnabled()
 
 
+@pytest.mark.slow
 def test_the_badge_changes_at_the_switch(qtbot, window):
     smallest, parent = window.loaded.submodels[0], window.loaded.submodels[-1]
     badges = []
@@ -74,6 +78,7 @@ def test_the_badge_changes_at_the_switch(qtbot, window):
     assert len(window.strip.sparkline.points) == len(badges)
 
 
+@pytest.mark.slow
 def test_history_survives_closing_and_reopening(qtbot, tmp_path):
     data = tmp_path / "data"
     w = make_window(qtbot, data)
@@ -89,6 +94,7 @@ def test_history_survives_closing_and_reopening(qtbot, tmp_path):
         w2.close()
 
 
+@pytest.mark.slow
 def test_history_survives_killing_the_process_mid_reply(tmp_path):
     """The reply is held before its HELD-th token for good (its decode loop waits at its look at the
     thinking requests, as tests/app/test_live_steering.py's Gate does), so the kill always lands mid-reply,
@@ -146,6 +152,7 @@ def test_history_survives_killing_the_process_mid_reply(tmp_path):
     h.close()
 
 
+@pytest.mark.slow
 def test_delete_asks_and_can_be_undone(qtbot, window, monkeypatch):
     from PySide6.QtWidgets import QMessageBox
 
@@ -159,6 +166,7 @@ def test_delete_asks_and_can_be_undone(qtbot, window, monkeypatch):
     assert cid in [c.id for c in window.controller.history.conversations()]
 
 
+@pytest.mark.slow
 def test_edit_and_regenerate(qtbot, window):
     ask(qtbot, window, "hello", "Off")
     user = window.controller.history.messages(window.controller.current)[0]
@@ -175,6 +183,7 @@ def test_edit_and_regenerate(qtbot, window):
     assert len(window.controller.history.messages(window.controller.current)) == 2
 
 
+@pytest.mark.slow
 def test_out_of_memory_offers_the_next_smaller_stop(window):
     window.controller.set_depth("Deep")
     assert window.depth.selected == "Deep"
@@ -186,6 +195,7 @@ def test_out_of_memory_offers_the_next_smaller_stop(window):
     assert not window.error.isVisible()
 
 
+@pytest.mark.slow
 def test_long_chats_build_only_their_last_page(qtbot, window):
     from app.widgets.chat_view import ChatView
 

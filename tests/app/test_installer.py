@@ -68,6 +68,7 @@ def app_env(tmp_path):
     return env, home
 
 
+@pytest.mark.slow
 def test_the_launcher_starts_the_app_and_a_second_launch_raises_it(qapp, entry, app_env):
     env, home = app_env
     command = exec_command(entry)
@@ -85,6 +86,7 @@ def test_the_launcher_starts_the_app_and_a_second_launch_raises_it(qapp, entry, 
         first.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_stale_lock_from_a_crash_does_not_block_the_next_start(qapp, app_env):
     env, home = app_env
     name = server_name(home)

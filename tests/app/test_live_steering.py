@@ -55,6 +55,7 @@ def steering_enabled(w) -> list[bool]:
                                     w.think_longer_action)]
 
 
+@pytest.mark.slow
 def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, window, gate):
     w, c = window, window.controller
     reply, controls = hold(qtbot, w, gate, "Quick", at=4)  # 0.5M has thought 3 tokens
@@ -91,6 +92,7 @@ def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, w
         reopened.close()
 
 
+@pytest.mark.slow
 def test_moving_the_slider_to_auto_while_thinking_lets_the_rest_of_the_thought_climb(qtbot, window, gate,
                                                                                       small_ceiling, tmp_path):
     """Auto's policy set to climb at any doubt (threshold 0: a real model is never quite sure of a token)."""
@@ -114,6 +116,7 @@ def test_moving_the_slider_to_auto_while_thinking_lets_the_rest_of_the_thought_c
     assert [name for name, _ in meta["thinking_by_submodel"]] == ["1.0M", "1.5M"] and meta["answer_tokens"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("at", [1, 6])
 def test_answer_now_always_yields_an_answer_and_the_reply_is_saved_complete(qtbot, window, gate, at):
     w, c = window, window.controller
@@ -132,6 +135,7 @@ def test_answer_now_always_yields_an_answer_and_the_reply_is_saved_complete(qtbo
     assert w.chat.widgets[-1].thinking.toggle.text().endswith("ended by you")
 
 
+@pytest.mark.slow
 def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
     w, c = window, window.controller
     gate.at = None
@@ -153,6 +157,7 @@ def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
     assert longer["thinking_by_submodel"] == [["0.5M", longer["thinking_tokens"]]]
 
 
+@pytest.mark.slow
 def test_steering_is_off_unless_the_reply_shown_is_thinking(qtbot, window, gate):
     w, c = window, window.controller
     assert steering_enabled(w) == [False] * 4 and "applies to the next reply" in w.depth.detail.text()
@@ -178,6 +183,7 @@ def test_steering_is_off_unless_the_reply_shown_is_thinking(qtbot, window, gate)
     assert finish(qtbot, w, controls).meta["finish_reason"] == "stopped"
 
 
+@pytest.mark.slow
 def test_the_keys_answer_now_and_think_longer(qtbot, window, gate):
     w = window
     reply, controls = hold(qtbot, w, gate, "Max", at=3)

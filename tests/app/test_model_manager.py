@@ -32,6 +32,7 @@ def models(qtbot):
     controller.shutdown()
 
 
+@pytest.mark.slow
 def test_the_model_manager_drives_a_download(qtbot, hub, models, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 0.03}
     manager = open_dialog(qtbot, models)
@@ -58,6 +59,7 @@ def test_the_model_manager_drives_a_download(qtbot, hub, models, tmp_path):
     assert manager.row(KEY).status == "active" and not manager.buttons["Use"].isEnabled()
 
 
+@pytest.mark.slow
 def test_progress_reaches_the_gui_about_ten_times_a_second(qtbot, hub, monkeypatch):
     """Many small reads; only about 10 reports a second cross to the GUI thread."""
     import time
@@ -104,6 +106,7 @@ def test_throttle_passes_changes_of_state_at_once():
     assert not t.ready("verifying")
 
 
+@pytest.mark.slow
 def test_closing_and_reopening_the_dialog_keeps_the_download(qtbot, hub, models):
     hub.faults["model.safetensors"] = {"throttle": 0.1}
     first = open_dialog(qtbot, models)

@@ -37,6 +37,7 @@ def test_sampling_is_converted_once_from_defaults_and_the_chat(qtbot):
         sampling_for(Sampling(), {"sampling": {"top_p": 0}})
 
 
+@pytest.mark.slow
 def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
     c = ChatController(tmp_path, Settings(max_new_tokens=60, depth="Bogus"), tmp_path / "settings.json")
     try:
@@ -59,6 +60,7 @@ def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
         c.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["switch", "ctrl_n"])
 def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, window, gate, how):
     c = window.controller
@@ -86,6 +88,7 @@ def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, win
     assert saved.complete and window.chat.widgets[-1].text == saved.content
 
 
+@pytest.mark.slow
 def test_coming_back_mid_reply_shows_it_live(qtbot, window, gate):
     c = window.controller
     window.settings.max_new_tokens = 400
@@ -112,6 +115,7 @@ def test_coming_back_mid_reply_shows_it_live(qtbot, window, gate):
     assert window.chat.widgets[-1] is widget and "stopped" in widget.info.text()
 
 
+@pytest.mark.slow
 def test_regenerating_mid_reply_leaves_only_the_new_reply(qtbot, window, gate):
     """The replaced reply's message is deleted and SQLite gives its id to the new one: the old reply's
     end must neither overwrite the new message nor finish its widget."""
@@ -132,6 +136,7 @@ def test_regenerating_mid_reply_leaves_only_the_new_reply(qtbot, window, gate):
     assert window.chat.widgets[-1].text == msgs[1].content
 
 
+@pytest.mark.slow
 def test_a_send_appends_and_does_not_rebuild(qtbot, window):
     ask(qtbot, window, "hello", "Off")
     kept = list(window.chat.widgets)
@@ -139,6 +144,7 @@ def test_a_send_appends_and_does_not_rebuild(qtbot, window):
     assert window.chat.widgets[:2] == kept and len(window.chat.widgets) == 4
 
 
+@pytest.mark.slow
 def test_the_badge_shows_the_thinking_submodel_before_the_first_token(qtbot, window):
     c = window.controller
     seen = []
@@ -148,6 +154,7 @@ def test_the_badge_shows_the_thinking_submodel_before_the_first_token(qtbot, win
     assert think != window.loaded.loaded[-1] and seen == [f"{think} thinking"]
 
 
+@pytest.mark.slow
 def test_ctrl_n_on_an_empty_chat_makes_no_other(qtbot, window):
     c = window.controller
     before = len(c.history.conversations())
@@ -160,6 +167,7 @@ def test_ctrl_n_on_an_empty_chat_makes_no_other(qtbot, window):
     assert len(c.history.conversations()) == before + 1 and not c.history.messages(c.current)
 
 
+@pytest.mark.slow
 def test_enter_sends_shift_enter_breaks_the_line_and_tab_leaves(qtbot, window):
     window.input.setFocus()
     qtbot.keyClicks(window.input, "one")
@@ -174,6 +182,7 @@ def test_enter_sends_shift_enter_breaks_the_line_and_tab_leaves(qtbot, window):
     assert window.controller.history.messages(window.controller.current)[0].content == "one\ntwo"
 
 
+@pytest.mark.slow
 def test_an_edit_can_be_cancelled_and_its_status_ends_when_sent(qtbot, window):
     ask(qtbot, window, "hello", "Off")
     c = window.controller
@@ -191,6 +200,7 @@ def test_an_edit_can_be_cancelled_and_its_status_ends_when_sent(qtbot, window):
     assert [m.content for m in c.history.messages(c.current)][0] == "hi"
 
 
+@pytest.mark.slow
 def test_interrupted_replies_are_marked_at_start(qtbot, tmp_path):
     h = History(tmp_path / "history.sqlite3")
     cid = h.new_conversation("crashed").id
@@ -215,6 +225,7 @@ def test_interrupted_replies_are_marked_at_start(qtbot, tmp_path):
         "Thought for 2.1 s on 0.5M · 25 tokens, budget hit"
 
 
+@pytest.mark.slow
 def test_menus_reach_quit_help_and_the_model_manager(window):
     actions = {m.title().replace("&", ""): {a.text().replace("&", ""): a for a in m.actions()}
                for m in (a.menu() for a in window.menuBar().actions())}
@@ -226,6 +237,7 @@ def test_menus_reach_quit_help_and_the_model_manager(window):
     window.shortcuts_dialog.close()
 
 
+@pytest.mark.slow
 def test_window_size_position_and_sidebar_are_restored(qtbot, tmp_path):
     data = tmp_path / "data"
     w = make_window(qtbot, data)
@@ -271,6 +283,7 @@ def test_a_native_crash_leaves_a_trace_and_the_next_start_says_so(tmp_path):
     crash.end_session(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_clean_quit_leaves_no_warning_and_no_crash_marker(tmp_path):
     """The real entry point: load, one reply, the model manager opened, a reply in flight at Ctrl+Q."""
     data = tmp_path / "data"
@@ -301,6 +314,7 @@ def test_a_clean_quit_leaves_no_warning_and_no_crash_marker(tmp_path):
     h.close()
 
 
+@pytest.mark.slow
 def test_auto_in_the_window_climbs_when_its_policy_says_so(qtbot, tmp_path):
     """The app hands the Auto stop's escalation to the runtime: with a policy that always climbs (any
     entropy above 0), the saved reply records the climbs as 'escalate' switches."""

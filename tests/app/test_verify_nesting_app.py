@@ -85,6 +85,7 @@ def swap_experts(folder: Path) -> None:
     save_file(t, str(path), metadata={"format": "pt"})
 
 
+@pytest.mark.slow
 def test_verify_nesting_proves_an_extracted_slice_and_its_state_turns_verified(qtbot, models, imported, parent,
                                                                                 tmp_path):
     piece = extract(parent, "small", tmp_path / "slice-small")
@@ -127,6 +128,7 @@ def test_a_permuted_slice_is_refused_with_the_tensor_named_and_nothing_written(q
     assert states(manager, "parent")["small"] == "declared"
 
 
+@pytest.mark.slow
 def test_a_hub_slice_is_read_by_ranges_and_the_bytes_are_counted(qtbot, models, imported, parent, tmp_path,
                                                                  serve_hub, monkeypatch):
     from runtime.store.nesting.tensor_source import TensorSource
@@ -182,6 +184,7 @@ def download(qtbot, manager, models, key="tiny-bf16") -> str:
     return check(qtbot, models, manager.buttons["Download"].click)
 
 
+@pytest.mark.slow
 def test_a_download_ends_by_verifying_against_the_catalog_slices(qtbot, models, parent, tiny_catalog, home,
                                                                  tmp_path, serve_hub):
     piece = extract(parent, "small", tmp_path / "slice-small")
@@ -201,6 +204,7 @@ def test_a_download_ends_by_verifying_against_the_catalog_slices(qtbot, models, 
     assert "estimated" in written["submodels"][1] and written["submodels"][2]["verified"]["repo"] == SLICE_REPO
 
 
+@pytest.mark.slow
 def test_an_unreachable_hub_after_a_download_is_one_line_and_changes_nothing(qtbot, models, tiny_catalog, home,
                                                                              serve_hub, monkeypatch):
     with socket.socket() as s:  # a port nobody listens on: connection refused
@@ -257,6 +261,7 @@ def test_the_demo_cannot_be_rewritten_and_a_running_check_can_be_cancelled(qtbot
 # ------------------------------------------------------------------ the chat's depth
 
 
+@pytest.mark.slow
 def test_a_chat_never_starts_on_a_depth_whose_thinker_is_estimated(qtbot, tmp_path):
     from app.controller import ChatController
     from app.state.settings import Settings

@@ -104,6 +104,7 @@ def test_a_bad_policy_is_refused_naming_the_field(bad, says):
 # ---------------------------------------------------------------------- climbing
 
 
+@pytest.mark.slow
 def test_an_easy_thought_never_climbs(engine):
     events = auto_reply(engine, Script(engine))
     assert switches(events) == [("small", "full", "answer")]
@@ -239,6 +240,7 @@ def always_climbs(folder):
     return folder
 
 
+@pytest.mark.slow
 def test_generate_depth_auto(capsys, checkpoints, tmp_path):
     folder = always_climbs(shutil.copytree(checkpoints["hybrid"], tmp_path / "hybrid"))
     argv = ["generate", "--checkpoint", str(folder), "--prompt", "hi", "--depth", "Auto", "--max-new-tokens", "24",
@@ -293,6 +295,7 @@ def test_the_measurement_helpers():
     assert all(sum(p > t for p in peaks) == k for t, k in zip(thresholds_for(peaks, (0.25, 0.5)), (1, 2)))
 
 
+@pytest.mark.slow
 def test_the_measurement_runs_and_its_pick_is_what_the_engine_uses(checkpoints, tmp_path):
     from training.auto_signal import markdown, measure, write_policy
 

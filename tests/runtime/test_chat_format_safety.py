@@ -42,6 +42,7 @@ AUTO_MAP_VARIANTS = {
 }
 
 
+@pytest.mark.slow
 def test_checkpoint_code_never_runs_and_nothing_asks(tmp_path):
     """In a child with stdin closed and a timeout: a prompt on the terminal would hang or fail."""
     folders = []

@@ -146,6 +146,7 @@ def test_extract_prints_an_escaped_name(capsys, checkpoints, tmp_path):
 
 # ----------------------------------------------------------------------------- transplant
 
+@pytest.mark.slow
 @pytest.mark.parametrize("think,answer", [("full", "small"), ("small", "full"), ("mid", "small")])
 def test_transplant_between_any_two_submodels(capsys, checkpoints, think, answer):
     """A larger thinking submodel than the answering one used to raise a size mismatch."""
@@ -159,6 +160,7 @@ def test_transplant_between_any_two_submodels(capsys, checkpoints, think, answer
     assert switches and switches[0]["from"] == think and switches[0]["to"] == answer
 
 
+@pytest.mark.slow
 def test_a_failing_reply_is_one_error_line_without_traceback(capsys, checkpoints, tmp_path):
     """NaN weights make sampling fail mid-reply: the CLI says so in one line, no traceback."""
     folder = shutil.copytree(checkpoints["hybrid"], tmp_path / "nan")

@@ -152,6 +152,7 @@ def test_meta_step_of_the_test_checkpoints(checkpoints):
     assert row["device"] == "meta" and row["ops_per_step"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", ["", "nvfp4"])
 def test_30b_shape_on_meta_every_submodel(folder):
     """The real 30B-A3B shape and its nested 23B/12B widths (BF16, and NVFP4 on the dequantizing path)."""
@@ -164,6 +165,7 @@ def test_30b_shape_on_meta_every_submodel(folder):
     assert model.views["12B"].layers[1].mixer.up.shape == (104, 1024, 2176)
 
 
+@pytest.mark.slow
 def test_decode_check_cli_contract(checkpoints):
     out = subprocess.run([sys.executable, "-m", "runtime", "decode-check", "--config", str(SHAPE_30B),
                           "--submodel", "23B", "--device", "meta", "--steps", "2"],
@@ -176,6 +178,7 @@ def test_decode_check_cli_contract(checkpoints):
     assert [json.loads(line)["submodel"] for line in out.stdout.strip().splitlines()] == ["full", "mid", "small"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (["--config", "/nonexistent-folder"], "not a folder"),
     (["--config", str(SHAPE_30B), "--submodel", "99B", "--device", "meta"], "unknown submodel"),
@@ -198,6 +201,7 @@ def test_a_model_too_large_for_memory_is_refused_before_allocating(monkeypatch):
         dc.random_model(SHAPE_30B, "cpu")
 
 
+@pytest.mark.slow
 def test_bad_config_is_one_line(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     out = subprocess.run([sys.executable, "-m", "runtime", "decode-check", "--config", str(tmp_path)],

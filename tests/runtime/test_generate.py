@@ -58,6 +58,7 @@ def test_event_order_think_small_answer_full(engine):
     assert all(isinstance(e.latency_ms, float) and e.latency_ms >= 0 for e in before + after)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [1, 5, 12, 30])
 def test_budget_is_enforced(engine, budget):
     sp = engine.chat.special
@@ -252,6 +253,7 @@ def test_context_overflow_is_a_clear_error(checkpoints):
         list(stream_chat(small, ChatRequest(({"role": "user", "content": "word " * 40},), None, "full")))
 
 
+@pytest.mark.slow
 def test_generate_cli_json_contract(checkpoints):
     out = subprocess.run(
         [sys.executable, "-m", "runtime", "generate", "--checkpoint", str(checkpoints["hybrid"]), "--prompt", "Hi",
@@ -273,6 +275,7 @@ def test_generate_cli_json_contract(checkpoints):
         assert lines.index(switches[0]) == len(thinking)
 
 
+@pytest.mark.slow
 def test_generate_cli_depth_and_readable_output(checkpoints):
     out = subprocess.run(
         [sys.executable, "-m", "runtime", "generate", "--checkpoint", str(checkpoints["hybrid"]), "--prompt", "Hi",

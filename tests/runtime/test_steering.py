@@ -3,6 +3,8 @@ submodel and budget, "Answer now" ends it, "Think longer" extends it. Events tel
 
 from __future__ import annotations
 
+import pytest
+
 from runtime.controls import Controls
 from runtime.events import ANSWER, THINKING, Done, Switch, Token
 from runtime.generate import GRACE_TOKENS, ChatRequest, stream_chat
@@ -25,6 +27,7 @@ def run(engine, controls, on_token, **kw):
     return events
 
 
+@pytest.mark.slow
 def test_a_depth_change_mid_thought_moves_the_thought_and_keeps_the_count(engine):
     def steer(n, controls):
         if n == 5:
@@ -53,6 +56,7 @@ def test_a_live_switch_leaves_the_state_of_a_fresh_prefill(engine, checkpoints):
     assert_same_as_fresh_prefill(engine, checkpoints["hybrid"], "mid")
 
 
+@pytest.mark.slow
 def test_answer_now_always_yields_an_answer(engine):
     for at in (1, 3, 9):
         def steer(n, controls, at=at):
@@ -76,6 +80,7 @@ def test_setting_the_depth_to_off_mid_thought_answers_now(engine):
     assert events[-1].thinking_end == "user" and events[-1].answer_tokens > 0
 
 
+@pytest.mark.slow
 def test_think_longer_extends_the_budget(engine):
     base = run(engine, Controls(), lambda n, c: None, thinking_budget=6, max_new_tokens=100)[-1]
     longer = run(engine, Controls(), lambda n, c: n == 3 and c.think_longer(20), thinking_budget=6,

@@ -41,6 +41,7 @@ def quantized_names(folder):
         return [k[: -len("_scale")] for k in f.keys() if k.endswith(".weight_scale")]
 
 
+@pytest.mark.slow
 def test_nvfp4_dequantization_is_modelopt_bit_for_bit():
     from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
 
@@ -56,6 +57,7 @@ def test_nvfp4_dequantization_is_modelopt_bit_for_bit():
             assert torch.equal(ours, theirs), name
 
 
+@pytest.mark.slow
 def test_fp8_dequantization_is_modelopt_bit_for_bit(fp8_demo):
     from modelopt.torch.quantization.qtensor.fp8_tensor import FP8QTensor
 
@@ -120,6 +122,7 @@ def fake_quant(w, name, fmt, file):
                                                                      scale=file.get_tensor(name + "_scale"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["NVFP4", "FP8"])
 def test_logits_agree_with_modelopt_fake_quantization(fmt, fp8_demo):
     folder = DEMO_NVFP4 if fmt == "NVFP4" else fp8_demo
@@ -132,6 +135,7 @@ def test_logits_agree_with_modelopt_fake_quantization(fmt, fp8_demo):
     assert (got - expected).abs().max() < 2e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt,bound", [("NVFP4", NVFP4_VS_FULL_MEAN), ("FP8", FP8_VS_FULL_MEAN)])
 def test_quantized_demo_stays_close_to_full_precision(fmt, bound, fp8_demo):
     folder = DEMO_NVFP4 if fmt == "NVFP4" else fp8_demo
@@ -193,6 +197,7 @@ def test_our_nvfp4_packer_matches_modelopt():
     assert (pack_fp8(w).dequantize() - w).abs().max() <= w.abs().max() / 16
 
 
+@pytest.mark.slow
 def test_quantized_checkpoint_chats():
     from runtime.engine import Engine
     from runtime.generate import ChatRequest, chat

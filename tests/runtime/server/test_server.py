@@ -171,6 +171,7 @@ def test_auto_effort_and_no_effort(server, engine):
     assert extra(ask(server, seed=1, max_tokens=300), "elastic")["depth"] == engine.default_depth()
 
 
+@pytest.mark.slow
 def test_elastic_fields_and_pinned_submodels(server):
     r = ask(server, model=f"{MODEL}:1.0M", reasoning_effort="low", seed=2)
     e = extra(r, "elastic")
@@ -199,6 +200,7 @@ def test_assistant_reasoning_is_read_in_both_spellings(server):
     assert kept > prompt_tokens("reasoning", False)  # by default the template drops past reasoning
 
 
+@pytest.mark.slow
 def test_a_seed_repeats_a_reply(server):
     # A question the demo is unsure of, sampled hot: different seeds must be able to differ (on its own
     # sums the retrained demo is confident enough to answer alike under every seed).
@@ -348,6 +350,7 @@ def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine, s
     assert ask(server, max_tokens=2, reasoning_effort="none").usage.completion_tokens == 2
 
 
+@pytest.mark.slow
 def test_a_client_that_hangs_up_while_waiting_leaves_the_line(server, engine):
     with held_engine(engine) as valve:
         first = threading.Thread(target=lambda: ask(server, max_tokens=60, reasoning_effort="none"))
@@ -362,6 +365,7 @@ def test_a_client_that_hangs_up_while_waiting_leaves_the_line(server, engine):
     assert any(r.finish_reason == "cancelled" and r.tokens == 0 for r in server.records)
 
 
+@pytest.mark.slow
 def test_two_clients_and_the_chat_window_take_turns_in_order_and_a_third_gets_429(server, engine):
     results, order = {}, []
     served = lambda: [r for r in server.records if r.finish_reason != "refused"]  # noqa: E731
@@ -478,6 +482,7 @@ def test_cli_refuses_another_host_without_a_key_in_one_line():
     assert out.stderr.startswith("error: --host 0.0.0.0") and "--api-key" in out.stderr
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_taken_port_in_one_line():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -487,6 +492,7 @@ def test_cli_refuses_a_taken_port_in_one_line():
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and f"127.0.0.1:{port}" in out.stderr
 
 
+@pytest.mark.slow
 def test_cli_serves_the_demo_until_stopped():
     proc = subprocess.Popen([sys.executable, "-m", "runtime", "serve", "--checkpoint", str(DEMO), "--port", "0"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -520,6 +526,7 @@ def test_a_big_body_without_a_length_is_refused_too(server):
 # ---------------------------------------------------------------------- in the app
 
 
+@pytest.mark.slow
 def test_the_app_serves_the_engine_it_loaded_and_the_strip_sees_the_request(qtbot, engine):
     from app.server_control import ServerControl
 

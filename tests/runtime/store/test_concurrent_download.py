@@ -47,6 +47,7 @@ def intact(dest: Path) -> bool:
     return all((dest / n).read_bytes() == data for n, data in FILES.items())
 
 
+@pytest.mark.slow
 def test_a_second_process_is_refused_and_says_who_holds_the_folder(hub, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 1.0}  # until the second one has been refused
     dest = tmp_path / "dl"
@@ -62,6 +63,7 @@ def test_a_second_process_is_refused_and_says_who_holds_the_folder(hub, tmp_path
     assert not list(dest.rglob("*.part"))
 
 
+@pytest.mark.slow
 def test_two_processes_started_together_leave_one_complete_verified_copy(hub, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 1.0}
     dest = tmp_path / "dl"
@@ -79,6 +81,7 @@ def test_two_processes_started_together_leave_one_complete_verified_copy(hub, tm
     assert intact(dest) and verify(dest).checked == len(FILES)
 
 
+@pytest.mark.slow
 def test_a_lock_left_by_a_killed_process_is_recovered(hub, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 0.2}
     dest = tmp_path / "dl"
@@ -97,6 +100,7 @@ def test_a_lock_left_by_a_killed_process_is_recovered(hub, tmp_path):
     assert resumed[0]["start"] > 0  # its partial file was kept and resumed, not fetched again
 
 
+@pytest.mark.slow
 def test_two_downloads_in_one_process_exclude_each_other(hub, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 0.05}
     dest = tmp_path / "dl"

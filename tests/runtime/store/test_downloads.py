@@ -57,6 +57,7 @@ def test_resolve_reads_sizes_hashes_and_commit(hub):
     assert config.sha256 is None and config.git_sha1
 
 
+@pytest.mark.slow
 def test_cli_download_completes_and_verifies(hub, tmp_path):
     dest = tmp_path / "dl"
     out = subprocess.run([sys.executable, "-m", "runtime", "models", "download", REPO, "--dest", str(dest)],
@@ -72,6 +73,7 @@ def test_cli_download_completes_and_verifies(hub, tmp_path):
     assert verify.returncode == 0 and verify.stdout.startswith("ok")
 
 
+@pytest.mark.slow
 def test_killed_download_resumes_in_a_new_process_without_refetching(hub, tmp_path):
     dest = tmp_path / "dl"
     hub.faults[WEIGHTS] = {"throttle": 0.05}
@@ -122,6 +124,7 @@ def test_a_stall_is_reported_and_retried(hub, tmp_path):
     assert stalled and stalled[0].speed_bps == 0 and "no data for" in stalled[0].message
 
 
+@pytest.mark.slow
 def test_429_waits_and_retries_then_gives_a_clear_message(hub, tmp_path):
     hub.faults[WEIGHTS] = {"status": 429, "times": 1}
     _, final, states = run_download(tmp_path / "a", backoff=(0.05,))

@@ -118,6 +118,7 @@ def test_a_file_list_with_wrong_types_is_one_line(hub, tmp_path, sibling):
     assert not hub.requests and not (tmp_path / "dl").exists()
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_traversal_with_one_line_and_exit_2(hub, tmp_path):
     hub.virtual[REPO]["../../evil.txt"] = b"evil"
     dest = tmp_path / "a" / "b" / "dl"
@@ -127,6 +128,7 @@ def test_cli_refuses_a_traversal_with_one_line_and_exit_2(hub, tmp_path):
     assert "Traceback" not in out.stderr and not list(tmp_path.rglob("evil.txt"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("repo", ["../../x", "a/b/c", "..", "a--b/c", "owner/na me", "owner/\x1b[31m", "owner/.hidden"])
 def test_a_hostile_repo_id_is_refused(hub, tmp_path, repo):
     out = subprocess.run([sys.executable, "-m", "runtime", "models", "download", repo], capture_output=True,
@@ -256,6 +258,7 @@ def test_a_body_longer_than_listed_stops_at_the_listed_size(hub, tmp_path, fault
     assert on_disk < sum(map(len, GOOD.values())) + 100_000  # the junk never reached the disk
 
 
+@pytest.mark.slow
 def test_a_trickle_counts_as_stalled_and_gives_up(hub, tmp_path):
     hub.faults["model.safetensors"] = {"trickle": 0.02}
     states = []
@@ -281,6 +284,7 @@ def test_pause_acts_during_a_blocked_read(hub, tmp_path, fault):
     assert time.monotonic() - t0 < 20
 
 
+@pytest.mark.slow
 def test_ctrl_c_pauses_a_trickling_download_at_once(hub, tmp_path):
     hub.faults["model.safetensors"] = {"trickle": 0.5}
     dest = tmp_path / "dl"

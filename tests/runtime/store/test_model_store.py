@@ -60,6 +60,7 @@ def test_the_bundled_demo_cannot_be_deleted(home):
         delete("demo")
 
 
+@pytest.mark.slow
 def test_cli_contract(home, tmp_path):
     env = {**__import__("os").environ, "ELASTIC_CHAT_HOME": str(home)}
     folder = shutil.copytree(ROOT / "assets" / "demo", tmp_path / "imp")

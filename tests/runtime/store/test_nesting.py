@@ -194,6 +194,7 @@ def test_a_permuted_full_precision_slice_of_the_nvfp4_parent_is_refused(tmp_path
     assert not report.verified and f"backbone.layers.{layer}.mixer.experts.0" in report.problems[0]
 
 
+@pytest.mark.slow
 def test_a_hub_slice_is_verified_by_headers_and_ranges(parents, tmp_path, serve_hub, monkeypatch):
     from runtime.store.nesting.tensor_source import HubSource, TensorSource, open_source
 
@@ -235,6 +236,7 @@ def test_a_missing_hub_repo_is_one_clear_error(serve_hub):
         open_source("someone/Missing")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["nvfp4", "fp8"])
 def test_extract_writes_a_quantized_slice_that_loads_and_verifies_bit_exact(tmp_path, fmt, request):
     from safetensors import safe_open
