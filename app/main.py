@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("elastic-chat").info("window shown")
     code = app.exec()
     server.close()
-    del window  # the window (and its controller) go before the application object, explicitly
+    window = None  # the window (and its controller) go before the application object, explicitly
     crash.end_session(folder)
     logging.getLogger("elastic-chat").info("clean exit")
     return code

@@ -33,7 +33,8 @@ def split_blocks(text: str) -> tuple[list[Block], str]:
                 blocks.append(Block("text", "\n".join(para)))
                 para = []
             marker, language = fence.group(1), fence.group(2)
-            end = next((j for j in range(i + 1, len(complete_lines)) if complete_lines[j].strip().startswith(marker)), None)
+            end = next((j for j in range(i + 1, len(complete_lines))
+                        if complete_lines[j].strip().startswith(marker)), None)
             if end is None:  # the code block is still streaming
                 return blocks, "\n".join(lines[i:])
             blocks.append(Block("code", "\n".join(complete_lines[i + 1:end]), language))

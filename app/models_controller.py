@@ -203,8 +203,9 @@ def build_rows(catalog, plan, models, imported: dict, active: str, status_of_dow
         status = status_of_download(v.id) or _status(local, active)
         resident = vp.resident if vp.resident and vp.submodels and vp.resident != vp.submodels[0].name else ""
         family = catalog.families.get(v.family) if v.family else None
-        rows.append(ModelRow(v.id, v.title, v.format, size_text(vp.download_bytes or (local.size_bytes if local else 0)),
-                             vp.compute_path, tuple(vp.submodels), v.repo, folder, local.name if local else None,
+        size = size_text(vp.download_bytes or (local.size_bytes if local else 0))
+        rows.append(ModelRow(v.id, v.title, v.format, size, vp.compute_path, tuple(vp.submodels), v.repo, folder,
+                             local.name if local else None,
                              status, resident, tuple(s.repo for s in family.slices) if family else ()))
     known = {r.local_name for r in rows}
     for m in models:

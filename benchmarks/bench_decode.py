@@ -96,8 +96,10 @@ def main():
     for n in model.views:
         pre, dec = rates(ours[n])
         rows.append({"engine": "runtime", "submodel": n, "prefill_tok_s": pre, "decode_tok_s": dec,
-                     "decode_vs_transformers": round(dec / ref_dec, 2), "prefill_vs_transformers": round(pre / ref_pre, 2)})
-    meta = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
+                     "decode_vs_transformers": round(dec / ref_dec, 2),
+                     "prefill_vs_transformers": round(pre / ref_pre, 2)})
+    meta = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                       f"torch {torch.__version__}",
             "checkpoint": "tests/checkpoints.py 'hybrid' (6 layers: M E * - M E, hidden 64, fp32)",
             "prompt_tokens": args.prompt_tokens, "new_tokens": args.tokens, "runs": args.runs,
             "greedy_tokens_identical_to_transformers": agree}

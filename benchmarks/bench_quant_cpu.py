@@ -61,7 +61,8 @@ def main():
              "over 20 held-out prompts with their worked thinking (every position), against the fp32 model. "
              "Decode speed: 64 greedy tokens, median of 3 runs, this machine's CPU; quantized weights are "
              "dequantized per matmul (the CPU reference path), which is why they decode slower here.", "",
-             "| variant | compute path | resident weights | submodel | mean abs logprob diff | max abs diff | decode tok/s |",
+             "| variant | compute path | resident weights | submodel | mean abs logprob diff | max abs diff "
+             "| decode tok/s |",
              "|---|---|---|---|---|---|---|"]
     for key, model in models.items():
         for name in model.views:

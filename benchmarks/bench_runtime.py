@@ -98,7 +98,8 @@ def speed_table(folder: Path, label: str, prompt_len: int, new: int, runs: int) 
 
     model = ElasticModel.load(folder)
     ref = NemotronHForCausalLM.from_pretrained(str(folder), dtype=torch.float32).eval()
-    prompt = torch.randint(5, min(300, model.config.vocab_size), (prompt_len,), generator=torch.Generator().manual_seed(0)).tolist()
+    prompt = torch.randint(5, min(300, model.config.vocab_size), (prompt_len,),
+                           generator=torch.Generator().manual_seed(0)).tolist()
     samples = {"transformers": []} | {n: [] for n in model.views}
     for run in range(runs + 1):
         results = {"transformers": transformers_speed(ref, prompt, new)}
@@ -120,7 +121,8 @@ def speed_table(folder: Path, label: str, prompt_len: int, new: int, runs: int) 
         ideal = active[parent] / active[name]
         rows.append({"model": label, "engine": "runtime", "submodel": name, "active_params": active[name],
                      "prefill_tok_s": round(pre, 1), "decode_tok_s": round(dec, 1),
-                     "decode_vs_transformers": round(dec / ref_dec, 2), "prefill_vs_transformers": round(pre / ref_pre, 2),
+                     "decode_vs_transformers": round(dec / ref_dec, 2),
+                     "prefill_vs_transformers": round(pre / ref_pre, 2),
                      "speedup_vs_parent": round(dec / parent_dec, 3), "ideal_speedup": round(ideal, 3),
                      "share_of_ideal": round((dec / parent_dec) / ideal, 3)})
     return rows
@@ -286,26 +288,31 @@ def main():
 def report(meta, speed, switch, memory, profile, demo_eval) -> str:
     L = ["# Runtime benchmarks", "",
          f"Written by `python tests/benchmarks/bench_runtime.py` on {meta['machine']} (fp32, CPU); medians of "
-         f"{meta['runs']} runs measured side by side in one process. Targets from the issue are quoted with each table.",
+         f"{meta['runs']} runs measured side by side in one process. "
+         "Targets from the issue are quoted with each table.",
          "", "![decode speed](benchmarks.png)", "",
          "## Decode and prefill against transformers `generate` (target: faster; aim 2x)", "",
          "256-token prompt, greedy. transformers' decode rate is its `generate` time minus its own prefill.", "",
-         "| model | engine | submodel | prefill tok/s | decode tok/s | decode vs transformers | prefill vs transformers |",
+         "| model | engine | submodel | prefill tok/s | decode tok/s | decode vs transformers "
+         "| prefill vs transformers |",
          "|---|---|---|---|---|---|---|"]
     for r in speed:
         L.append(f"| {r['model']} | {r['engine']} | {r['submodel']} | {r['prefill_tok_s']} | {r['decode_tok_s']} | "
                  f"{r.get('decode_vs_transformers', '–')} | {r.get('prefill_vs_transformers', '–')} |")
     L += ["", "## Each submodel against its ideal (target: at least 70% of the ideal speed-up)", "",
-          "Ideal speed-up = the parent's active parameters / the submodel's. Share of ideal = measured speed-up / ideal.",
-          "", "| model | submodel | active params | speed-up vs parent | ideal | share of ideal |", "|---|---|---|---|---|---|"]
+          "Ideal speed-up = the parent's active parameters / the submodel's. "
+          "Share of ideal = measured speed-up / ideal.", "",
+          "| model | submodel | active params | speed-up vs parent | ideal | share of ideal |",
+          "|---|---|---|---|---|---|"]
     for r in speed:
         if r["engine"] == "runtime":
-            L.append(f"| {r['model']} | {r['submodel']} | {r['active_params'] / 1e6:.2f}M | {r['speedup_vs_parent']}x | "
-                     f"{r['ideal_speedup']}x | {100 * r['share_of_ideal']:.0f}% |")
+            L.append(f"| {r['model']} | {r['submodel']} | {r['active_params'] / 1e6:.2f}M | "
+                     f"{r['speedup_vs_parent']}x | {r['ideal_speedup']}x | {100 * r['share_of_ideal']:.0f}% |")
     L += ["", "## The switch (target: under 5% of the reply for 512 thinking tokens)", "",
           "Random 93M model: the middle submodel thinks for T tokens, the parent re-prefills prompt + thinking, then "
           "answers 128 tokens; one real reply each.", "",
-          "| thinking tokens | re-prefilled tokens | switch (ms) | whole reply (ms) | switch share |", "|---|---|---|---|---|"]
+          "| thinking tokens | re-prefilled tokens | switch (ms) | whole reply (ms) | switch share |",
+          "|---|---|---|---|---|"]
     for r in switch:
         L.append(f"| {r['thinking_tokens']} | {r['reprefill_tokens']} | {r['switch_ms']} | {r['reply_ms']} | "
                  f"{100 * r['switch_share']:.2f}% |")
@@ -313,8 +320,9 @@ def report(meta, speed, switch, memory, profile, demo_eval) -> str:
           "| model | parent alone | all submodels ready, one copy | ratio | separately extracted models | ratio |",
           "|---|---|---|---|---|---|"]
     for m in memory:
-        L.append(f"| {m['model']} | {m['parent_alone_bytes'] / 1e6:.1f} MB | {m['all_submodels_one_copy_bytes'] / 1e6:.1f} MB | "
-                 f"{m['one_copy_vs_parent']}x | {m['separate_models_bytes'] / 1e6:.1f} MB | {m['separate_vs_parent']}x |")
+        L.append(f"| {m['model']} | {m['parent_alone_bytes'] / 1e6:.1f} MB | "
+                 f"{m['all_submodels_one_copy_bytes'] / 1e6:.1f} MB | {m['one_copy_vs_parent']}x | "
+                 f"{m['separate_models_bytes'] / 1e6:.1f} MB | {m['separate_vs_parent']}x |")
     L += ["", "## Where one decode step goes (the parent)", ""]
     for label, p in profile.items():
         L += [f"**{label}**: {p['ms_per_step']} ms per step.", "", "| part | ms per step | share |", "|---|---|---|"]
@@ -325,7 +333,8 @@ def report(meta, speed, switch, memory, profile, demo_eval) -> str:
           "From `docs/results/demo-eval.json` (`python -m training.evaluate`); the parent answers in every row.", "",
           "| budget | thinks | kind | accuracy | mean reply latency (ms) |", "|---|---|---|---|---|"]
     for r in demo_eval["budget_control"]:
-        L.append(f"| {r['budget']} | {r['think']} | {r['kind']} | {100 * r['accuracy']:.1f}% | {r['mean_latency_ms']} |")
+        L.append(f"| {r['budget']} | {r['think']} | {r['kind']} | {100 * r['accuracy']:.1f}% | "
+                 f"{r['mean_latency_ms']} |")
     return "\n".join(L) + "\n"
 
 

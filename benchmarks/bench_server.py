@@ -110,7 +110,8 @@ def main() -> int:
                 through_server(client, body)
             local, remote = [], []
             for i in range(args.runs):
-                pair = [("local", lambda: in_process(engine, request)), ("server", lambda: through_server(client, body))]
+                pair = [("local", lambda: in_process(engine, request)),
+                        ("server", lambda: through_server(client, body))]
                 for kind, run in (pair if i % 2 == 0 else pair[::-1]):
                     t0, times, text = run()
                     (local if kind == "local" else remote).append((summarize(t0, times), text))

@@ -33,10 +33,7 @@ from runtime.checkpoint.submodels import parse_elastic  # noqa: E402
 from runtime.checkpoint.weights import MoEWeights, submodel_views  # noqa: E402
 from runtime.decode_check import random_weights  # noqa: E402
 from runtime.model import ElasticModel  # noqa: E402
-from runtime.sampling import (
-    DeviceSampler,  # noqa: E402
-    SamplingSettings,  # noqa: E402
-)
+from runtime.sampling import DeviceSampler, SamplingSettings  # noqa: E402
 from runtime.store.catalog import load_catalog  # noqa: E402
 
 GREEDY = SamplingSettings(temperature=0)
@@ -146,7 +143,8 @@ def measure(fmt, cfg, subs, device, dtype, quant, args, bandwidth, rows, log):
         rows.append({"format": fmt, "submodel": s.name, "active_weight_gb": round(active / 1e9, 3),
                      "eager_tok_s": round(eager_rate, 1), "graph_tok_s": round(graph_rate, 1),
                      "speedup": round(graph_rate / eager_rate, 2), "limit_tok_s": round(limit, 1),
-                     "share_of_limit": round(graph_rate / limit, 3), "same_tokens": eager_tokens[:n] == graph_tokens[:n],
+                     "share_of_limit": round(graph_rate / limit, 3),
+                     "same_tokens": eager_tokens[:n] == graph_tokens[:n],
                      "compared_tokens": n, "decode_path": graph.decode_path(), "matmul_path": graph.compute_path()})
         log(json.dumps(rows[-1]))
     extra = {}
@@ -181,7 +179,8 @@ def main():
                       vocab_size=2048, num_attention_heads=4, head_dim=32)
         table = {"format": "elastic-nemotron-h/1", "submodels": [
             {"name": "30B"}, {"name": "23B", "hidden_size": 160, "mamba_num_heads": 8, "moe_intermediate_size": 96},
-            {"name": "12B", "hidden_size": 128, "mamba_num_heads": 8, "n_routed_experts": 12, "moe_intermediate_size": 64}]}
+            {"name": "12B", "hidden_size": 128, "mamba_num_heads": 8, "n_routed_experts": 12,
+             "moe_intermediate_size": 64}]}
         args.tokens, args.eager_tokens, args.thinking = 6, 4, 64
         torch.set_flush_denormal(True)  # decaying random SSM states reach subnormals, which crawl on a CPU
         torch.set_num_threads(1)  # tiny matmuls: threads only contend
@@ -201,13 +200,15 @@ def main():
     peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else 0
     lines = [f"# The real 30B-A3B shape on {where}: eager decode against CUDA graphs", "",
              f"Written by `python tests/benchmarks/cuda_30b_shape.py` (run by `tests/benchmarks/run_gpu_checks.sh`); "
-             f"torch {torch.__version__}, random weights (the shape is what matters for speed), greedy decoding through "
-             f"the engine's own decode step and device sampler after a 64-token prompt. Whole run "
-             f"{time.time() - started:.0f} s. The 23B/12B widths are the catalog's estimates.", "",
-             f"Bandwidth limit = the card's measured copy bandwidth ({bandwidth / 1e12:.2f} TB/s) / the weight bytes one "
-             "step reads (lm_head, every dense weight, k of E experts; the embedding table only by one row). "
+             f"torch {torch.__version__}, random weights (the shape is what matters for speed), "
+             f"greedy decoding through the engine's own decode step and device sampler after a 64-token prompt. "
+             f"Whole run {time.time() - started:.0f} s. The 23B/12B widths are the catalog's estimates.", "",
+             f"Bandwidth limit = the card's measured copy bandwidth ({bandwidth / 1e12:.2f} TB/s) / "
+             "the weight bytes one step reads (lm_head, every dense weight, k of E experts; "
+             "the embedding table only by one row). "
              "NVFP4 runs on this GPU's matmul path (named below); the experts are gathered packed and dequantized.", "",
-             "| format | submodel | active weights | eager tok/s | graph tok/s | speed-up | limit tok/s | share of limit | graph tokens = eager |",
+             "| format | submodel | active weights | eager tok/s | graph tok/s | speed-up | limit tok/s "
+             "| share of limit | graph tokens = eager |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['format']} | {r['submodel']} | {r['active_weight_gb']:.2f} GB | {r['eager_tok_s']} | "

@@ -1,7 +1,7 @@
 # Elastic Chat set-up for Windows (PowerShell 5.1 or 7).
 #
 #   powershell -ExecutionPolicy Bypass -File installer\setup.ps1            install, add shortcuts, start the app
-#   powershell -ExecutionPolicy Bypass -File installer\setup.ps1 -Test      install with test extras, run the tests
+#   powershell -ExecutionPolicy Bypass -File installer\setup.ps1 -Test      install with test extras, run ruff, then the tests
 #   powershell -ExecutionPolicy Bypass -File installer\setup.ps1 -Uninstall [-Purge]
 #
 # On a PC with an NVIDIA GPU the CUDA build of torch comes from PyTorch's own package index
@@ -107,6 +107,9 @@ Set-Location $Root
 if ($Test) {
     $env:QT_QPA_PLATFORM = "offscreen"
     $env:HF_HUB_OFFLINE = "1"
+    Say "checking the code with ruff (its rules: pyproject.toml's [tool.ruff])"
+    & $VPy -m ruff check $Root
+    if ($LASTEXITCODE -ne 0) { Fail "ruff found the problems listed above; fix them, then run the tests again" }
     & $VPy -m pytest @Rest
     exit $LASTEXITCODE
 }

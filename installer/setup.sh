@@ -2,8 +2,9 @@
 # Elastic Chat set-up for Linux (and macOS, demo only).
 #
 #   installer/setup.sh            create .venv, install the app, add a desktop launcher, start the app
-#   installer/setup.sh --test     the same set-up with the test extras, then run the whole test suite
-#                                 (extra arguments go to pytest; no launcher is made)
+#   installer/setup.sh --test     the same set-up with the test extras, then the linter (ruff) and the
+#                                 whole test suite (extra arguments go to pytest, e.g. -m "not slow" for
+#                                 the quick loop; no launcher is made)
 #   installer/setup.sh --uninstall [--purge]
 #                                 remove the launchers and .venv; chats, settings and downloaded models
 #                                 stay unless --purge is given, which deletes only the data folder the
@@ -142,6 +143,8 @@ if [[ "$MODE" == "test" ]]; then
     fi
     export QT_QPA_PLATFORM="${QT_QPA_PLATFORM:-offscreen}"
     export HF_HUB_OFFLINE=1
+    say "checking the code with ruff (its rules: pyproject.toml's [tool.ruff])"
+    "$VPY" -m ruff check "$ROOT" || die "ruff found the problems listed above; fix them, then run the tests again"
     exec "$VPY" -m pytest "$@"
 fi
 if [[ "$(uname -s)" == "Linux" ]]; then

@@ -199,7 +199,8 @@ class ChatFormat:
             self._plain_cache[text] = ids
         return self._plain_cache[text]
 
-    def prompt_ids(self, messages: list[dict], enable_thinking: bool, truncate_history_thinking: bool = True) -> list[int]:
+    def prompt_ids(self, messages: list[dict], enable_thinking: bool,
+                   truncate_history_thinking: bool = True) -> list[int]:
         """Prompt for the next assistant turn. Without a chat template the messages' text is joined.
 
         Only the template produces special tokens: message text reaches the template with every

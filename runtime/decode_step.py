@@ -172,7 +172,8 @@ class DecodeStep:
 
 class InvalidLogits(ElasticError):
     def __init__(self):
-        super().__init__("the model computed invalid numbers (NaN, or no token left possible): its weights may be damaged; "
-                         "verify the checkpoint (python -m runtime models verify DIR) or download it again")
+        super().__init__("the model computed invalid numbers (NaN, or no token left possible): "
+                         "its weights may be damaged; verify the checkpoint (python -m runtime models verify DIR) "
+                         "or download it again")
 
 

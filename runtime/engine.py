@@ -191,7 +191,8 @@ class Engine:
         n = cache.length
         if 0 < n < len(context) and cache.tokens == context[:n]:
             return n
-        usable = [s for s in cache.snapshots if len(s.tokens) < len(context) and list(s.tokens) == context[:len(s.tokens)]]
+        usable = [s for s in cache.snapshots
+                  if len(s.tokens) < len(context) and list(s.tokens) == context[:len(s.tokens)]]
         if usable:
             best = max(usable, key=lambda s: len(s.tokens))
             cache.restore(best)

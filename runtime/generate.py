@@ -333,7 +333,8 @@ class _Reply:
         """The answering (or requested) submodel catches up on the context it has not seen: exactly by
         re-prefilling it, or (opt-in) approximately by taking over the thinking submodel's state."""
         if approximate:
-            prefill, logits = self.engine.transplant(self.current, target, self.context, len(self.prompt), self.controls)
+            prefill, logits = self.engine.transplant(self.current, target, self.context, len(self.prompt),
+                                                     self.controls)
         else:
             prefill, logits = self.engine.catch_up(target, self.context, self.boundary, self.controls)
         event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms, exact=not approximate,

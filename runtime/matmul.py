@@ -66,12 +66,14 @@ def _choose(device: torch.device, fmt: str) -> KernelChoice:
     fallback = f"{fmt} weight-only dequantize"
     if fmt == "FP8":
         if (major, minor) < (8, 9):
-            return KernelChoice("dequantize", fallback, f"FP8 matmul needs compute capability 8.9+, this GPU is {major}.{minor}")
+            return KernelChoice("dequantize", fallback,
+                                f"FP8 matmul needs compute capability 8.9+, this GPU is {major}.{minor}")
         problem = _self_test(device, "fp8-scaled")
         return KernelChoice("fp8-scaled", "FP8 scaled matmul") if problem is None else \
             KernelChoice("dequantize", fallback, f"FP8 scaled matmul failed its self-test: {problem}")
     if major not in (10, 12):
-        return KernelChoice("dequantize", fallback, f"native NVFP4 needs a Blackwell GPU (10.x or 12.0), this is {major}.{minor}")
+        return KernelChoice("dequantize", fallback,
+                            f"native NVFP4 needs a Blackwell GPU (10.x or 12.0), this is {major}.{minor}")
     if not hasattr(torch, "float4_e2m1fn_x2"):
         return KernelChoice("dequantize", fallback, "this PyTorch build has no FP4 dtype")
     problem = _self_test(device, "nvfp4-native")

@@ -239,7 +239,8 @@ class HubStub:
                     if stall is not None:
                         time.sleep(stall)
                     junk = b"\xee" * 65536
-                    while sent == length and (extra > 0 or endless):  # more than the file: the client must stop at the listed size
+                    # more than the file: the client must stop at the listed size
+                    while sent == length and (extra > 0 or endless):
                         piece = junk[:extra] if not endless else junk
                         self.wfile.write(piece)
                         self.wfile.flush()

@@ -15,8 +15,9 @@
    submodel decides the token it was unsure of): accuracy, mean latency, how often and where it climbed.
    The fixed stops run on the same sums for comparison.
 4. The pick: the highest accuracy; on a tie, fewer climbs per reply, then the less CPU time per reply
-   (wall time on a shared machine is too noisy to decide by; "never climb" competes too). `--write` stores it in the checkpoint's elastic.json as `auto_depth`, which the
-   engine reads (runtime/auto_depth.py); OUT.md and OUT.json say what was measured.
+   (wall time on a shared machine is too noisy to decide by; "never climb" competes too). `--write` stores it
+   in the checkpoint's elastic.json as `auto_depth`, which the engine reads (runtime/auto_depth.py); OUT.md and
+   OUT.json say what was measured.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def calibration_questions(seed: int, n: int, eval_seed: int = 0, eval_n: int = 1
 # ---------------------------------------------------------------------- 1. thoughts and their signals
 
 
-def watched_thoughts(engine: Engine, items: list[tuple], think: str, answer: str, budget: int, max_new: int) -> list[dict]:
+def watched_thoughts(engine: Engine, items: list[tuple], think: str, answer: str, budget: int,
+                     max_new: int) -> list[dict]:
     """The thinker thinks alone (never climbing), the parent answers; every sampled thinking token's signals."""
     out = []
     for p, text in items:
@@ -149,7 +151,7 @@ def thresholds_for(peaks: list[float], fractions) -> list[float]:
 
 def auto_grid(runner: Runner, stop, thoughts: list[dict], windows, fractions, log=print) -> list[dict]:
     rows = []
-    for i, signal in enumerate(DEVICE_SIGNALS):
+    for signal in DEVICE_SIGNALS:
         for w in windows:
             peaks = [peak([s[Signals._fields.index(signal)] for s in t["signals"]], w) for t in thoughts]
             for threshold in thresholds_for(peaks, fractions):
@@ -182,8 +184,8 @@ def measure(checkpoint: Path, n: int, seed: int, windows=WINDOWS, fractions=FRAC
                          "(it needs at least two submodels in memory)")
     items = calibration_questions(seed, n, eval_n=eval_n)
     runner = Runner(engine, items, log)
-    log(f"{len(items)} calibration sums; Auto starts on {auto.think}, climbs {' then '.join(auto.escalation.ladder[1:])}, "
-        f"budget {auto.budget}")
+    log(f"{len(items)} calibration sums; Auto starts on {auto.think}, "
+        f"climbs {' then '.join(auto.escalation.ladder[1:])}, budget {auto.budget}")
     thoughts = watched_thoughts(engine, items, auto.think, auto.answer, auto.budget, runner.max_new)
     scores = candidate_scores(thoughts, auto.budget, windows)
     never = runner.run(auto.think, auto.answer, auto.budget)  # the same replies as the watched ones
@@ -243,19 +245,21 @@ def markdown(result: dict) -> str:
              f"Written by `python -m training.auto_signal --checkpoint {result['checkpoint']}` (model.safetensors "
              f"sha256 {result['model_sha256_16']}...) on {result['machine']}: {result['calibration']['n']} held-out "
              f"sums in held-out phrasings (seed {result['calibration']['seed']}; none of them is one of "
-             f"{result['calibration']['excluded']}), greedy decoding. Auto starts thinking on {ladder[0]} with a budget "
-             f"of {result['budget']} tokens and may climb to {' then '.join(ladder[1:])}; the parent answers.", "",
+             f"{result['calibration']['excluded']}), greedy decoding. Auto starts thinking on {ladder[0]} "
+             f"with a budget of {result['budget']} tokens and may climb to {' then '.join(ladder[1:])}; "
+             "the parent answers.", "",
              "## How well each signal tells a thought that ends wrong from one that ends right", "",
              f"{ladder[0]} thinking alone (never climbing): {result['right_without_climbing']} of "
-             f"{result['calibration']['n']} right. A thought's score is its peak (the largest mean over the window).", "",
+             f"{result['calibration']['n']} right. "
+             "A thought's score is its peak (the largest mean over the window).", "",
              "| signal | AUROC | mean score, wrong | mean score, right |", "|---|---|---|---|"]
     for r in result["separation"]:
         lines.append(f"| {r['signal']} | {r['auroc']} | {r['mean_wrong']} | {r['mean_right']} |")
     lines += ["", "## Auto with each threshold", "",
               "A threshold is set where a share of the thoughts above would cross it; the thinker climbs at the first "
               "token whose windowed signal exceeds it, and the larger submodel decides that token.", "",
-              "| signal | window | threshold | thoughts that would cross | accuracy | mean latency (ms) | mean CPU time "
-              "(ms) | replies that climbed | first climb at token (median) | "
+              "| signal | window | threshold | thoughts that would cross | accuracy | mean latency (ms) "
+              "| mean CPU time (ms) | replies that climbed | first climb at token (median) | "
               + " | ".join(f"thinking on {n}" for n in ladder) + " |",
               "|---|---|---|---|---|---|---|---|---|" + "---|" * len(ladder)]
     never = result["never"]
@@ -269,7 +273,8 @@ def markdown(result: dict) -> str:
                      f"{a['first_escalation_median'] if a['first_escalation_median'] is not None else '-'} | "
                      + " | ".join(str(a["mean_thinking_by_submodel"].get(n, 0)) for n in ladder) + " |")
     lines += ["", "## The fixed stops on the same sums", "",
-              "| stop | accuracy | mean latency (ms) | mean CPU time (ms) | mean thinking tokens |", "|---|---|---|---|---|"]
+              "| stop | accuracy | mean latency (ms) | mean CPU time (ms) | mean thinking tokens |",
+              "|---|---|---|---|---|"]
     for r in result["fixed_stops"]:
         lines.append(f"| {r['stop']} | {r['accuracy']:.1%} | {r['mean_latency_ms']} | {r['mean_cpu_ms']} | "
                      f"{r['mean_thinking_tokens']} |")

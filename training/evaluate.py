@@ -225,7 +225,8 @@ def conversation_lines(result: dict, nvfp4: dict | None, head: str, rule: str, b
              "Each question here comes after 0, 1 or 3 other held-out sums and their answers in the same "
              "conversation (thinking dropped from them, as the chat template does), at the default stop, as a "
              f"user asks them in one chat: {result['problems']} conversations each, other sums than above.", "",
-             f"| checkpoint | earlier sums | stop | accuracy | {head} | mean latency (ms) |", f"|---|---|---|---{rule}|---|"]
+             f"| checkpoint | earlier sums | stop | accuracy | {head} | mean latency (ms) |",
+             f"|---|---|---|---{rule}|---|"]
     for name, rows in (("fp32", result["in_conversation"]), ("NVFP4", (nvfp4 or {}).get("in_conversation", []))):
         for r in rows:
             lines.append(f"| {name} | {r['earlier']} | {r['stop']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
@@ -286,8 +287,8 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
         verdict = "right" if s["right"] else f"wrong (expected {s['expected']})"
         climbed = (f", climbed at thinking token{'s' if len(s['escalated_at']) > 1 else ''} "
                    f"{', '.join(map(str, s['escalated_at']))}" if s.get("escalated_at") else "")
-        lines += [f"**{s['stop']}**, {verdict}{climbed}: *{s['question']}*", "", "```", "<think>", s["thinking"].strip(),
-                  "</think>", s["answer"].strip(), "```", ""]
+        lines += [f"**{s['stop']}**, {verdict}{climbed}: *{s['question']}*", "", "```", "<think>",
+                  s["thinking"].strip(), "</think>", s["answer"].strip(), "```", ""]
     if result.get("notes"):
         lines += ["## Notes", "", result["notes"].strip(), ""]
     path.write_text("\n".join(lines) + "\n")
@@ -311,9 +312,10 @@ def auto_lines(result: dict) -> list[str]:
         a, pol = r["auto"], r["auto"]["policy"]
         where = (f"{a['first_escalation_mean']} / {a['first_escalation_median']}"
                  if a["first_escalation_mean"] is not None else "-")
-        acc = " / ".join("-" if v is None else f"{v:.0%}" for v in (a["accuracy_escalated"], a["accuracy_not_escalated"]))
-        lines.append(f"| {r['stop']} | {pol['signal']} > {pol['threshold']:g} ({pol['window']}) | {a['escalated']:.0%} | "
-                     f"{a['escalations_per_reply']} | {where} | {acc} | "
+        acc = " / ".join("-" if v is None else f"{v:.0%}"
+                         for v in (a["accuracy_escalated"], a["accuracy_not_escalated"]))
+        lines.append(f"| {r['stop']} | {pol['signal']} > {pol['threshold']:g} ({pol['window']}) | "
+                     f"{a['escalated']:.0%} | {a['escalations_per_reply']} | {where} | {acc} | "
                      + " | ".join(str(a["mean_thinking_by_submodel"].get(n, 0)) for n in ladder) + " |")
     return lines
 
@@ -414,7 +416,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stops-only", action="store_true", help="only the depth slider's stops")
     parser.add_argument("--with-nvfp4", type=Path, default=None,
-                        help="the NVFP4 export to score on the same questions: its folder, or the OUT.json of an earlier --stops-only run")
+                        help="the NVFP4 export to score on the same questions: its folder, "
+                             "or the OUT.json of an earlier --stops-only run")
     parser.add_argument("--notes", type=Path, default=None, help="a Markdown file to append as the notes")
     parser.add_argument("--quick", type=int, default=0, metavar="N", help="print the parent's accuracy on N sums")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))

@@ -44,7 +44,8 @@ def measure(tm: TrainableModel, batches) -> dict:
             else:
                 flat, fm = y.reshape(-1, y.shape[-1]), m.reshape(-1)
                 expert_ids, weights = route(flat, mix, cfg)
-                use = torch.zeros(mix.up.shape[0]).index_add_(0, expert_ids.flatten(), (weights * fm[:, None]).flatten())
+                use = torch.zeros(mix.up.shape[0]).index_add_(0, expert_ids.flatten(),
+                                                               (weights * fm[:, None]).flatten())
                 _add(stats, ("experts", i), use)
                 channel = torch.zeros(mix.up.shape[:2])
                 routed = torch.zeros_like(flat)

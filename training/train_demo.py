@@ -93,7 +93,8 @@ def make_batch(chat: ChatFormat, seed: int, phase: str, step: int, batch_size: i
                pieces: int = 1):
     """The step's batch, sorted by length and cut into `pieces` padded pieces: short talk pads to
     short pieces instead of to the longest trace, which saves about a third of the compute."""
-    rows = sorted((encode(chat, ex) for ex in example_batch(seed, phase, step, batch_size, mix)), key=lambda r: len(r[0]))
+    rows = sorted((encode(chat, ex) for ex in example_batch(seed, phase, step, batch_size, mix)),
+                  key=lambda r: len(r[0]))
     size = -(-len(rows) // pieces)
     chunks = [collate(rows[i:i + size]) for i in range(0, len(rows), size)]
     return chunks if pieces > 1 else chunks[0]

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .settings import SAMPLING_FIELDS, check_sampling
+from .settings import check_sampling
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 2
@@ -284,12 +284,14 @@ class History:
 
     # ------------------------------------------------------------------ conversations
 
-    def new_conversation(self, title: str = "New chat", system_prompt: str = "", settings: dict | None = None) -> Conversation:
+    def new_conversation(self, title: str = "New chat", system_prompt: str = "",
+                         settings: dict | None = None) -> Conversation:
         """Also works read-only (the empty chat lives in memory), so the window always has a chat to show."""
         now = time.time()
         with self._tx():
             cur = self.db.execute("INSERT INTO conversations (title, created, updated, system_prompt, settings)"
-                                  " VALUES (?, ?, ?, ?, ?)", (title, now, now, system_prompt, json.dumps(settings or {})))
+                                  " VALUES (?, ?, ?, ?, ?)",
+                                  (title, now, now, system_prompt, json.dumps(settings or {})))
         return self.conversation(cur.lastrowid)
 
     def conversation(self, cid: int) -> Conversation:
@@ -355,7 +357,8 @@ class History:
         self._writable()
         now = time.time()
         with self._tx():
-            cur = self.db.execute("INSERT INTO messages (conversation_id, role, content, thinking, meta, created, complete)"
+            cur = self.db.execute("INSERT INTO messages"
+                                  " (conversation_id, role, content, thinking, meta, created, complete)"
                                   " VALUES (?, ?, ?, ?, ?, ?, ?)",
                                   (cid, role, content, thinking, json.dumps(meta or {}), now, int(complete)))
             self.db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, cid))

@@ -63,11 +63,11 @@ class ElidedLabel(QLabel):
         fm = self.fontMetrics()
         return super().sizeHint().width() - fm.horizontalAdvance(super().text())
 
-    def sizeHint(self) -> QSize:  # noqa: N802: room for the whole text
+    def sizeHint(self) -> QSize:  # noqa: N802 (room for the whole text)
         hint = super().sizeHint()
         return QSize(self._extra() + self.fontMetrics().horizontalAdvance(self._full) + 1, hint.height())
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802: a few characters and the ellipsis
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (a few characters and the ellipsis)
         fm = self.fontMetrics()
         least = min(fm.horizontalAdvance(self._full), fm.horizontalAdvance("x" * self._min_chars + "…"))
         return QSize(self._extra() + least + 1, super().minimumSizeHint().height())

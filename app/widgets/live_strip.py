@@ -49,7 +49,7 @@ class Sparkline(QWidget):
     def sizeHint(self) -> QSize:  # noqa: N802
         return QSize(max(220, self.minimumSizeHint().width() + 60), max(30, self.fontMetrics().height() * 2 + 4))
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802: room for the scale's label
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (room for the scale's label)
         return QSize(QFontMetrics(self._label_font()).horizontalAdvance("max 88888 ms") + 8,
                      max(30, self.fontMetrics().height() * 2 + 4))
 

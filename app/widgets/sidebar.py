@@ -37,7 +37,7 @@ class ElidedButton(QPushButton):
         if shown != self.text():
             self.setText(shown)
 
-    def sizeHint(self) -> QSize:  # noqa: N802: as wide as the whole text
+    def sizeHint(self) -> QSize:  # noqa: N802 (as wide as the whole text)
         hint = super().sizeHint()
         fm = self.fontMetrics()
         return QSize(hint.width() - fm.horizontalAdvance(self.text()) + fm.horizontalAdvance(self.full), hint.height())

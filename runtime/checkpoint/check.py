@@ -103,7 +103,8 @@ def check_chat_files(folder: Path) -> None:
     try:
         Tokenizer.from_file(str(folder / "tokenizer.json"))
     except Exception as e:  # the Rust parser's message is all it says
-        raise CheckpointError(folder / "tokenizer.json", f"cannot be read as a tokenizer ({one_line(e)[:200]})") from None
+        raise CheckpointError(folder / "tokenizer.json",
+                              f"cannot be read as a tokenizer ({one_line(e)[:200]})") from None
     source, where = template_text(folder, config)
     if source is not None:
         compile_template(source, str(where))

@@ -207,8 +207,8 @@ class ModelConfig:
         # would have more than MAX_PARAMS parameters is not a real checkpoint.
         experts = 2 * self.n_routed_experts * len(self.layers_of(MOE))
         if experts > MAX_EXPERT_TENSORS:
-            raise CheckpointError(path, f"describes {experts:,} expert weight tensors; more than {MAX_EXPERT_TENSORS:,} "
-                                        "is not a real checkpoint (config.json is damaged)")
+            raise CheckpointError(path, f"describes {experts:,} expert weight tensors; more than "
+                                        f"{MAX_EXPERT_TENSORS:,} is not a real checkpoint (config.json is damaged)")
         total = count_params(self).total
         if total > MAX_PARAMS:
             raise CheckpointError(path, f"describes a model of {total:.3g} parameters, more than any checkpoint "
@@ -304,7 +304,8 @@ def _layer_types(d: dict, path) -> tuple[str, ...]:
     if types is None and d.get("hybrid_override_pattern") is not None:
         pattern = d["hybrid_override_pattern"]
         if not isinstance(pattern, str) or not pattern:
-            raise CheckpointError(path, f"hybrid_override_pattern is {_show(pattern)}; it must be a string such as 'M*EM'")
+            raise CheckpointError(path, f"hybrid_override_pattern is {_show(pattern)}; "
+                                        "it must be a string such as 'M*EM'")
         bad = sorted(set(pattern) - set(PATTERN_LETTERS))
         if bad:
             raise CheckpointError(path, f"hybrid_override_pattern has unknown letters {_show(bad)}; "

@@ -24,8 +24,9 @@ from .submodels import FORMAT, PER_LAYER_FIELDS, Submodel
 from .weights import EMBED_NAMES
 
 # Files that travel with the weights: tokenizer, chat template, generation defaults.
-COMPANION_GLOBS = ("hf_quant_config.json", "tokenizer*", "special_tokens_map.json", "added_tokens.json", "generation_config.json",
-                   "chat_template*", "vocab.*", "merges.txt", "*.model", "LICENSE*", "README*")
+COMPANION_GLOBS = ("hf_quant_config.json", "tokenizer*", "special_tokens_map.json", "added_tokens.json",
+                   "generation_config.json", "chat_template*", "vocab.*", "merges.txt", "*.model", "LICENSE*",
+                   "README*")
 
 
 def extract(folder, name: str, out) -> Path:

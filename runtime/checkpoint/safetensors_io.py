@@ -74,7 +74,8 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
         with open(path, "rb") as f:
             prefix = f.read(8)
             if len(prefix) < 8:
-                raise CheckpointError(path, "the file is truncated (shorter than a safetensors header): download it again")
+                raise CheckpointError(path, "the file is truncated (shorter than a safetensors header): "
+                                            "download it again")
             (header_len,) = struct.unpack("<Q", prefix)
             if header_len > MAX_HEADER or 8 + header_len > size:
                 raise CheckpointError(

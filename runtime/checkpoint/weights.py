@@ -381,7 +381,8 @@ def load_weights(cfg: ModelConfig, table: dict[str, TensorInfo], root: Submodel,
         if kind == MAMBA:
             mixer = _load_mamba(read, m, cfg, h, root.mamba_num_heads[i])
         elif kind == ATTENTION:
-            mixer = AttentionWeights(q=read(m + "q_proj.weight", slice(None), h), k=read(m + "k_proj.weight", slice(None), h),
+            mixer = AttentionWeights(q=read(m + "q_proj.weight", slice(None), h),
+                                     k=read(m + "k_proj.weight", slice(None), h),
                                      v=read(m + "v_proj.weight", slice(None), h), o=read(m + "o_proj.weight", h))
         elif kind == MLP:
             mixer = _load_mlp(read, m, cfg, h, root.intermediate_size[i])

@@ -236,7 +236,8 @@ def _messages(value) -> list[dict]:
             content = ""
         msg = {"role": ROLES[role], "content": _text(content, f"{where}.content")}
         if role == "assistant":
-            for key in ("reasoning_content", "reasoning"):  # LM Studio/llama.cpp spell it one way, vLLM/Ollama the other
+            # LM Studio/llama.cpp spell it one way, vLLM/Ollama the other
+            for key in ("reasoning_content", "reasoning"):
                 r = m.get(key)
                 if r is not None and not isinstance(r, str):
                     raise bad(f"{where}.{key}", f"{key} must be a string")

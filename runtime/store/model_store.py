@@ -31,7 +31,8 @@ from .remote_names import is_link, open_no_follow, target_path
 
 IMPORTED = "imported.json"
 MAX_IMPORTED_BYTES = 16 << 20
-LOADER_CHECKS = "config.json, elastic.json, the quantization config and the safetensors headers pass the loader's checks"
+LOADER_CHECKS = ("config.json, elastic.json, the quantization config and the safetensors headers "
+                 "pass the loader's checks")
 
 
 def download_dir(repo: str) -> Path:
@@ -130,7 +131,7 @@ def describe(folder: Path, source: str, name: str | None = None) -> LocalModel:
 
 def _size_of(folder: Path) -> int:
     total = 0
-    for top, dirs, files in os.walk(folder, onerror=lambda e: None):  # never follows links
+    for top, _dirs, files in os.walk(folder, onerror=lambda e: None):  # never follows links
         for n in files:
             try:
                 st = os.lstat(os.path.join(top, n))
@@ -231,7 +232,8 @@ def _imported_models() -> list[LocalModel]:
         if problem:
             out.append(_damaged(name, _imported_file(), "imported", problem))
         elif not path.exists():
-            out.append(_damaged(name, path, "imported", "the folder no longer exists; delete the entry or import it again"))
+            out.append(_damaged(name, path, "imported",
+                                "the folder no longer exists; delete the entry or import it again"))
         else:
             out.append(_guarded(lambda p=path, n=name: describe(p, "imported", n), name, path, "imported"))
     return out

@@ -172,7 +172,8 @@ def fit_submodel(cfg: ModelConfig, sub: Submodel, packing, probe: HardwareProbe,
     gpu = probe.gpu
     if gpu is None:
         return SubmodelFit(sub.name, n.total, n.active, w, c, WORKSPACE_BYTES, NO,
-                           f"{sub.name} does not fit: no NVIDIA GPU ({probe.no_gpu_reason}); the demo model runs on the CPU")
+                           f"{sub.name} does not fit: no NVIDIA GPU ({probe.no_gpu_reason}); "
+                           "the demo model runs on the CPU")
     need, free = w + c + WORKSPACE_BYTES, gpu.free_bytes
     parts = f"{_gb(w)} weights + {_gb(c)} cache at {ctx} context + {_gb(WORKSPACE_BYTES)} workspace"
     others = f"; other programs hold {_gb(gpu.used_by_others_bytes)}" if gpu.used_by_others_bytes >= GiB else ""

@@ -17,6 +17,7 @@ import pytest
 from app.state.data_files import LOG, DataFolder, check_data_files, prepare_data_folder
 from app.state.history import History, HistoryReadOnly
 from app.state.settings import Sampling, Settings
+from tests.app_support import make_window
 from tests.paths import ROOT
 
 
@@ -598,9 +599,8 @@ def _remove_temp(data: DataFolder) -> None:
 
 # ---------------------------------------------------------------------- the real window and main()
 
+@pytest.mark.slow
 def test_the_window_opens_on_a_damaged_history_and_shows_what_was_done(qtbot, tmp_path):
-    from tests.app.test_app import make_window
-
     folder = tmp_path / "data"
     folder.mkdir()
     make_history(folder / "history.sqlite3", chats=2, messages=3)
@@ -616,9 +616,8 @@ def test_the_window_opens_on_a_damaged_history_and_shows_what_was_done(qtbot, tm
         w.close()
 
 
+@pytest.mark.slow
 def test_the_window_opens_on_a_newer_history_read_only(qtbot, tmp_path):
-    from tests.app.test_app import make_window
-
     folder = tmp_path / "data"
     folder.mkdir()
     make_history(folder / "history.sqlite3", chats=2, messages=3)
@@ -636,9 +635,8 @@ def test_the_window_opens_on_a_newer_history_read_only(qtbot, tmp_path):
     assert (folder / "history.sqlite3").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_writes_to_a_read_only_history_are_one_banner_line_not_a_crash(qtbot, tmp_path):
-    from tests.app.test_app import make_window
-
     folder = tmp_path / "data"
     folder.mkdir()
     make_history(folder / "history.sqlite3", chats=2, messages=3)
@@ -679,6 +677,7 @@ sys.exit(main(["--data-dir", {data!r}]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["a damaged history with a chat of bad JSON", "a data folder that is a file"])
 def test_main_opens_says_what_is_wrong_and_exits_cleanly(tmp_path, case):
     data = tmp_path / "data"

@@ -17,8 +17,8 @@ from app.state.settings import Settings, server_problem
 from app.widgets.settings_dialog import SettingsDialog
 from runtime.errors import UsageError
 from runtime.server.runner import check_listen
-from tests.app.test_app import make_window
-from tests.runtime.server.test_server import slow_engine
+from tests.app_support import make_window
+from tests.engine_support import held_engine
 
 QUESTION = [{"role": "user", "content": "What is 45 + 23 - 17 + 9?"}]
 
@@ -73,6 +73,7 @@ def settings_dialog_does(monkeypatch, change):
 # ---------------------------------------------------------------------- serving the window's engine
 
 
+@pytest.mark.slow
 def test_the_app_serves_the_engine_it_loaded_and_the_strip_shows_the_address(qtbot, served):
     w, server = served, served.controller.server
     address = server.status().address
@@ -90,6 +91,7 @@ def test_the_app_serves_the_engine_it_loaded_and_the_strip_shows_the_address(qtb
     assert server.server.records[0].finish_reason == "length"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", ["server", "chat"])
 def test_a_chat_reply_and_a_server_reply_queued_together_both_complete_in_order(qtbot, served, first):
     w, queue = served, served.controller.worker.queue
@@ -137,6 +139,7 @@ def test_a_chat_reply_and_a_server_reply_queued_together_both_complete_in_order(
     assert done[0].content and done[0].meta["finish_reason"] in ("end_of_turn", "length")
 
 
+@pytest.mark.slow
 def test_the_settings_dialog_moves_the_server_and_turns_it_off(qtbot, served, monkeypatch):
     w, server = served, served.controller.server
     old = server.status().address
@@ -163,6 +166,7 @@ def test_the_settings_dialog_moves_the_server_and_turns_it_off(qtbot, served, mo
     assert not w.settings.server_enabled and w.strip.server.text() == ""
 
 
+@pytest.mark.slow
 def test_the_dialog_will_not_open_the_server_to_the_network_without_a_key(qtbot, served, monkeypatch):
     w = served
     before = w.controller.server.status().address
@@ -179,6 +183,7 @@ def test_the_dialog_will_not_open_the_server_to_the_network_without_a_key(qtbot,
     assert w.settings.server_host == "127.0.0.1" and w.controller.server.status().address == before
 
 
+@pytest.mark.slow
 def test_a_taken_port_is_reported_in_the_strip_and_the_banner_and_a_free_one_fixes_it(qtbot, tmp_path,
                                                                                       monkeypatch):
     with socket.socket() as taken:
@@ -203,6 +208,7 @@ def test_a_taken_port_is_reported_in_the_strip_and_the_banner_and_a_free_one_fix
             w.close()
 
 
+@pytest.mark.slow
 def test_closing_the_window_while_a_server_reply_streams_ends_everything(qtbot, tmp_path):
     w = serving(qtbot, tmp_path / "data", free_port())
     control, worker = w.controller.server, w.controller.worker
@@ -214,12 +220,14 @@ def test_closing_the_window_while_a_server_reply_streams_ends_everything(qtbot, 
             for chunk in client(srv.address).chat.completions.create(
                     model=w.loaded.name, messages=QUESTION, max_tokens=2000, reasoning_effort="none", stream=True):
                 chunks.append(chunk)
+                valve.allow(1)  # one more token per chunk read: the reply cannot run ahead of the test
             ended.append("finished")
         except Exception as e:  # the server went away mid-stream: a client error, never a hang
             ended.append(type(e).__name__)
 
     reader = threading.Thread(target=stream)
-    with slow_engine(engine):
+    with held_engine(engine) as valve:
+        valve.allow(4)  # a few tokens ahead of the reader (the server may put several in one chunk)
         reader.start()
         qtbot.waitUntil(lambda: len(chunks) >= 3, timeout=120000)
         assert control.status().in_flight.startswith("server 127.0.0.1:")

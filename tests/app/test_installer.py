@@ -46,7 +46,7 @@ def test_uninstall_removes_the_launchers(entry, tmp_path):
 
 
 def exec_command(entry: Path) -> list[str]:
-    line = next(l for l in entry.read_text().splitlines() if l.startswith("Exec="))
+    line = next(x for x in entry.read_text().splitlines() if x.startswith("Exec="))
     return shlex.split(line[len("Exec="):])
 
 
@@ -69,6 +69,7 @@ def app_env(tmp_path):
     return env, home
 
 
+@pytest.mark.slow
 def test_the_launcher_starts_the_app_and_a_second_launch_raises_it(qapp, entry, app_env):
     env, home = app_env
     command = exec_command(entry)
@@ -86,6 +87,7 @@ def test_the_launcher_starts_the_app_and_a_second_launch_raises_it(qapp, entry, 
         first.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_a_stale_lock_from_a_crash_does_not_block_the_next_start(qapp, app_env):
     env, home = app_env
     name = instance_name(home)

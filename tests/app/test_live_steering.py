@@ -10,7 +10,6 @@ acted: no timing, no race with a thought that ends before the click lands."""
 
 import json
 import shutil
-import threading
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
@@ -21,43 +20,10 @@ from app.widgets.chat_view import thinking_summary
 from app.widgets.depth_slider import DepthSlider, slider_stops
 from app.widgets.live_strip import LiveStrip
 from runtime.generate import GRACE_TOKENS
-from tests.app.test_app import ROOT, make_window
+from tests.app_support import LONG, SUM, finish, hold, make_window, warmed_up
+from tests.paths import ROOT
 
 CEILING = 64
-SUM = "What is 45 + 23 - 17 + 9?"  # the demo thinks 83 tokens about it on every submodel
-LONG = 300000  # ms: a reply on a busy shared CPU
-
-
-class Gate:
-    """Replaces runtime.controls.Controls for the replies the controller starts: each reply's decode loop
-    waits before its `at`-th token (at its `at`-th look at the thinking requests) until released."""
-
-    def __init__(self, monkeypatch):
-        from runtime import controls as engine
-
-        self.at: int | None = None
-        self.made: list = []
-        gate = self
-
-        class HeldControls(engine.Controls):
-            def __init__(self):
-                super().__init__()
-                self.looks = 0
-                self.waiting, self.released = threading.Event(), threading.Event()
-                gate.made.append(self)
-
-            def take_thinking_request(self):
-                self.looks += 1
-                if self.looks == gate.at:
-                    self.waiting.set()
-                    self.released.wait(LONG / 1000)  # never forever, should a test fail while it waits
-                return super().take_thinking_request()
-
-        monkeypatch.setattr(engine, "Controls", HeldControls)
-
-    def release_all(self) -> None:
-        for controls in self.made:
-            controls.released.set()
 
 
 @pytest.fixture
@@ -71,17 +37,11 @@ def small_ceiling(tmp_path):
 
 
 @pytest.fixture
-def gate(monkeypatch):
-    g = Gate(monkeypatch)
-    yield g
-    g.release_all()  # before the window closes (fixtures end in reverse order)
-
-
-@pytest.fixture
 def window(qtbot, tmp_path, small_ceiling, gate):
     w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=200, sampling=Sampling(temperature=0.0)))
     with qtbot.waitSignal(w.controller.sig_model_loaded, timeout=LONG):
         w.load_model(str(small_ceiling), "", is_demo=True)
+    warmed_up(qtbot, w)
     assert [(s.name, s.think, s.budget) for s in w.loaded.levels] == [
         ("Off", None, 0), ("Quick", "0.5M", 8), ("Balanced", "1.0M", 16), ("Deep", "1.0M", 32), ("Max", "1.5M", 64),
         ("Auto", "0.5M", 32)]
@@ -90,32 +50,12 @@ def window(qtbot, tmp_path, small_ceiling, gate):
     w.close()
 
 
-def hold(qtbot, w, gate, depth: str, at: int, question: str = SUM):
-    """Sends `question` at `depth`; returns (reply, its controls) once the engine waits before token `at`
-    and the window has every event before it."""
-    gate.at = at
-    w.controller.set_depth(depth)
-    w.input.setPlainText(question)
-    w.send()
-    c = w.controller
-    reply, controls = c.reply_in(c.current), gate.made[-1]
-    qtbot.waitUntil(lambda: controls.waiting.is_set() and reply.progress.tokens == at - 1,
-                    timeout=LONG)
-    return reply, controls
-
-
-def finish(qtbot, w, controls):
-    """Lets the held reply go on; returns the saved message once it is done."""
-    with qtbot.waitSignal(w.controller.sig_reply_done, timeout=LONG) as done:
-        controls.released.set()
-    return done.args[1]
-
-
 def steering_enabled(w) -> list[bool]:
     return [x.isEnabled() for x in (w.answer_now_button, w.think_longer_button, w.answer_now_action,
                                     w.think_longer_action)]
 
 
+@pytest.mark.slow
 def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, window, gate):
     w, c = window, window.controller
     reply, controls = hold(qtbot, w, gate, "Quick", at=4)  # 0.5M has thought 3 tokens
@@ -152,6 +92,7 @@ def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, w
         reopened.close()
 
 
+@pytest.mark.slow
 def test_moving_the_slider_to_auto_while_thinking_lets_the_rest_of_the_thought_climb(qtbot, window, gate,
                                                                                       small_ceiling, tmp_path):
     """Auto's policy set to climb at any doubt (threshold 0: a real model is never quite sure of a token)."""
@@ -175,6 +116,7 @@ def test_moving_the_slider_to_auto_while_thinking_lets_the_rest_of_the_thought_c
     assert list(meta["thinking_by_submodel"]) == ["1.0M", "1.5M"] and meta["answer_tokens"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("at", [1, 6])
 def test_answer_now_always_yields_an_answer_and_the_reply_is_saved_complete(qtbot, window, gate, at):
     w, c = window, window.controller
@@ -193,6 +135,7 @@ def test_answer_now_always_yields_an_answer_and_the_reply_is_saved_complete(qtbo
     assert w.chat.widgets[-1].thinking.toggle.text().endswith("ended by you")
 
 
+@pytest.mark.slow
 def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
     w, c = window, window.controller
     gate.at = None
@@ -214,6 +157,7 @@ def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
     assert longer["thinking_by_submodel"] == {"0.5M": longer["thinking_tokens"]}
 
 
+@pytest.mark.slow
 def test_steering_is_off_unless_the_reply_shown_is_thinking(qtbot, window, gate):
     w, c = window, window.controller
     assert steering_enabled(w) == [False] * 4 and "applies to the next reply" in w.depth.detail.text()
@@ -239,8 +183,9 @@ def test_steering_is_off_unless_the_reply_shown_is_thinking(qtbot, window, gate)
     assert finish(qtbot, w, controls).meta["finish_reason"] == "stopped"
 
 
+@pytest.mark.slow
 def test_the_keys_answer_now_and_think_longer(qtbot, window, gate):
-    w, c = window, window.controller
+    w = window
     reply, controls = hold(qtbot, w, gate, "Max", at=3)
     w.input.setFocus()  # where the cursor is after a send
     qtbot.keyClick(w.input, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
@@ -293,7 +238,8 @@ def test_the_slider_renders_any_list_of_stops(qtbot, width):
     for a, b in zip(slider.labels, slider.labels[1:]):
         assert a.geometry().right() < b.geometry().left()
     slider.set_live("thinking")
-    assert slider.detail.text().startswith("Auto · 0.5M thinks ≤24") and "applies now to this thought" in slider.detail.text()
+    assert slider.detail.text().startswith("Auto · 0.5M thinks ≤24")
+    assert "applies now to this thought" in slider.detail.text()
     assert "applies now to this thought" in slider.slider.toolTip()
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from app.models_controller import ModelsController, actions, hardware_text, verify_text
-from app.widgets.model_manager import STATUS, ModelManager
+from app.widgets.model_manager import STATUS
 from app.workers import PROGRESS_INTERVAL_S, DownloadWorker, Throttle
+from tests.app_support import open_dialog
 from tests.paths import PROBES, ROOT
 
 REPO = "nvidia/NVIDIA-Nemotron-Labs-3-Elastic-30B-A3B-NVFP4"
@@ -16,21 +17,12 @@ KEY = "star-elastic-30b-nvfp4"
 
 
 @pytest.fixture
-def hub(tmp_path, monkeypatch):
+def hub(tmp_path, serve_hub):
     """A stand-in hub serving the demo checkpoint as the NVFP4 30B repo; models go under tmp_path."""
-    import huggingface_hub.constants
-
-    from tests.hub_stub import HubStub
-
     source = shutil.copytree(ROOT / "assets" / "demo-nvfp4", tmp_path / "repo")
-    monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ELASTIC_CHAT_MODELS", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    with HubStub({REPO: source}) as stub:
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        stub.source = source
-        yield stub
+    stub = serve_hub({REPO: source})
+    stub.source = source
+    return stub
 
 
 @pytest.fixture
@@ -40,14 +32,7 @@ def models(qtbot):
     controller.shutdown()
 
 
-def open_dialog(qtbot, models) -> ModelManager:
-    dialog = ModelManager(models=models)
-    qtbot.addWidget(dialog)
-    dialog.show()
-    qtbot.waitUntil(lambda: bool(dialog.rows) and not models.refreshing, timeout=60000)
-    return dialog
-
-
+@pytest.mark.slow
 def test_the_model_manager_drives_a_download(qtbot, hub, models, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 0.03}
     manager = open_dialog(qtbot, models)
@@ -74,6 +59,7 @@ def test_the_model_manager_drives_a_download(qtbot, hub, models, tmp_path):
     assert manager.row(KEY).status == "active" and not manager.buttons["Use"].isEnabled()
 
 
+@pytest.mark.slow
 def test_progress_reaches_the_gui_about_ten_times_a_second(qtbot, hub, monkeypatch):
     """Many small reads; only about 10 reports a second cross to the GUI thread."""
     import time
@@ -120,6 +106,7 @@ def test_throttle_passes_changes_of_state_at_once():
     assert not t.ready("verifying")
 
 
+@pytest.mark.slow
 def test_closing_and_reopening_the_dialog_keeps_the_download(qtbot, hub, models):
     hub.faults["model.safetensors"] = {"throttle": 0.1}
     first = open_dialog(qtbot, models)
@@ -162,9 +149,7 @@ def test_use_is_disabled_for_the_active_model(qtbot, models):
     assert dialog.row(demo.id).status == "ready" and dialog.buttons["Use"].isEnabled()
 
 
-def test_an_imported_checkpoint_is_planned_from_its_own_files(qtbot, models, tmp_path, monkeypatch):
-    monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ELASTIC_CHAT_MODELS", raising=False)
+def test_an_imported_checkpoint_is_planned_from_its_own_files(qtbot, models, tmp_path, home):
     folder = shutil.copytree(ROOT / "assets" / "demo-nvfp4", tmp_path / "my-model")
     dialog = open_dialog(qtbot, models)
     with qtbot.waitSignal(models.sig_changed, timeout=30000):

@@ -13,7 +13,8 @@ from app.controller import ChatController
 from app.state.history import History
 from app.state.settings import Settings
 from app.widgets.chat_view import thinking_summary
-from tests.app.test_app import ROOT, ask, make_window
+from tests.app_support import ask, held_at, hold, make_window
+from tests.paths import ROOT
 
 DEMO = str(ROOT / "assets" / "demo-nvfp4")
 
@@ -40,6 +41,7 @@ def tokens_of(reply) -> int:
     return reply.progress.tokens
 
 
+@pytest.mark.slow
 def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
     c = ChatController(tmp_path, Settings(max_new_tokens=60, depth="Bogus"), tmp_path / "settings.json")
     try:
@@ -62,16 +64,14 @@ def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
         c.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["switch", "ctrl_n"])
-def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, window, how):
+def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, window, gate, how):
     c = window.controller
     other = c.history.new_conversation("other").id
     window.settings.max_new_tokens = 60
-    c.set_depth("Max")
-    window.input.setPlainText("What is 45 + 23 - 17 + 9?")
-    window.send()
+    _, controls = hold(qtbot, window, gate, "Max", 3)  # held mid-reply until the test lets it end
     first = c.current
-    qtbot.waitUntil(lambda: c.reply_in(first) is not None and tokens_of(c.reply_in(first)) >= 1, timeout=180000)
     if how == "switch":
         c.select(other)
     else:
@@ -85,52 +85,62 @@ def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, win
     assert live.role == "assistant" and c.reply_in(first) is not None
     with qtbot.waitSignal(c.sig_reply_done, timeout=180000) as done:
         c.select(other)  # and away again, until it ends
+        controls.released.set()
     assert done.args[0] == first and done.args[1].meta["finish_reason"] in ("end_of_turn", "length")
     c.select(first)
     saved = c.history.messages(first)[-1]
     assert saved.complete and window.chat.widgets[-1].text == saved.content
 
 
-def test_coming_back_mid_reply_shows_it_live(qtbot, window):
+@pytest.mark.slow
+def test_coming_back_mid_reply_shows_it_live(qtbot, window, gate):
     c = window.controller
     window.settings.max_new_tokens = 400
+    gate.at = 5
     c.set_depth("Max")
     window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12?")
     window.send()
     first = c.current
+    reply = c.reply_in(first)
+    controls = reply.controls
     window.new_chat()
-    qtbot.waitUntil(lambda: c.reply_in(first) is not None and tokens_of(c.reply_in(first)) >= 4, timeout=180000)
+    held_at(qtbot, gate, reply, controls, 5)
     c.select(first)
     widget = window.chat.widgets[-1]
     before = widget.thinking.body.text() + widget.text
     assert before  # built from the reply so far, not from the last save
+    gate.at = 9  # four more tokens, shown live, and it is held again
+    controls.released.set()
+    held_at(qtbot, gate, reply, controls, 9)
     qtbot.waitUntil(lambda: widget.thinking.body.text() + widget.text != before, timeout=30000)
     c.stop()
+    controls.released.set()
     qtbot.waitUntil(lambda: not c.busy, timeout=180000)
     assert window.chat.widgets[-1] is widget and "stopped" in widget.info.text()
 
 
-def test_regenerating_mid_reply_leaves_only_the_new_reply(qtbot, window):
+@pytest.mark.slow
+def test_regenerating_mid_reply_leaves_only_the_new_reply(qtbot, window, gate):
     """The replaced reply's message is deleted and SQLite gives its id to the new one: the old reply's
     end must neither overwrite the new message nor finish its widget."""
     c = window.controller
     window.settings.max_new_tokens = 400
-    c.set_depth("Max")
-    window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12?")
-    window.send()
-    first = c.reply_in(c.current)
-    qtbot.waitUntil(lambda: tokens_of(first) >= 1, timeout=180000)
+    _, controls = hold(qtbot, window, gate, "Max", 3, "What is 45 + 23 - 17 + 9 + 12?")  # held mid-reply
     ends = []
     c.sig_reply_done.connect(lambda cid, m: ends.append(m))
     window.settings.max_new_tokens = 30
+    gate.at = None  # the new reply runs freely
     c.regenerate()
+    controls.released.set()  # the old reply ends only now, after it was replaced
     qtbot.waitUntil(lambda: not c.busy, timeout=180000)
     msgs = c.history.messages(c.current)
     assert len(ends) == 1 and [m.role for m in msgs] == ["user", "assistant"]
-    assert msgs[1].complete and msgs[1].content == ends[0].content and msgs[1].meta["finish_reason"] in ("end_of_turn", "length")
+    assert msgs[1].complete and msgs[1].content == ends[0].content
+    assert msgs[1].meta["finish_reason"] in ("end_of_turn", "length")
     assert window.chat.widgets[-1].text == msgs[1].content
 
 
+@pytest.mark.slow
 def test_a_send_appends_and_does_not_rebuild(qtbot, window):
     ask(qtbot, window, "hello", "Off")
     kept = list(window.chat.widgets)
@@ -138,6 +148,7 @@ def test_a_send_appends_and_does_not_rebuild(qtbot, window):
     assert window.chat.widgets[:2] == kept and len(window.chat.widgets) == 4
 
 
+@pytest.mark.slow
 def test_the_badge_shows_the_thinking_submodel_before_the_first_token(qtbot, window):
     c = window.controller
     seen = []
@@ -147,6 +158,7 @@ def test_the_badge_shows_the_thinking_submodel_before_the_first_token(qtbot, win
     assert think != window.loaded.loaded[-1] and seen == [f"{think} thinking"]
 
 
+@pytest.mark.slow
 def test_ctrl_n_on_an_empty_chat_makes_no_other(qtbot, window):
     c = window.controller
     before = len(c.history.conversations())
@@ -159,6 +171,7 @@ def test_ctrl_n_on_an_empty_chat_makes_no_other(qtbot, window):
     assert len(c.history.conversations()) == before + 1 and not c.history.messages(c.current)
 
 
+@pytest.mark.slow
 def test_enter_sends_shift_enter_breaks_the_line_and_tab_leaves(qtbot, window):
     window.input.setFocus()
     qtbot.keyClicks(window.input, "one")
@@ -173,6 +186,7 @@ def test_enter_sends_shift_enter_breaks_the_line_and_tab_leaves(qtbot, window):
     assert window.controller.history.messages(window.controller.current)[0].content == "one\ntwo"
 
 
+@pytest.mark.slow
 def test_an_edit_can_be_cancelled_and_its_status_ends_when_sent(qtbot, window):
     ask(qtbot, window, "hello", "Off")
     c = window.controller
@@ -190,6 +204,7 @@ def test_an_edit_can_be_cancelled_and_its_status_ends_when_sent(qtbot, window):
     assert [m.content for m in c.history.messages(c.current)][0] == "hi"
 
 
+@pytest.mark.slow
 def test_interrupted_replies_are_marked_at_start(qtbot, tmp_path):
     h = History(tmp_path / "history.sqlite3")
     cid = h.new_conversation("crashed").id
@@ -214,6 +229,7 @@ def test_interrupted_replies_are_marked_at_start(qtbot, tmp_path):
         "Thought for 2.1 s on 0.5M · 25 tokens, budget hit"
 
 
+@pytest.mark.slow
 def test_menus_reach_quit_help_and_the_model_manager(window):
     actions = {m.title().replace("&", ""): {a.text().replace("&", ""): a for a in m.actions()}
                for m in (a.menu() for a in window.menuBar().actions())}
@@ -225,6 +241,7 @@ def test_menus_reach_quit_help_and_the_model_manager(window):
     window.shortcuts_dialog.close()
 
 
+@pytest.mark.slow
 def test_window_size_position_and_sidebar_are_restored(qtbot, tmp_path):
     data = tmp_path / "data"
     w = make_window(qtbot, data)
@@ -270,6 +287,7 @@ def test_a_native_crash_leaves_a_trace_and_the_next_start_says_so(tmp_path):
     crash.end_session(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_clean_quit_leaves_no_warning_and_no_crash_marker(tmp_path):
     """The real entry point: load, one reply, the model manager opened, a reply in flight at Ctrl+Q."""
     data = tmp_path / "data"
@@ -300,6 +318,7 @@ def test_a_clean_quit_leaves_no_warning_and_no_crash_marker(tmp_path):
     h.close()
 
 
+@pytest.mark.slow
 def test_auto_in_the_window_climbs_when_its_policy_says_so(qtbot, tmp_path):
     """The app hands the Auto stop's escalation to the runtime: with a policy that always climbs (any
     entropy above 0), the saved reply records the climbs as 'escalate' switches."""

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
 from app.state.settings import Settings
-from tests.app.test_app import make_window
+from tests.app_support import make_window
 
 REPLIES = int(os.environ.get("ELASTIC_SOAK_REPLIES", "200"))  # fewer only to try a change quickly
 ENDED = {"end_of_turn", "length"}

@@ -23,7 +23,7 @@ from app.widgets.model_manager import NESTING
 from runtime.checkpoint.config import read_json
 from runtime.checkpoint.extract import extract
 from runtime.units import format_bytes
-from tests.app.test_model_manager import open_dialog
+from tests.app_support import open_dialog
 from tests.checkpoints import make_checkpoint
 from tests.paths import PROBES, ROOT
 
@@ -37,18 +37,7 @@ def parent(tmp_path_factory):
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    import huggingface_hub.constants
-
-    monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ELASTIC_CHAT_MODELS", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def models(qtbot, home):
+def models(qtbot, home, hub_online):
     controller = ModelsController(probe_file=str(PROBES / "rtx5090.json"))
     yield controller
     controller.shutdown()
@@ -97,6 +86,7 @@ def swap_experts(folder: Path) -> None:
     save_file(t, str(path), metadata={"format": "pt"})
 
 
+@pytest.mark.slow
 def test_verify_nesting_proves_an_extracted_slice_and_its_state_turns_verified(qtbot, models, imported, parent,
                                                                                 tmp_path):
     piece = extract(parent, "small", tmp_path / "slice-small")
@@ -117,7 +107,8 @@ def test_verify_nesting_proves_an_extracted_slice_and_its_state_turns_verified(q
     settled(qtbot, manager, models)
     assert states(manager, "parent") == {"full": "verified", "mid": "declared", "small": "verified"}
     cell = manager.table.item(i, NESTING)
-    assert cell.text() == "1 of 2 verified" and "small: verified" in cell.toolTip() and "mid: declared" in cell.toolTip()
+    assert cell.text() == "1 of 2 verified"
+    assert "small: verified" in cell.toolTip() and "mid: declared" in cell.toolTip()
     entry = json.loads((imported / "elastic.json").read_text())["submodels"][-1]
     assert entry["name"] == "small" and entry["verified"]["path"] == str(piece.resolve())
 
@@ -138,18 +129,18 @@ def test_a_permuted_slice_is_refused_with_the_tensor_named_and_nothing_written(q
     assert states(manager, "parent")["small"] == "declared"
 
 
+@pytest.mark.slow
 def test_a_hub_slice_is_read_by_ranges_and_the_bytes_are_counted(qtbot, models, imported, parent, tmp_path,
-                                                                 monkeypatch):
+                                                                 serve_hub, monkeypatch):
     from runtime.store.nesting.tensor_source import TensorSource
-    from tests.hub_stub import COMMIT, HubStub
+    from tests.hub_stub import COMMIT
 
     monkeypatch.setattr(TensorSource, "GAP", 0)  # tiny files: merging neighbours would read them whole
     piece = extract(parent, "mid", tmp_path / "slice-mid")
-    with HubStub({SLICE_REPO: piece}) as stub:
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        manager = open_dialog(qtbot, models)
-        line = check(qtbot, models, lambda: models.verify_nesting("parent", SLICE_REPO))
-        served = sum(r["sent"] for r in stub.requests)
+    stub = serve_hub({SLICE_REPO: piece})
+    manager = open_dialog(qtbot, models)
+    line = check(qtbot, models, lambda: models.verify_nesting("parent", SLICE_REPO))
+    served = sum(r["sent"] for r in stub.requests)
     assert line.startswith("Verified: mid nests") and f"{format_bytes(served)} of them from the hub" in line, line
     weights = (piece / "model.safetensors").stat().st_size
     ranged = [r for r in stub.requests if r["path"] == "model.safetensors"]
@@ -194,16 +185,14 @@ def download(qtbot, manager, models, key="tiny-bf16") -> str:
     return check(qtbot, models, manager.buttons["Download"].click)
 
 
+@pytest.mark.slow
 def test_a_download_ends_by_verifying_against_the_catalog_slices(qtbot, models, parent, tiny_catalog, home,
-                                                                 tmp_path, monkeypatch):
-    from tests.hub_stub import HubStub
-
+                                                                 tmp_path, serve_hub):
     piece = extract(parent, "small", tmp_path / "slice-small")
-    with HubStub({PARENT_REPO: tiny_catalog, SLICE_REPO: piece}) as stub:
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        manager = open_dialog(qtbot, models)
-        assert states(manager, "tiny-bf16") == {"full": "verified", "mid": "estimated", "small": "estimated"}
-        line = download(qtbot, manager, models)
+    serve_hub({PARENT_REPO: tiny_catalog, SLICE_REPO: piece})
+    manager = open_dialog(qtbot, models)
+    assert states(manager, "tiny-bf16") == {"full": "verified", "mid": "estimated", "small": "estimated"}
+    line = download(qtbot, manager, models)
     assert line.startswith("Download complete and verified. Verified: small nests"), line
     settled(qtbot, manager, models)
     row = manager.row("tiny-bf16")
@@ -216,19 +205,17 @@ def test_a_download_ends_by_verifying_against_the_catalog_slices(qtbot, models, 
     assert "estimated" in written["submodels"][1] and written["submodels"][2]["verified"]["repo"] == SLICE_REPO
 
 
+@pytest.mark.slow
 def test_an_unreachable_hub_after_a_download_is_one_line_and_changes_nothing(qtbot, models, tiny_catalog, home,
-                                                                             monkeypatch):
-    from tests.hub_stub import HubStub
-
+                                                                             serve_hub, monkeypatch):
     with socket.socket() as s:  # a port nobody listens on: connection refused
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    with HubStub({PARENT_REPO: tiny_catalog}) as stub:
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        manager = open_dialog(qtbot, models)
-        # the download is done (sig_changed comes first); the hub goes away before its nesting check
-        models.sig_changed.connect(lambda: monkeypatch.setenv("HF_ENDPOINT", dead))
-        line = download(qtbot, manager, models)
+    serve_hub({PARENT_REPO: tiny_catalog})
+    manager = open_dialog(qtbot, models)
+    # the download is done (sig_changed comes first); the hub goes away before its nesting check
+    models.sig_changed.connect(lambda: monkeypatch.setenv("HF_ENDPOINT", dead))
+    line = download(qtbot, manager, models)
     assert line.startswith(f"Download complete and verified. Nesting not checked against {SLICE_REPO}: cannot reach "
                            f"{dead}") and line.endswith("The submodels' states are unchanged."), line
     assert "\n" not in line
@@ -275,6 +262,7 @@ def test_the_demo_cannot_be_rewritten_and_a_running_check_can_be_cancelled(qtbot
 # ------------------------------------------------------------------ the chat's depth
 
 
+@pytest.mark.slow
 def test_a_chat_never_starts_on_a_depth_whose_thinker_is_estimated(qtbot, tmp_path):
     from app.controller import ChatController
     from app.state.settings import Settings

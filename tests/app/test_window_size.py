@@ -75,6 +75,7 @@ def reply_at_every_stop(qtbot, w: MainWindow) -> None:
         assert_fits(w, f"after a reply at {stop.name}")
 
 
+@pytest.mark.slow
 def test_the_window_fits_1280x720_and_resizes_to_900x600(qtbot, tmp_path, themed):
     themed("light", Settings().font_size)
     w = open_window(qtbot, tmp_path / "data", Settings().font_size)
@@ -85,6 +86,7 @@ def test_the_window_fits_1280x720_and_resizes_to_900x600(qtbot, tmp_path, themed
     w.close()
 
 
+@pytest.mark.slow
 def test_the_window_fits_1280x720_at_the_largest_font_size(qtbot, tmp_path, themed):
     largest = largest_font_size()
     themed("dark", largest)

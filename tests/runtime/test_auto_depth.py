@@ -21,8 +21,7 @@ from runtime.events import THINKING, Switch, Token
 from runtime.generate import ChatRequest, stream_chat
 from runtime.sampling import SamplingSettings
 from runtime.server.openai_api import ApiError, ServedModel, parse_chat
-from tests.runtime.test_generate import HELLO, engine  # noqa: F401  (the module's engine fixture)
-from tests.runtime.test_steering import assert_same_as_fresh_prefill
+from tests.engine_support import HELLO, assert_same_as_fresh_prefill
 
 GREEDY = SamplingSettings(temperature=0)
 SURE = AutoPolicy("entropy", 1.0, 1)  # climb when a token's entropy exceeds 1 nat
@@ -105,6 +104,7 @@ def test_a_bad_policy_is_refused_naming_the_field(bad, says):
 # ---------------------------------------------------------------------- climbing
 
 
+@pytest.mark.slow
 def test_an_easy_thought_never_climbs(engine):
     events = auto_reply(engine, Script(engine))
     assert switches(events) == [("small", "full", "answer")]
@@ -155,7 +155,8 @@ def test_answer_now_during_auto_still_answers(engine):
 
 
 def test_a_depth_the_user_chooses_stops_the_climbing(engine):
-    events = auto_reply(engine, Script(engine, struggle_at=5), on_token=lambda n, c: n == 2 and c.request_depth("small", 20))
+    events = auto_reply(engine, Script(engine, struggle_at=5),
+                        on_token=lambda n, c: n == 2 and c.request_depth("small", 20))
     assert switches(events) == [("small", "full", "answer")]
 
 
@@ -239,6 +240,7 @@ def always_climbs(folder):
     return folder
 
 
+@pytest.mark.slow
 def test_generate_depth_auto(capsys, checkpoints, tmp_path):
     folder = always_climbs(shutil.copytree(checkpoints["hybrid"], tmp_path / "hybrid"))
     argv = ["generate", "--checkpoint", str(folder), "--prompt", "hi", "--depth", "Auto", "--max-new-tokens", "24",
@@ -247,7 +249,8 @@ def test_generate_depth_auto(capsys, checkpoints, tmp_path):
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     climbs = [(e["from"], e["to"], e["reason"]) for e in lines if e["type"] == "switch"]
     assert climbs == [("small", "mid", "escalate"), ("mid", "full", "escalate")]
-    assert all(set(e) == {"type", "from", "to", "reprefill_tokens", "ms", "reason"} for e in lines if e["type"] == "switch")
+    switch_keys = {"type", "from", "to", "reprefill_tokens", "ms", "reason"}
+    assert all(set(e) == switch_keys for e in lines if e["type"] == "switch")
     done = lines[-1]
     assert set(done) == {"type", "finish_reason", "thinking_tokens", "answer_tokens", "budget_hit", "ttft_ms",
                          "tokens_per_s", "thinking_end", "thinking_by_submodel"}
@@ -292,6 +295,7 @@ def test_the_measurement_helpers():
     assert all(sum(p > t for p in peaks) == k for t, k in zip(thresholds_for(peaks, (0.25, 0.5)), (1, 2)))
 
 
+@pytest.mark.slow
 def test_the_measurement_runs_and_its_pick_is_what_the_engine_uses(checkpoints, tmp_path):
     from training.auto_signal import markdown, measure, write_policy
 

@@ -152,6 +152,7 @@ def test_infinity_in_config_and_pattern_spelling(checkpoints):
     assert load_config(checkpoints["hybrid"]).pattern == "ME*-ME"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,expected", [
     (["score", "--token-ids", "1,2,3"], "model_type"),
     (["score", "--token-ids", "1,x"], "--token-ids must be comma-separated whole numbers"),

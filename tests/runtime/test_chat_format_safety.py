@@ -14,8 +14,6 @@ from runtime.chat_template import compile_template, render
 from runtime.errors import ElasticError, UsageError
 from tests.paths import DEMO, ROOT
 
-DEMO = ROOT / "assets" / "demo"
-
 
 @pytest.fixture(scope="module")
 def chat():
@@ -44,11 +42,13 @@ AUTO_MAP_VARIANTS = {
 }
 
 
+@pytest.mark.slow
 def test_checkpoint_code_never_runs_and_nothing_asks(tmp_path):
     """In a child with stdin closed and a timeout: a prompt on the terminal would hang or fail."""
     folders = []
     for name, change in AUTO_MAP_VARIANTS.items():
-        folder = shutil.copytree(DEMO, tmp_path / name.replace(" ", "_"), ignore=shutil.ignore_patterns("*.safetensors"))
+        folder = shutil.copytree(DEMO, tmp_path / name.replace(" ", "_"),
+                                 ignore=shutil.ignore_patterns("*.safetensors"))
         for module in ("evil.py", "tokenization_evil.py", "__init__.py"):
             (folder / module).write_text(EVIL)
         tok, cfg = (json.loads((folder / f).read_text()) for f in ("tokenizer_config.json", "config.json"))

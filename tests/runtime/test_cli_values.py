@@ -14,8 +14,6 @@ from runtime.cli import _TextPrinter, main
 from runtime.events import Switch, Token
 from tests.paths import DEMO, ROOT
 
-DEMO = ROOT / "assets" / "demo"
-
 
 def run(capsys, *argv):
     """(exit status, stdout, stderr) of `python -m runtime ARGV`, in process."""
@@ -140,13 +138,15 @@ def test_extract_refuses_a_folder_inside_the_checkpoint(capsys, hybrid_copy):
 
 def test_extract_prints_an_escaped_name(capsys, checkpoints, tmp_path):
     out_dir = tmp_path / "out\x1b[31m"
-    rc, out, err = run(capsys, "extract", "--checkpoint", checkpoints["hybrid"], "--submodel", "small", "--out", out_dir)
+    rc, out, err = run(capsys, "extract", "--checkpoint", checkpoints["hybrid"], "--submodel", "small",
+                       "--out", out_dir)
     assert rc == 0 and (out_dir / "model.safetensors").exists(), err
     assert "\x1b" not in out and "out\\x1b[31m" in out
 
 
 # ----------------------------------------------------------------------------- transplant
 
+@pytest.mark.slow
 @pytest.mark.parametrize("think,answer", [("full", "small"), ("small", "full"), ("mid", "small")])
 def test_transplant_between_any_two_submodels(capsys, checkpoints, think, answer):
     """A larger thinking submodel than the answering one used to raise a size mismatch."""
@@ -160,6 +160,7 @@ def test_transplant_between_any_two_submodels(capsys, checkpoints, think, answer
     assert switches and switches[0]["from"] == think and switches[0]["to"] == answer
 
 
+@pytest.mark.slow
 def test_a_failing_reply_is_one_error_line_without_traceback(capsys, checkpoints, tmp_path):
     """NaN weights make sampling fail mid-reply: the CLI says so in one line, no traceback."""
     folder = shutil.copytree(checkpoints["hybrid"], tmp_path / "nan")

@@ -152,6 +152,7 @@ def test_meta_step_of_the_test_checkpoints(checkpoints):
     assert row["device"] == "meta" and row["ops_per_step"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", ["", "nvfp4"])
 def test_30b_shape_on_meta_every_submodel(folder):
     """The real 30B-A3B shape and its nested 23B/12B widths (BF16, and NVFP4 on the dequantizing path)."""
@@ -164,6 +165,7 @@ def test_30b_shape_on_meta_every_submodel(folder):
     assert model.views["12B"].layers[1].mixer.up.shape == (104, 1024, 2176)
 
 
+@pytest.mark.slow
 def test_decode_check_cli_contract(checkpoints):
     out = subprocess.run([sys.executable, "-m", "runtime", "decode-check", "--config", str(SHAPE_30B),
                           "--submodel", "23B", "--device", "meta", "--steps", "2"],
@@ -176,6 +178,7 @@ def test_decode_check_cli_contract(checkpoints):
     assert [json.loads(line)["submodel"] for line in out.stdout.strip().splitlines()] == ["full", "mid", "small"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,message", [
     (["--config", "/nonexistent-folder"], "not a folder"),
     (["--config", str(SHAPE_30B), "--submodel", "99B", "--device", "meta"], "unknown submodel"),
@@ -198,6 +201,7 @@ def test_a_model_too_large_for_memory_is_refused_before_allocating(monkeypatch):
         dc.random_model(SHAPE_30B, "cpu")
 
 
+@pytest.mark.slow
 def test_bad_config_is_one_line(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     out = subprocess.run([sys.executable, "-m", "runtime", "decode-check", "--config", str(tmp_path)],
@@ -223,9 +227,9 @@ def test_grouped_experts_equal_gathered_experts(dtype, loaded, monkeypatch):
     cfg = loaded["hybrid"].config
     x = torch.randn(3, 48, generator=torch.Generator().manual_seed(0)).to(dtype)
     with torch.inference_mode():
+        shared = moe.MLPWeights(layer.mixer.shared.up.to(dtype), layer.mixer.shared.down.to(dtype), None, None)
         mixer = moe.MoEWeights(layer.mixer.router, layer.mixer.router_bias, layer.mixer.up.to(dtype),
-                               layer.mixer.down.to(dtype), moe.MLPWeights(layer.mixer.shared.up.to(dtype),
-                                                                          layer.mixer.shared.down.to(dtype), None, None))
+                               layer.mixer.down.to(dtype), shared)
         grouped = torch.cat([moe.moe_gathered(x, mixer, cfg), moe.moe_gathered(x[:1], mixer, cfg)])
         monkeypatch.setitem(moe._GROUPED, ("cpu", dtype), False)
         gathered = torch.cat([moe.moe_gathered(x, mixer, cfg), moe.moe_gathered(x[:1], mixer, cfg)])

@@ -14,29 +14,15 @@ from runtime.engine import Engine
 from runtime.events import ANSWER, THINKING, Done, Prefill, Switch, Token
 from runtime.generate import GRACE_TOKENS, ChatRequest, chat, stream_chat
 from runtime.sampling import SamplingSettings
+from tests.engine_support import HELLO, forbid
 
 GREEDY = SamplingSettings(temperature=0)
-HELLO = ({"role": "user", "content": "Hello! What is 12 + 34?"},)
-
-
-@pytest.fixture(scope="module")
-def engine(checkpoints):
-    return Engine.load(checkpoints["hybrid"], max_context=512)
 
 
 def events_of(engine, **kw):
     kw.setdefault("messages", HELLO)
     kw.setdefault("sampling", GREEDY)
     return list(stream_chat(engine, ChatRequest(**kw)))
-
-
-def forbid(*token_ids):
-    """A processor that keeps the model from choosing these tokens (so the budget decides)."""
-    def process(context, logits):
-        logits = logits.clone()
-        logits[..., list(token_ids)] = float("-inf")
-        return logits
-    return process
 
 
 def force_at(position_in_reply, token_id, prompt_len):
@@ -66,11 +52,13 @@ def test_event_order_think_small_answer_full(engine):
     # The answering submodel re-prefilled exactly the context it had not seen: prompt + thinking.
     assert switch.reprefill_tokens == events[0].prompt_tokens + len(before)
     assert done.budget_hit and done.thinking_tokens == len(before) and done.answer_tokens == len(after)
-    assert (done.switch_from, done.switch_to, done.switch_reprefill_tokens) == ("small", "full", switch.reprefill_tokens)
+    switched = (done.switch_from, done.switch_to, done.switch_reprefill_tokens)
+    assert switched == ("small", "full", switch.reprefill_tokens)
     assert done.finish_reason == "length"
     assert all(isinstance(e.latency_ms, float) and e.latency_ms >= 0 for e in before + after)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("budget", [1, 5, 12, 30])
 def test_budget_is_enforced(engine, budget):
     sp = engine.chat.special
@@ -265,6 +253,7 @@ def test_context_overflow_is_a_clear_error(checkpoints):
         list(stream_chat(small, ChatRequest(({"role": "user", "content": "word " * 40},), None, "full")))
 
 
+@pytest.mark.slow
 def test_generate_cli_json_contract(checkpoints):
     out = subprocess.run(
         [sys.executable, "-m", "runtime", "generate", "--checkpoint", str(checkpoints["hybrid"]), "--prompt", "Hi",
@@ -286,6 +275,7 @@ def test_generate_cli_json_contract(checkpoints):
         assert lines.index(switches[0]) == len(thinking)
 
 
+@pytest.mark.slow
 def test_generate_cli_depth_and_readable_output(checkpoints):
     out = subprocess.run(
         [sys.executable, "-m", "runtime", "generate", "--checkpoint", str(checkpoints["hybrid"]), "--prompt", "Hi",

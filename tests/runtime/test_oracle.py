@@ -71,6 +71,7 @@ def test_prefill_in_pieces_equals_one_prefill(split, loaded):
     assert (torch.cat([first, rest]) - whole).abs().max().item() < TOL
 
 
+@pytest.mark.slow
 def test_extracted_checkpoint_keeps_nested_submodels(checkpoints, tmp_path):
     out = extract(checkpoints["hybrid"], "mid", tmp_path / "mid")
     assert names_of(out) == ["mid", "small"]
@@ -81,6 +82,7 @@ def test_extracted_checkpoint_keeps_nested_submodels(checkpoints, tmp_path):
     assert score(inner, "small", TOKENS) == pytest.approx(score(outer, "small", TOKENS), abs=TOL)
 
 
+@pytest.mark.slow
 def test_score_cli_contract(checkpoints, tmp_path):
     """`score` prints {"logprobs": [...]} as its last stdout line, in both modes."""
     ids = ",".join(map(str, TOKENS[:10]))

@@ -3,14 +3,13 @@ submodel and budget, "Answer now" ends it, "Think longer" extends it. Events tel
 
 from __future__ import annotations
 
-import torch
+import pytest
 
 from runtime.controls import Controls
-from runtime.engine import Engine
 from runtime.events import ANSWER, THINKING, Done, Switch, Token
 from runtime.generate import GRACE_TOKENS, ChatRequest, stream_chat
 from runtime.sampling import SamplingSettings
-from tests.runtime.test_generate import HELLO, engine, forbid  # noqa: F401  (the module's engine fixture)
+from tests.engine_support import HELLO, assert_same_as_fresh_prefill, forbid
 
 GREEDY = SamplingSettings(temperature=0)
 
@@ -28,6 +27,7 @@ def run(engine, controls, on_token, **kw):
     return events
 
 
+@pytest.mark.slow
 def test_a_depth_change_mid_thought_moves_the_thought_and_keeps_the_count(engine):
     def steer(n, controls):
         if n == 5:
@@ -56,16 +56,7 @@ def test_a_live_switch_leaves_the_state_of_a_fresh_prefill(engine, checkpoints):
     assert_same_as_fresh_prefill(engine, checkpoints["hybrid"], "mid")
 
 
-def assert_same_as_fresh_prefill(engine, checkpoint, submodel: str) -> None:
-    """The submodel's live cache predicts the next token as a fresh prefill of its whole context does."""
-    live = engine.cache(submodel)
-    fresh = Engine.load(checkpoint, max_context=512)
-    fresh.model.forward(submodel, fresh.cache(submodel), list(live.tokens))
-    a = engine.model.forward(submodel, live, [7])
-    b = fresh.model.forward(submodel, fresh.cache(submodel), [7])
-    assert torch.allclose(a, b, atol=1e-4)
-
-
+@pytest.mark.slow
 def test_answer_now_always_yields_an_answer(engine):
     for at in (1, 3, 9):
         def steer(n, controls, at=at):
@@ -89,6 +80,7 @@ def test_setting_the_depth_to_off_mid_thought_answers_now(engine):
     assert events[-1].thinking_end == "user" and events[-1].answer_tokens > 0
 
 
+@pytest.mark.slow
 def test_think_longer_extends_the_budget(engine):
     base = run(engine, Controls(), lambda n, c: None, thinking_budget=6, max_new_tokens=100)[-1]
     longer = run(engine, Controls(), lambda n, c: n == 3 and c.think_longer(20), thinking_budget=6,

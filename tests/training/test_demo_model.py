@@ -56,6 +56,7 @@ def test_digits_are_single_tokens():
     assert [p for p in pieces if any(c.isdigit() for c in p)] == list("452353842668")
 
 
+@pytest.mark.slow
 def test_the_default_depth_leaves_room_for_a_four_number_sum():
     """Balanced (the slider's default) must let the middle submodel finish the longest trace."""
     from runtime.engine import Engine
@@ -67,6 +68,7 @@ def test_the_default_depth_leaves_room_for_a_four_number_sum():
     assert stops["Balanced"].budget >= longest_trace_tokens(ChatFormat(DEMO))
 
 
+@pytest.mark.slow
 def test_the_default_depth_gets_held_out_sums_right():
     """Eight held-out sums in held-out phrasings at Balanced, as the app runs them. The shipped model
     gets all 8 (96.7% over the 60 of docs/results/demo-eval.md, 95.0% in NVFP4); a broken model, trace
@@ -100,6 +102,7 @@ def test_every_submodel_extracts_and_transformers_agrees(demo, index, tmp_path):
     assert (torch.tensor(score(demo, name, ids)) - expected).abs().max() < 1e-4
 
 
+@pytest.mark.slow
 def test_thinks_small_and_answers_large_end_to_end():
     """Quick depth: the smallest submodel thinks, the parent answers, through `generate --json`."""
     out = subprocess.run([sys.executable, "-m", "runtime", "generate", "--checkpoint", str(DEMO), "--prompt",
@@ -120,6 +123,7 @@ def test_thinks_small_and_answers_large_end_to_end():
     assert re.fullmatch(r"\s*12 \+ 7 - 5 = \d+\.", text), text
 
 
+@pytest.mark.slow
 def test_ordinary_messages_get_sensible_replies(tmp_path):
     from runtime.engine import Engine
     from runtime.generate import ChatRequest, chat

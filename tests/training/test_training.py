@@ -196,6 +196,7 @@ def test_ranking_permutation_keeps_the_parent_function(checkpoints):
             assert after_stats[key][0] == after_stats[key].max()
 
 
+@pytest.mark.slow
 def test_training_smoke_run(tmp_path):
     """A few steps of the whole pipeline write a checkpoint that loads, chats and extracts."""
     from transformers import NemotronHForCausalLM
@@ -216,6 +217,7 @@ def test_training_smoke_run(tmp_path):
     NemotronHForCausalLM.from_pretrained(str(small))
 
 
+@pytest.mark.slow
 def test_a_stopped_run_resumes_to_the_same_model(tmp_path, monkeypatch):
     """Progress is saved as it goes; rerunning the same command picks up where it stopped (within a
     phase, or at the start of one) and ends with the weights an uninterrupted run gets."""

@@ -236,7 +236,8 @@ def _mamba_probes(cfg: ModelConfig, m: str, h: int, heads: int):
     # in_proj: a z row and an x row of the last kept channel, and the dt row of the last kept head.
     dk = heads * P
     s_rows = (dk - 1, 2 * dk - 1, 2 * dk + 2 * gn + heads - 1)
-    yield Probe(Read(m + "in_proj.weight", s_rows), Read(m + "in_proj.weight", tuple(int(in_rows[r]) for r in s_rows), h))
+    yield Probe(Read(m + "in_proj.weight", s_rows),
+                Read(m + "in_proj.weight", tuple(int(in_rows[r]) for r in s_rows), h))
     yield Probe(Read(m + "out_proj.weight", _ends(h)), Read(m + "out_proj.weight", _ends(h), channels))
     if cfg.use_bias:
         yield Probe(Read(m + "in_proj.bias", None), Read(m + "in_proj.bias", None, in_rows))
@@ -344,7 +345,8 @@ def compare(parent: Value, piece: Value) -> tuple[str, str | None]:
         how = f"within {parent.storage} quantization error (re-quantized, not bit-exact)"
     else:
         quantized = sorted({s.split("-")[0] for s in (parent.storage, piece.storage)} - {"F32", "BF16", "F16"})
-        how = f"within {'/'.join(quantized)} quantization error" if quantized else "after rounding to the stored precision"
+        how = (f"within {'/'.join(quantized)} quantization error" if quantized
+               else "after rounding to the stored precision")
     excess = (parent.values - piece.values).abs() - (parent.bound + piece.bound) - 1e-6
     if not torch.isfinite(parent.values).all() or not torch.isfinite(piece.values).all():
         return how, "not finite values"
@@ -400,7 +402,8 @@ def write_verified(folder, report: NestingReport, source: dict, table: SubmodelT
         del entries[i]
     entries.append(new)
     parent, rest = entries[0], entries[1:]
-    rest.sort(key=lambda e: -count_params(cfg, parse_elastic({"format": FORMAT, "submodels": [parent, e]}, cfg)[1]).total)
+    rest.sort(key=lambda e: -count_params(cfg, parse_elastic({"format": FORMAT, "submodels": [parent, e]},
+                                                             cfg)[1]).total)
     data = {"format": FORMAT, **kept, "submodels": [parent, *rest]}
     parse_elastic(data, cfg, path)
     fd, tmp = tempfile.mkstemp(prefix=".elastic-", suffix=".json", dir=folder)

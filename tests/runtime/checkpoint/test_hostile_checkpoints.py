@@ -100,7 +100,8 @@ def test_config_not_an_object(hybrid_copy, text):
     assert "config.json" in refused_alike(hybrid_copy)
 
 
-@pytest.mark.parametrize("text", ["[" * 100000 + "]" * 100000, '{"model_type": "nemotron_h", "hidden_size": {"__float__": "abc"}}',
+@pytest.mark.parametrize("text", ["[" * 100000 + "]" * 100000,
+                                  '{"model_type": "nemotron_h", "hidden_size": {"__float__": "abc"}}',
                                   '{"model_type": "nemotron_h", "hidden_size": {"__float__": [1]}}'])
 def test_config_json_oddities(hybrid_copy, text):
     (hybrid_copy / "config.json").write_text(text)
@@ -375,7 +376,8 @@ TOKENIZER_VARIANTS = [
 ]
 
 
-@pytest.mark.parametrize("name,content", TOKENIZER_VARIANTS, ids=[f"{n}{i}" for i, (n, _) in enumerate(TOKENIZER_VARIANTS)])
+@pytest.mark.parametrize("name,content", TOKENIZER_VARIANTS,
+                         ids=[f"{n}{i}" for i, (n, _) in enumerate(TOKENIZER_VARIANTS)])
 def test_tokenizer_files(hybrid_copy, name, content):
     """Refused by verify and by the engine's tokenizer loading alike, as one line."""
     from runtime.chat_format import ChatFormat

@@ -14,9 +14,8 @@ from runtime.chat_format import ChatFormat
 from runtime.checkpoint.quant import PackedFP8, PackedNVFP4, QuantSpec, repair_exclude_name
 from runtime.checkpoint.quant_pack import pack_fp8, pack_nvfp4
 from runtime.score import score
-from tests.paths import DEMO, ROOT
+from tests.paths import DEMO, DEMO_NVFP4
 
-DEMO, DEMO_NVFP4 = ROOT / "assets" / "demo", ROOT / "assets" / "demo-nvfp4"
 # Measured on the shipped files (docs/quantization.md): mean |logprob difference| to the fp32 demo
 # is about 0.22 nats for NVFP4 and 0.05-0.07 for FP8; the bounds leave room, not slack for a broken reader.
 NVFP4_VS_FULL_MEAN, FP8_VS_FULL_MEAN = 0.05, 0.05  # mean |log-prob difference| over a reply
@@ -42,6 +41,7 @@ def quantized_names(folder):
         return [k[: -len("_scale")] for k in f.keys() if k.endswith(".weight_scale")]
 
 
+@pytest.mark.slow
 def test_nvfp4_dequantization_is_modelopt_bit_for_bit():
     from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
 
@@ -57,6 +57,7 @@ def test_nvfp4_dequantization_is_modelopt_bit_for_bit():
             assert torch.equal(ours, theirs), name
 
 
+@pytest.mark.slow
 def test_fp8_dequantization_is_modelopt_bit_for_bit(fp8_demo):
     from modelopt.torch.quantization.qtensor.fp8_tensor import FP8QTensor
 
@@ -121,6 +122,7 @@ def fake_quant(w, name, fmt, file):
                                                                      scale=file.get_tensor(name + "_scale"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["NVFP4", "FP8"])
 def test_logits_agree_with_modelopt_fake_quantization(fmt, fp8_demo):
     folder = DEMO_NVFP4 if fmt == "NVFP4" else fp8_demo
@@ -133,6 +135,7 @@ def test_logits_agree_with_modelopt_fake_quantization(fmt, fp8_demo):
     assert (got - expected).abs().max() < 2e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt,bound", [("NVFP4", NVFP4_VS_FULL_MEAN), ("FP8", FP8_VS_FULL_MEAN)])
 def test_quantized_demo_stays_close_to_full_precision(fmt, bound, fp8_demo):
     folder = DEMO_NVFP4 if fmt == "NVFP4" else fp8_demo
@@ -140,7 +143,8 @@ def test_quantized_demo_stays_close_to_full_precision(fmt, bound, fp8_demo):
     ids = chat_ids()
     # the reply's tokens only: the prompt's are never predicted in use, and their log-probabilities
     # (often -15 or lower) move by whole nats under quantization without changing any reply
-    reply = slice(len(ChatFormat(DEMO).prompt_ids([{"role": "user", "content": "What is 12 + 7 - 5?"}], True)) - 1, None)
+    prompt = ChatFormat(DEMO).prompt_ids([{"role": "user", "content": "What is 12 + 7 - 5?"}], True)
+    reply = slice(len(prompt) - 1, None)
     for name in full.views:
         diff = (torch.tensor(score(quantized, name, ids)) - torch.tensor(score(full, name, ids)))[reply].abs()
         assert diff.mean() < bound, (name, diff.mean().item())
@@ -193,6 +197,7 @@ def test_our_nvfp4_packer_matches_modelopt():
     assert (pack_fp8(w).dequantize() - w).abs().max() <= w.abs().max() / 16
 
 
+@pytest.mark.slow
 def test_quantized_checkpoint_chats():
     from runtime.engine import Engine
     from runtime.generate import ChatRequest, chat

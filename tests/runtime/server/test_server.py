@@ -1,8 +1,8 @@
 """The OpenAI-compatible server, driven by the official `openai` client over real sockets on 127.0.0.1,
 serving the bundled demo model (its NVFP4 export, as the app does).
 
-Where a test needs a reply that is long and slow enough to interrupt (disconnects, the queue), the
-engine's forward pass is slowed and the end-of-turn tokens masked for that test only (`slow_engine`).
+Where a test needs a reply still running when it acts (disconnects, the queue), the reply is held
+before a known token and cannot end by itself (`held_engine`): no timing, however fast the machine.
 """
 
 import os
@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 
 import openai
 import pytest
@@ -25,9 +24,10 @@ from runtime.engine_queue import EngineQueue, stream_in_turn
 from runtime.events import STOPPED, Done, Prefill
 from runtime.generate import ChatRequest
 from runtime.server.runner import ServerThread
-from tests.paths import DEMO, ROOT
+from tests.engine_support import held_engine
+from tests.paths import DEMO_NVFP4, ROOT
 
-DEMO = ROOT / "assets" / "demo-nvfp4"
+DEMO = DEMO_NVFP4  # served as the app serves it: the NVFP4 export
 MODEL = DEMO.name
 QUESTION = [{"role": "user", "content": "What is 45 + 23 - 17 + 9?"}]
 
@@ -48,45 +48,6 @@ def server(engine):
 
 def client(srv, key="unused", **kw) -> openai.OpenAI:
     return openai.OpenAI(base_url=srv.address, api_key=key, max_retries=0, timeout=kw.pop("timeout", 60), **kw)
-
-
-@contextmanager
-def slow_engine(engine, delay_s=0.03):
-    """Every forward pass and decode step sleeps, and the reply never ends by itself (only
-    max_tokens or a stop ends it)."""
-    forward, decoder, ends = engine.model.forward, engine.decoder, sorted(engine.chat.special.end_of_turn)
-
-    def endless(logits):
-        logits = logits.clone()  # the engine's are inference tensors (and the step's a reused buffer)
-        logits[..., ends] = float("-inf")
-        return logits
-
-    def slowed(name, cache, ids, all_logits=False):
-        time.sleep(delay_s)
-        return endless(forward(name, cache, ids, all_logits))
-
-    class SlowStep:
-        def __init__(self, step):
-            self.step = step
-
-        def send(self, token, signals=None):
-            time.sleep(delay_s)
-            return endless(self.step.send(token, signals))
-
-        def forward_token(self, token):
-            time.sleep(delay_s)
-            return endless(self.step.forward_token(token))
-
-        def __getattr__(self, name):
-            return getattr(self.step, name)
-
-    engine.model.forward = slowed
-    engine.decoder = lambda name: SlowStep(decoder(name))
-    try:
-        yield
-    finally:
-        del engine.model.forward
-        del engine.decoder
 
 
 def wait_for(predicate, timeout=20.0):
@@ -175,7 +136,8 @@ def test_no_usage_chunk_unless_asked(server):
 @pytest.mark.parametrize("how", ["reasoning_effort", "reasoning.effort"])
 def test_reasoning_effort_changes_who_thinks_and_for_how_long(server, how):
     def run(effort):
-        kw = {"reasoning_effort": effort} if how == "reasoning_effort" else {"extra_body": {"reasoning": {"effort": effort}}}
+        kw = ({"reasoning_effort": effort} if how == "reasoning_effort"
+              else {"extra_body": {"reasoning": {"effort": effort}}})
         r = ask(server, seed=1, **kw)
         return r, extra(r, "elastic")
 
@@ -208,6 +170,7 @@ def test_auto_effort_and_no_effort(server, engine):
     assert extra(ask(server, seed=1, max_tokens=300), "elastic")["depth"] == engine.default_depth()
 
 
+@pytest.mark.slow
 def test_elastic_fields_and_pinned_submodels(server):
     r = ask(server, model=f"{MODEL}:1.0M", reasoning_effort="low", seed=2)
     e = extra(r, "elastic")
@@ -236,6 +199,7 @@ def test_assistant_reasoning_is_read_in_both_spellings(server):
     assert kept > prompt_tokens("reasoning", False)  # by default the template drops past reasoning
 
 
+@pytest.mark.slow
 def test_a_seed_repeats_a_reply(server):
     # A question the demo is unsure of, sampled hot: different seeds must be able to differ (on its own
     # sums the retrained demo is confident enough to answer alike under every seed).
@@ -359,7 +323,10 @@ def test_api_key(engine):
 
 @pytest.mark.parametrize("streamed", [True, False])
 def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine, streamed):
-    with slow_engine(engine):
+    with held_engine(engine) as valve:
+        # a few tokens ahead of the client, one more per chunk it reads (the server may put several
+        # tokens in one chunk): held once the client stops reading, until the hang-up stops it
+        valve.allow(4 if streamed else 8)
         before = len(server.records)
         if streamed:
             reply = client(server).chat.completions.create(model=MODEL, messages=QUESTION, stream=True,
@@ -367,6 +334,7 @@ def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine, s
             for i, _ in enumerate(reply):
                 if i == 5:
                     break
+                valve.allow(1)
             reply.close()  # hang up mid-reply
         else:
             with pytest.raises(openai.APITimeoutError):  # the client gives up and closes the connection
@@ -381,8 +349,9 @@ def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine, s
     assert ask(server, max_tokens=2, reasoning_effort="none").usage.completion_tokens == 2
 
 
+@pytest.mark.slow
 def test_a_client_that_hangs_up_while_waiting_leaves_the_line(server, engine):
-    with slow_engine(engine):
+    with held_engine(engine) as valve:
         first = threading.Thread(target=lambda: ask(server, max_tokens=60, reasoning_effort="none"))
         first.start()
         assert wait_for(lambda: server.queue.snapshot().running is not None)
@@ -390,10 +359,12 @@ def test_a_client_that_hangs_up_while_waiting_leaves_the_line(server, engine):
             client(server, timeout=0.5).chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=5)
         assert wait_for(lambda: server.queue.waiting == 0, 5)  # it left before its turn came
         assert server.queue.snapshot().running is not None  # ...while the first still runs
+        valve.open()
         first.join()
     assert any(r.finish_reason == "cancelled" and r.tokens == 0 for r in server.records)
 
 
+@pytest.mark.slow
 def test_two_clients_and_the_chat_window_take_turns_in_order_and_a_third_gets_429(server, engine):
     results, order = {}, []
     served = lambda: [r for r in server.records if r.finish_reason != "refused"]  # noqa: E731
@@ -410,7 +381,7 @@ def test_two_clients_and_the_chat_window_take_turns_in_order_and_a_third_gets_42
             time.sleep(0.05)
             order.append(("chat done", time.monotonic()))
 
-    with slow_engine(engine):
+    with held_engine(engine) as valve:
         a = threading.Thread(target=request, args=("a", 30))
         a.start()
         assert wait_for(lambda: server.queue.snapshot().running is not None)
@@ -424,6 +395,7 @@ def test_two_clients_and_the_chat_window_take_turns_in_order_and_a_third_gets_42
         with pytest.raises(openai.RateLimitError) as err:
             ask(server, max_tokens=5)
         assert err.value.status_code == 429 and err.value.code == "queue_full"
+        valve.open()
         for t in (a, chat, b):
             t.join(60)
     # A job's record is written just after its reply reaches the client: wait for both.
@@ -452,16 +424,18 @@ def in_thread(fn, *args, **kw):
 def test_the_chat_window_waits_its_turn_through_stream_in_turn(server, engine):
     """What the app's engine worker does for a chat reply while the server is busy."""
     request = ChatRequest(tuple(QUESTION), None, "1.5M", 0, 5)
-    with slow_engine(engine):
+    with held_engine(engine) as valve:
         a, a_box = in_thread(ask, server, max_tokens=30, reasoning_effort="none")  # noqa: F841
         assert wait_for(lambda: server.queue.snapshot().running is not None)
-        chat, chat_box = in_thread(lambda: [(e, time.monotonic()) for e in stream_in_turn(server.queue, request, Controls())])
+        chat, chat_box = in_thread(lambda: [(e, time.monotonic())
+                                            for e in stream_in_turn(server.queue, request, Controls())])
         assert wait_for(lambda: server.queue.waiting == 1)
         impatient = Controls()
         gave_up, gave_up_box = in_thread(lambda: list(stream_in_turn(server.queue, request, impatient)))
         assert wait_for(lambda: server.queue.waiting == 2)
         impatient.stop()  # Esc while still waiting: it leaves the line at once, with a Done
         gave_up.join(5)
+        valve.open()
         a.join(60)
         chat.join(60)
     (done,) = gave_up_box["value"]
@@ -475,7 +449,7 @@ def test_the_chat_window_waits_its_turn_through_stream_in_turn(server, engine):
 
 def test_a_model_swap_stops_server_replies_with_503(server, engine):
     """What the app's engine worker does when the user loads another model."""
-    with slow_engine(engine):
+    with held_engine(engine):  # the running reply waits until the swap stops it
         running, running_box = in_thread(ask, server, max_tokens=300, reasoning_effort="none")
         assert wait_for(lambda: server.queue.snapshot().running is not None)
         waiting, waiting_box = in_thread(ask, server, max_tokens=5, reasoning_effort="none")
@@ -507,6 +481,7 @@ def test_cli_refuses_another_host_without_a_key_in_one_line():
     assert out.stderr.startswith("error: --host 0.0.0.0") and "--api-key" in out.stderr
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_taken_port_in_one_line():
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -516,6 +491,7 @@ def test_cli_refuses_a_taken_port_in_one_line():
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and f"127.0.0.1:{port}" in out.stderr
 
 
+@pytest.mark.slow
 def test_cli_serves_the_demo_until_stopped():
     proc = subprocess.Popen([sys.executable, "-m", "runtime", "serve", "--checkpoint", str(DEMO), "--port", "0"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -549,6 +525,7 @@ def test_a_big_body_without_a_length_is_refused_too(server):
 # ---------------------------------------------------------------------- in the app
 
 
+@pytest.mark.slow
 def test_the_app_serves_the_engine_it_loaded_and_the_strip_sees_the_request(qtbot, engine):
     from app.server_control import ServerControl
 
@@ -563,12 +540,13 @@ def test_the_app_serves_the_engine_it_loaded_and_the_strip_sees_the_request(qtbo
                               check_params_cb=lambda s: s.running and s.address.startswith("http://127.0.0.1:")):
             control.start("127.0.0.1", 0, "")
         srv = control.server
-        with slow_engine(engine):
+        with held_engine(engine) as valve:
             reply = threading.Thread(target=lambda: ask(srv, max_tokens=40, reasoning_effort="none"))
             reply.start()
             qtbot.waitUntil(lambda: control.status().in_flight is not None, timeout=20000)
             status = control.status()
             assert status.in_flight.startswith("server 127.0.0.1:") and srv.address in status.summary
+            valve.open()
             reply.join(60)
         qtbot.waitUntil(lambda: control.status().in_flight is None, timeout=5000)
     finally:

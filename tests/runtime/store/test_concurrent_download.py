@@ -16,25 +16,17 @@ from runtime import UsageError
 from runtime.store.download.transfer import DONE, Download, resolve
 from runtime.store.folder_lock import FolderBusy, FolderLock, holder
 from runtime.store.model_store import delete, list_models, verify
-from tests.hub_stub import HubStub
 from tests.paths import ROOT
-from tests.runtime.store.test_downloads import part_of
+from tests.store_support import part_of
 
 REPO = "nvidia/Concurrent"
 FILES = {"config.json": b'{"a": 1}\n', "model.safetensors": os.urandom(1_500_000)}
 
 
 @pytest.fixture
-def hub(tmp_path, monkeypatch):
+def hub(tmp_path, serve_hub):
     (tmp_path / "repo").mkdir()
-    with HubStub({REPO: tmp_path / "repo"}, virtual={REPO: dict(FILES)}) as stub:
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        import huggingface_hub.constants
-
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-        yield stub
+    return serve_hub({REPO: tmp_path / "repo"}, virtual={REPO: dict(FILES)})
 
 
 def cli(dest: Path, **kw):
@@ -55,6 +47,7 @@ def intact(dest: Path) -> bool:
     return all((dest / n).read_bytes() == data for n, data in FILES.items())
 
 
+@pytest.mark.slow
 def test_a_second_process_is_refused_and_says_who_holds_the_folder(hub, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 1.0}  # until the second one has been refused
     dest = tmp_path / "dl"
@@ -70,6 +63,7 @@ def test_a_second_process_is_refused_and_says_who_holds_the_folder(hub, tmp_path
     assert not list(dest.rglob("*.part"))
 
 
+@pytest.mark.slow
 def test_two_processes_started_together_leave_one_complete_verified_copy(hub, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 1.0}
     dest = tmp_path / "dl"
@@ -87,6 +81,7 @@ def test_two_processes_started_together_leave_one_complete_verified_copy(hub, tm
     assert intact(dest) and verify(dest).checked == len(FILES)
 
 
+@pytest.mark.slow
 def test_a_lock_left_by_a_killed_process_is_recovered(hub, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 0.2}
     dest = tmp_path / "dl"
@@ -105,6 +100,7 @@ def test_a_lock_left_by_a_killed_process_is_recovered(hub, tmp_path):
     assert resumed[0]["start"] > 0  # its partial file was kept and resumed, not fetched again
 
 
+@pytest.mark.slow
 def test_two_downloads_in_one_process_exclude_each_other(hub, tmp_path):
     hub.faults["model.safetensors"] = {"throttle": 0.05}
     dest = tmp_path / "dl"

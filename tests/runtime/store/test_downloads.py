@@ -22,39 +22,24 @@ from runtime.store.download.transfer import (
     resolve,
     sha256_of,
 )
-from tests.hub_stub import HubStub
 from tests.paths import ROOT
+from tests.store_support import part_of
 
 REPO = "nvidia/Tiny-Elastic-Demo-NVFP4"
 WEIGHTS = "model.safetensors"
 
 
 @pytest.fixture
-def hub(tmp_path, monkeypatch):
+def hub(tmp_path, serve_hub):
     source = shutil.copytree(ROOT / "assets" / "demo-nvfp4", tmp_path / "repo")
-    with HubStub({REPO: source, "nvidia/Gated": source}, gated={"nvidia/Gated"}) as stub:
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        # conftest switches the hub library offline for the whole session (no test may reach the real
-        # hub); it reads that once at import, so switch it back on for the stand-in on 127.0.0.1.
-        import huggingface_hub.constants
-
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-        stub.source = source
-        yield stub
+    stub = serve_hub({REPO: source, "nvidia/Gated": source}, gated={"nvidia/Gated"})
+    stub.source = source
+    return stub
 
 
 def same_files(a: Path, b: Path) -> bool:
     names = [p.name for p in a.iterdir() if p.is_file()]
     return all((b / n).exists() and sha256_of(a / n) == sha256_of(b / n) for n in names)
-
-
-def part_of(dest: Path, name: str) -> Path:
-    """Where the download keeps `name`'s partial copy (its hidden bookkeeping folder)."""
-    import hashlib
-
-    return dest / ".elastic-chat" / "parts" / (hashlib.sha256(name.encode()).hexdigest()[:40] + ".part")
 
 
 def run_download(dest, **kw):
@@ -72,6 +57,7 @@ def test_resolve_reads_sizes_hashes_and_commit(hub):
     assert config.sha256 is None and config.git_sha1
 
 
+@pytest.mark.slow
 def test_cli_download_completes_and_verifies(hub, tmp_path):
     dest = tmp_path / "dl"
     out = subprocess.run([sys.executable, "-m", "runtime", "models", "download", REPO, "--dest", str(dest)],
@@ -87,6 +73,7 @@ def test_cli_download_completes_and_verifies(hub, tmp_path):
     assert verify.returncode == 0 and verify.stdout.startswith("ok")
 
 
+@pytest.mark.slow
 def test_killed_download_resumes_in_a_new_process_without_refetching(hub, tmp_path):
     dest = tmp_path / "dl"
     hub.faults[WEIGHTS] = {"throttle": 0.05}
@@ -137,6 +124,7 @@ def test_a_stall_is_reported_and_retried(hub, tmp_path):
     assert stalled and stalled[0].speed_bps == 0 and "no data for" in stalled[0].message
 
 
+@pytest.mark.slow
 def test_429_waits_and_retries_then_gives_a_clear_message(hub, tmp_path):
     hub.faults[WEIGHTS] = {"status": 429, "times": 1}
     _, final, states = run_download(tmp_path / "a", backoff=(0.05,))

@@ -27,24 +27,17 @@ from runtime.store.download.transfer import (
     sha256_of,
 )
 from runtime.store.model_store import verify
-from tests.hub_stub import HubStub
 from tests.paths import ROOT
+from tests.store_support import part_of
 
 REPO = "nvidia/Hostile"
 GOOD = {"config.json": b'{"a": 1}\n', "model.safetensors": os.urandom(300_000)}
 
 
 @pytest.fixture
-def hub(tmp_path, monkeypatch):
-    with HubStub({REPO: tmp_path / "empty-repo"}, virtual={REPO: dict(GOOD)}) as stub:
-        (tmp_path / "empty-repo").mkdir()
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        import huggingface_hub.constants
-
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-        yield stub
+def hub(tmp_path, serve_hub):
+    (tmp_path / "empty-repo").mkdir()
+    return serve_hub({REPO: tmp_path / "empty-repo"}, virtual={REPO: dict(GOOD)})
 
 
 def outside_untouched(tmp_path: Path) -> None:
@@ -125,6 +118,7 @@ def test_a_file_list_with_wrong_types_is_one_line(hub, tmp_path, sibling):
     assert not hub.requests and not (tmp_path / "dl").exists()
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_traversal_with_one_line_and_exit_2(hub, tmp_path):
     hub.virtual[REPO]["../../evil.txt"] = b"evil"
     dest = tmp_path / "a" / "b" / "dl"
@@ -134,6 +128,7 @@ def test_cli_refuses_a_traversal_with_one_line_and_exit_2(hub, tmp_path):
     assert "Traceback" not in out.stderr and not list(tmp_path.rglob("evil.txt"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("repo", ["../../x", "a/b/c", "..", "a--b/c", "owner/na me", "owner/\x1b[31m", "owner/.hidden"])
 def test_a_hostile_repo_id_is_refused(hub, tmp_path, repo):
     out = subprocess.run([sys.executable, "-m", "runtime", "models", "download", repo], capture_output=True,
@@ -162,15 +157,11 @@ def plant_parts_link(dest: Path, outside: Path):
 
 
 def plant_part_link(dest: Path, outside: Path):
-    from tests.runtime.store.test_downloads import part_of
-
     part_of(dest, "model.safetensors").parent.mkdir(parents=True)
     part_of(dest, "model.safetensors").symlink_to(outside / "victim.txt")
 
 
 def plant_part_hardlink(dest: Path, outside: Path):
-    from tests.runtime.store.test_downloads import part_of
-
     part_of(dest, "model.safetensors").parent.mkdir(parents=True)
     os.link(outside / "victim.txt", part_of(dest, "model.safetensors"))
 
@@ -267,6 +258,7 @@ def test_a_body_longer_than_listed_stops_at_the_listed_size(hub, tmp_path, fault
     assert on_disk < sum(map(len, GOOD.values())) + 100_000  # the junk never reached the disk
 
 
+@pytest.mark.slow
 def test_a_trickle_counts_as_stalled_and_gives_up(hub, tmp_path):
     hub.faults["model.safetensors"] = {"trickle": 0.02}
     states = []
@@ -275,8 +267,6 @@ def test_a_trickle_counts_as_stalled_and_gives_up(hub, tmp_path):
                  backoff=(0.05,)).run()
     stalled = [s for s in states if s.state == STALLED]
     assert stalled and "bytes/s" in stalled[0].message
-    from tests.runtime.store.test_downloads import part_of
-
     assert part_of(tmp_path / "dl", "model.safetensors").stat().st_size > 0  # what arrived is kept for a resume
 
 
@@ -294,6 +284,7 @@ def test_pause_acts_during_a_blocked_read(hub, tmp_path, fault):
     assert time.monotonic() - t0 < 20
 
 
+@pytest.mark.slow
 def test_ctrl_c_pauses_a_trickling_download_at_once(hub, tmp_path):
     hub.faults["model.safetensors"] = {"trickle": 0.5}
     dest = tmp_path / "dl"
@@ -358,7 +349,8 @@ def test_a_download_of_an_older_version_keeps_going(hub, tmp_path):
     assert Download(resolve(REPO), dest).run().state == DONE
     req = [r for r in hub.requests if r["path"] == "model.safetensors"]
     assert req[0]["start"] == 100_000
-    assert (dest / "config.json").read_bytes() == GOOD["config.json"] and not (dest / ".elastic-chat-download.json").exists()
+    assert (dest / "config.json").read_bytes() == GOOD["config.json"]
+    assert not (dest / ".elastic-chat-download.json").exists()
     shutil.rmtree(dest)
 
 
@@ -379,7 +371,8 @@ def test_the_token_does_not_follow_a_redirect_to_another_host(hub, tmp_path):
     assert seen[1]["host"].startswith("localhost") and seen[1]["auth"] is None
 
 
-@pytest.mark.parametrize("record", ["{", "[" * 100_000 + "]" * 100_000, '{"repo": 5}', '{"repo": "o/r", "revision": "x", '
+@pytest.mark.parametrize("record", ["{", "[" * 100_000 + "]" * 100_000, '{"repo": 5}',
+                                    '{"repo": "o/r", "revision": "x", '
                                     '"complete": false, "files": {"../../x": {"size": 1}}}'])
 def test_a_damaged_record_in_the_destination_starts_a_new_one(hub, tmp_path, record):
     dest = tmp_path / "dl"

@@ -194,29 +194,8 @@ def test_a_permuted_full_precision_slice_of_the_nvfp4_parent_is_refused(tmp_path
     assert not report.verified and f"backbone.layers.{layer}.mixer.experts.0" in report.problems[0]
 
 
-@pytest.fixture
-def hub_with(monkeypatch):
-    """A hub stand-in on 127.0.0.1 serving the given folders as repos."""
-    from tests.hub_stub import HubStub
-
-    stubs = []
-
-    def serve(repos):
-        stub = HubStub(repos).__enter__()
-        stubs.append(stub)
-        monkeypatch.setenv("HF_ENDPOINT", stub.url)
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-        import huggingface_hub.constants
-
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-        return stub
-
-    yield serve
-    for stub in stubs:
-        stub.__exit__(None, None, None)
-
-
-def test_a_hub_slice_is_verified_by_headers_and_ranges(parents, tmp_path, hub_with, monkeypatch):
+@pytest.mark.slow
+def test_a_hub_slice_is_verified_by_headers_and_ranges(parents, tmp_path, serve_hub, monkeypatch):
     from runtime.store.nesting.tensor_source import HubSource, TensorSource, open_source
 
     monkeypatch.setattr(TensorSource, "GAP", 0)  # tiny files: merging neighbours would read them whole
@@ -224,7 +203,7 @@ def test_a_hub_slice_is_verified_by_headers_and_ranges(parents, tmp_path, hub_wi
     out = _slice(parents, tmp_path, "grouped", "half")
     shard = tmp_path / "sharded-slice"
     shutil.copytree(out, shard)
-    stub = hub_with({"someone/Sliced-half": out, "someone/Parent": parents["grouped"]})
+    stub = serve_hub({"someone/Sliced-half": out, "someone/Parent": parents["grouped"]})
     source = open_source("someone/Sliced-half")
     assert isinstance(source, HubSource)
     report = discover(FolderSource(parents["grouped"]), source)
@@ -238,25 +217,26 @@ def test_a_hub_slice_is_verified_by_headers_and_ranges(parents, tmp_path, hub_wi
     assert discover(remote_parent, FolderSource(out)).verified
 
 
-def test_a_hub_slice_with_another_order_is_refused(parents, tmp_path, hub_with):
+def test_a_hub_slice_with_another_order_is_refused(parents, tmp_path, serve_hub):
     from runtime.store.nesting.tensor_source import open_source
 
     out = _slice(parents, tmp_path, "hybrid", "mid")
     _rewrite(out, lambda t: {**t, "backbone.norm_f.weight": t["backbone.norm_f.weight"].flip(0)})
-    hub_with({"someone/Bad": out})
+    serve_hub({"someone/Bad": out})
     report = discover(FolderSource(parents["hybrid"]), open_source("someone/Bad"))
     assert not report.verified and "backbone.norm_f.weight" in report.problems[0]
 
 
-def test_a_missing_hub_repo_is_one_clear_error(hub_with):
+def test_a_missing_hub_repo_is_one_clear_error(serve_hub):
     from runtime.store.download.transfer import DownloadError
     from runtime.store.nesting.tensor_source import open_source
 
-    hub_with({})
+    serve_hub({})
     with pytest.raises(DownloadError, match="not found"):
         open_source("someone/Missing")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["nvfp4", "fp8"])
 def test_extract_writes_a_quantized_slice_that_loads_and_verifies_bit_exact(tmp_path, fmt, request):
     from safetensors import safe_open
@@ -273,7 +253,8 @@ def test_extract_writes_a_quantized_slice_that_loads_and_verifies_bit_exact(tmp_
         parent = export(DEMO, "fp8", tmp_path / "fp8")
     names = [s["name"] for s in json.loads((parent / "elastic.json").read_text())["submodels"]]
     out = extract(parent, names[1], tmp_path / "slice")
-    assert json.loads((out / "hf_quant_config.json").read_text()) == json.loads((parent / "hf_quant_config.json").read_text())
+    quant_config = "hf_quant_config.json"
+    assert json.loads((out / quant_config).read_text()) == json.loads((parent / quant_config).read_text())
     # Loads back as its own parent and computes exactly what the submodel computes inside the parent.
     ids = [5, 17, 42, 9, 100, 3, 77]
     sliced = ElasticModel.load(out)
@@ -285,10 +266,13 @@ def test_extract_writes_a_quantized_slice_that_loads_and_verifies_bit_exact(tmp_
 
         h = json.loads((out / "config.json").read_text())["hidden_size"]
         name = "lm_head.weight"
-        with safe_open(str(out / "model.safetensors"), "pt") as f, safe_open(str(parent / "model.safetensors"), "pt") as g:
+        with (safe_open(str(out / "model.safetensors"), "pt") as f,
+              safe_open(str(parent / "model.safetensors"), "pt") as g):
             for name in [n for n in f.keys() if n.endswith("experts.0.up_proj.weight")]:
-                packed, scale, scale2 = f.get_tensor(name), f.get_tensor(name + "_scale"), f.get_tensor(name + "_scale_2")
-                theirs = NVFP4QTensor(torch.Size((packed.shape[0], packed.shape[1] * 2)), torch.float32, packed).dequantize(
+                packed, scale = f.get_tensor(name), f.get_tensor(name + "_scale")
+                scale2 = f.get_tensor(name + "_scale_2")
+                shape = torch.Size((packed.shape[0], packed.shape[1] * 2))
+                theirs = NVFP4QTensor(shape, torch.float32, packed).dequantize(
                     dtype=torch.float32, scale=scale, double_scale=scale2, block_sizes={-1: 16})
                 full = PackedNVFP4(g.get_tensor(name), g.get_tensor(name + "_scale"), g.get_tensor(name + "_scale_2"))
                 assert torch.equal(theirs, full.dequantize()[: packed.shape[0], :h]), name

@@ -19,11 +19,10 @@ from tests.paths import ROOT
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("ELASTIC_CHAT_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("ELASTIC_CHAT_MODELS", raising=False)
-    (tmp_path / "home" / "models").mkdir(parents=True)
-    return tmp_path / "home"
+def home(home):
+    """conftest's store home, with its models folder made (the damaged folders are put there)."""
+    (home / "models").mkdir(parents=True)
+    return home
 
 
 def good(home: Path, name: str = "nvidia--Good") -> Path:
@@ -107,6 +106,7 @@ def test_one_damaged_folder_never_breaks_the_others(home, kind):
     assert "deleted nvidia--Good" in delete("nvidia--Good") and not ok.exists()
 
 
+@pytest.mark.slow
 def test_the_cli_lists_and_verifies_next_to_many_damaged_folders(home):
     good(home)
     for i, damage in enumerate(DAMAGE.values()):
@@ -164,7 +164,8 @@ def test_damaged_imported_entries_are_one_line_each_and_removable(home, tmp_path
     keep = shutil.copytree(ROOT / "assets" / "demo", tmp_path / "mine")
     entries = [1, "x", {"name": 5, "path": "/x"}, {"name": "no-path"}, {"name": "list-path", "path": ["x"]},
                {"name": "relative", "path": "relative/path"}, {"name": "\x1b[31mred", "path": "/x"},
-               {"name": "nul", "path": "/x\x00y"}, {"name": " spaced ", "path": "/x"}, {"name": "gone", "path": "/nope"},
+               {"name": "nul", "path": "/x\x00y"}, {"name": " spaced ", "path": "/x"},
+               {"name": "gone", "path": "/nope"},
                {"name": "mine", "path": str(keep)}]
     path = home / "models" / "imported.json"
     path.write_text(json.dumps(entries))
@@ -181,6 +182,7 @@ def test_damaged_imported_entries_are_one_line_each_and_removable(home, tmp_path
     assert "left untouched" in delete("mine") and keep.exists()
 
 
+@pytest.mark.slow
 def test_verify_without_a_record_says_what_it_checked(home, tmp_path):
     folder = shutil.copytree(ROOT / "assets" / "demo", tmp_path / "plain")
     report = verify(folder)
@@ -191,6 +193,7 @@ def test_verify_without_a_record_says_what_it_checked(home, tmp_path):
     assert out.returncode == 0 and out.stdout.startswith("ok: ") and "no file hashes were recorded" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, expected", [
     (["verify", "/no/such/folder"], "is not a folder"),
     (["probe", "--context", "0"], "--context is 0; it must be"),
@@ -208,6 +211,7 @@ def test_cli_values_get_one_line_and_exit_2(home, args, expected):
     assert out.stderr.count("\n") == 1 and "\x1b" not in out.stderr
 
 
+@pytest.mark.slow
 def test_download_into_the_models_folder_itself_is_refused(home):
     out = subprocess.run([sys.executable, "-m", "runtime", "models", "download", "nvidia/x", "--dest",
                           str(home / "models")], capture_output=True, text=True, cwd=ROOT,

@@ -12,7 +12,6 @@ from runtime.store.planner import make_plan, plan_checkpoint
 from runtime.store.submodel_tables import folder_table
 from tests.paths import PROBES, ROOT
 
-PROBES = ROOT / "tests" / "probes"
 NVFP4 = "star-elastic-30b-nvfp4"
 
 

@@ -1,0 +1,111 @@
+"""Helpers the window tests share (plain functions and classes; fixtures live in conftest.py)."""
+
+import threading
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+
+from app.main_window import MainWindow
+from app.state.settings import Settings
+from app.widgets.model_manager import ModelManager
+
+SUM = "What is 45 + 23 - 17 + 9?"  # the demo thinks 83 tokens about it on every submodel
+LONG = 300000  # ms: a reply on a busy shared CPU
+
+
+def make_window(qtbot, data: Path, settings: Settings | None = None) -> MainWindow:
+    """A shown window over the data folder `data`, returned once its model (the demo) is loaded and warmed up."""
+    data.mkdir(parents=True, exist_ok=True)
+    w = MainWindow(data, settings or Settings(max_new_tokens=160), data / "settings.json")
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitUntil(lambda: getattr(w, "loaded", None) is not None, timeout=180000)
+    warmed_up(qtbot, w)
+    return w
+
+
+def warmed_up(qtbot, w: MainWindow) -> None:
+    """Waits for the engine worker's warm-up replies (they run right after a load, holding the engine's
+    line), so that a test holding replies (Gate, held_engine) never holds one of them instead."""
+    qtbot.waitUntil(lambda: w.controller.worker.queue.snapshot().running is None, timeout=180000)
+
+
+def ask(qtbot, w: MainWindow, text: str, depth: str, timeout=180000, key=Qt.KeyboardModifier.NoModifier):
+    """Sends `text` at `depth` with the Return key (plus `key`); returns the saved reply once it is done."""
+    w.controller.set_depth(depth)
+    w.input.setPlainText(text)
+    with qtbot.waitSignal(w.controller.sig_reply_done, timeout=timeout) as done:
+        qtbot.keyClick(w.input, Qt.Key.Key_Return, key)
+    return done.args[1]
+
+
+def open_dialog(qtbot, models) -> ModelManager:
+    """The model manager over the controller `models`, returned once its first listing is shown."""
+    dialog = ModelManager(models=models)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitUntil(lambda: bool(dialog.rows) and not models.refreshing, timeout=60000)
+    return dialog
+
+
+class Gate:
+    """Replaces runtime.controls.Controls for the replies the controller starts: each reply's decode loop
+    waits before its `at`-th token (at its `at`-th look at the thinking requests) until released. Moving
+    `at` further on while a reply is held holds it again there. The engine worker's warm-up replies
+    (two tokens each, right after a load) are never held when `at` is 3 or more."""
+
+    def __init__(self, monkeypatch):
+        from runtime import controls as engine
+
+        self.at: int | None = None
+        self.made: list = []
+        gate = self
+
+        class HeldControls(engine.Controls):
+            def __init__(self):
+                super().__init__()
+                self.looks = 0
+                self.waiting, self.released = threading.Event(), threading.Event()
+                gate.made.append(self)
+
+            def take_thinking_request(self):
+                self.looks += 1
+                if self.looks == gate.at:
+                    self.waiting.set()
+                    self.released.wait(LONG / 1000)  # never forever, should a test fail while it waits
+                    self.waiting.clear()
+                    self.released.clear()  # ready for a later hold
+                return super().take_thinking_request()
+
+        monkeypatch.setattr(engine, "Controls", HeldControls)
+
+    def release_all(self) -> None:
+        self.at = None  # no further holds
+        for controls in self.made:
+            controls.released.set()
+
+
+def hold(qtbot, w, gate, depth: str, at: int, question: str = SUM):
+    """Sends `question` at `depth`; returns (reply, its controls) once the engine waits before token `at`
+    and the window has every event before it."""
+    gate.at = at
+    w.controller.set_depth(depth)
+    w.input.setPlainText(question)
+    w.send()
+    c = w.controller
+    reply = c.reply_in(c.current)
+    held_at(qtbot, gate, reply, reply.controls, at)
+    return reply, reply.controls
+
+
+def held_at(qtbot, gate, reply, controls, at: int) -> None:
+    """Waits until the engine holds `reply` before token `at` and the window has every event before it."""
+    qtbot.waitUntil(lambda: gate.at == at and controls.waiting.is_set()
+                    and reply.progress.tokens == at - 1, timeout=LONG)
+
+
+def finish(qtbot, w, controls):
+    """Lets the held reply go on; returns the saved message once it is done."""
+    with qtbot.waitSignal(w.controller.sig_reply_done, timeout=LONG) as done:
+        controls.released.set()
+    return done.args[1]
