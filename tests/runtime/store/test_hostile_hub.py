@@ -142,6 +142,51 @@ def test_a_hostile_repo_id_is_refused(hub, tmp_path, repo):
     assert "\x1b" not in out.stderr and not (tmp_path / "home").exists()
 
 
+TOOL_NAMES = [
+    ".git/config", "sub/.git/config", ".GIT/config", ".git", "Git~1/config", ".hg/hgrc", ".svn/wc.db",
+    ".bzr/branch/branch.conf", "CVS/Root", "_darcs/prefs/defaults", ".jj/repo/config.toml", ".pijul/config",
+    ".sl/config", ".fslckout", "_FOSSIL_", ".envrc", "sub/.envrc", ".env", ".direnv/x.sh", "mise.toml",
+    ".vscode/tasks.json", ".idea/workspace.xml", ".devcontainer/devcontainer.json", ".helix/languages.toml",
+    ".dir-locals.el", ".exrc", ".nvim.lua", ".hooks/post-checkout", ".husky/pre-commit", "desktop.ini",
+    "Desktop.INI", "autorun.inf", "x.scf", "sub/evil.url", "shortcut.LNK", "a.library-ms",
+]
+
+
+@pytest.mark.parametrize("name", TOOL_NAMES, ids=range(len(TOOL_NAMES)))
+def test_a_name_a_tool_acts_on_is_refused_before_any_byte(hub, tmp_path, name):
+    """A `.git/config` with core.fsmonitor in a model folder runs the hub's command at the next
+    `git status` there; every name of that class (version control, shell environment, editor,
+    Explorer), at any depth and in any case, is refused like a traversal."""
+    hub.virtual[REPO][name] = b"[core]\n\tfsmonitor = touch /tmp/owned\n"
+    with pytest.raises(DownloadError) as e:
+        Download(resolve(REPO), tmp_path / "dl").run()
+    assert "cannot be used" in str(e.value) and "\n" not in str(e.value)
+    assert not hub.requests and not (tmp_path / "dl").exists()
+
+
+BARE_REPOS = [["HEAD", "config", "objects/ab/cdef", "refs/heads/main"],
+              ["sub/HEAD", "sub/config", "sub/objects/x", "sub/refs/x"],
+              ["head", "Objects/x", "REFS/x"]]
+
+
+@pytest.mark.parametrize("names", BARE_REPOS, ids=["top", "nested", "any-case"])
+def test_a_folder_shaped_like_a_bare_git_repository_is_refused(hub, tmp_path, names):
+    for n in names:
+        hub.virtual[REPO][n] = b"ref: refs/heads/main\n" if n.lower().endswith("head") else b"x"
+    with pytest.raises(DownloadError, match="git takes for a repository"):
+        Download(resolve(REPO), tmp_path / "dl").run()
+    assert not hub.requests
+
+
+def test_names_near_the_tool_names_still_download(hub, tmp_path):
+    near = [".gitattributes", ".gitignore", ".github/workflows/ci.yml", "HEAD", "objects/x.json", "refs.json",
+            ".DS_Store", "env.json", "git/readme.md", "vscode.md", "environment.yml", "url.txt", "GIT~.md"]
+    for n in near:
+        hub.virtual[REPO][n] = n.encode()
+    assert Download(resolve(REPO), tmp_path / "dl").run().state == DONE
+    assert all((tmp_path / "dl" / n).read_bytes() == n.encode() for n in near)
+
+
 # ----------------------------------------------------------------------------- the destination
 
 def plant_link_to_file(dest: Path, outside: Path):
