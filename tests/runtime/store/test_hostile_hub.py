@@ -354,6 +354,61 @@ def test_ctrl_c_pauses_a_trickling_download_at_once(hub, tmp_path):
     assert record_path(dest).parent.exists()
 
 
+def weights_part(dest: Path) -> Path:
+    import hashlib
+
+    return dest / ".elastic-chat" / "parts" / (hashlib.sha256(b"model.safetensors").hexdigest()[:40] + ".part")
+
+
+def cancel_after(hub, job_box: list, requests: int):
+    """A progress callback that cancels after `requests` tries of the weights: the bound that a loop that
+    never gives up runs into (the test then fails on the state, it does not hang)."""
+    def watch(p):
+        if len([r for r in hub.requests if r["path"] == "model.safetensors"]) > requests:
+            job_box[0].cancel()
+    return watch
+
+
+RETRIES = [({"no_range": True, "drop_after": 65_536}, "does not resume .* none got past 70,000 bytes"),
+           ({"drop_every": 1_000}, "closed early"),
+           ({"status": 500}, "server error")]
+
+
+@pytest.mark.parametrize(("fault", "why"), RETRIES, ids=["ignores-range-and-drops", "drops-each-try-early", "500"])
+def test_tries_without_progress_are_bounded(hub, tmp_path, fault, why):
+    """A server that answers a resume with the whole file and drops at 64 KB once looped forever (47 tries
+    in 45 s, 0 -> 22% -> 0): progress is the furthest point reached, not bytes received."""
+    hub.faults["model.safetensors"] = dict(fault)
+    weights_part(tmp_path / "dl").parent.mkdir(parents=True)
+    weights_part(tmp_path / "dl").write_bytes(GOOD["model.safetensors"][:70_000])  # a resume asks for a range
+    box, states = [], []
+    box.append(Download(resolve(REPO), tmp_path / "dl", lambda p: (states.append(p), watch(p)), max_failures=4,
+                        backoff=(0.01,)))
+    watch = cancel_after(hub, box, 30)
+    with pytest.raises(DownloadError, match=f"{why}.*gave up after 4 tries without progress") as e:
+        box[0].run()
+    assert "\n" not in str(e.value)
+    assert all(0 <= s.done_bytes <= s.total_bytes for s in states)
+
+
+def test_a_resume_answered_with_the_whole_file_starts_the_count_over(hub, tmp_path):
+    hub.faults["model.safetensors"] = {"no_range": True}
+    weights_part(tmp_path / "dl").parent.mkdir(parents=True)
+    weights_part(tmp_path / "dl").write_bytes(GOOD["model.safetensors"][:70_000])
+    states = []
+    assert Download(resolve(REPO), tmp_path / "dl", states.append).run().state == DONE
+    assert (tmp_path / "dl" / "model.safetensors").read_bytes() == GOOD["model.safetensors"]
+    done = [s.done_bytes for s in states if s.file == "model.safetensors"]
+    assert min(done) < 70_000 and max(done) == GOOD["model.safetensors"].__len__() + len(GOOD["config.json"])
+    assert all(s.done_bytes <= s.total_bytes for s in states)
+
+
+def test_tries_that_each_move_the_file_on_are_progress(hub, tmp_path):
+    hub.faults["model.safetensors"] = {"drop_every": 65_536}  # five tries for 300 KB, each one further
+    final = Download(resolve(REPO), tmp_path / "dl", max_failures=2, backoff=(0.01,)).run()
+    assert final.state == DONE and len([r for r in hub.requests if r["path"] == "model.safetensors"]) == 5
+
+
 def rewrite_in_place(path: Path):
     path.write_bytes(b'{"a": 2}\n')  # same size, other bytes; the clock may not have ticked, so move it
     st = path.stat()
@@ -415,7 +470,10 @@ def test_a_redirect_to_a_non_http_address_is_refused(hub, tmp_path, target):
     assert not (tmp_path / "dl" / "model.safetensors").exists()
 
 
-def test_the_token_does_not_follow_a_redirect_to_another_host(hub, tmp_path):
+def test_the_token_does_not_follow_a_redirect_to_another_host(hub, tmp_path, monkeypatch):
+    from runtime.store.download import hub_http
+
+    monkeypatch.setitem(hub_http.CDN_DOMAINS, "127.0.0.1", ("localhost",))  # the stand-in's "CDN"
     port = hub.url.rsplit(":", 1)[1]
     hub.faults["model.safetensors"] = {"redirect": f"http://localhost:{port}/{REPO}/resolve/x/{{path}}"}
     assert Download(resolve(REPO), tmp_path / "dl", token="secret").run().state == DONE
