@@ -188,11 +188,12 @@ class HubCall:
             _shut(s)
 
     def _attach(self, sock: socket.socket) -> None:
+        """Registers a socket of this call; OSError when the call was already cut short."""
         with self._lock:
             self._socks.append(sock)
-            gone = self._why is not None
-        if gone:  # stopped before this socket existed
-            _shut(sock)
+            why = self._why
+        if why is not None:  # cut short before this socket existed (or while it was connecting)
+            raise OSError(f"the request was {why}")
 
 
 def _shut(sock: socket.socket) -> None:
@@ -269,13 +270,14 @@ def _checked_connect(call: HubCall, req, address, timeout, source_address=None):
                                         f"address {sockaddr[0]}; refusing it")
                 continue
         sock = socket.socket(family, kind, proto)
-        call._attach(sock)
         try:
+            call._attach(sock)  # before connecting, so a stop can shut a connect that hangs
             if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
                 sock.settimeout(timeout)
             if source_address:
                 sock.bind(source_address)
             sock.connect(sockaddr)
+            call._attach(sock)  # a stop that came while connecting (a shutdown cannot reach that) acts now
             return sock
         except OSError as e:
             error = error if isinstance(error, _AddressRefused) else e
