@@ -225,6 +225,7 @@ class DownloadWorker(QObject):
         super().__init__()
         self.repo, self.dest, self.revision, self.stall_seconds = repo, Path(dest), revision, stall_seconds
         self.job = None
+        self.stopping = ""  # "paused" or "cancelled" when asked before the download began
         self.throttle = Throttle(PROGRESS_INTERVAL_S)
         self.reports = 0  # progress reports from the download, emitted or not
 
@@ -237,15 +238,24 @@ class DownloadWorker(QObject):
     @Slot()
     def run(self) -> None:
         from runtime.errors import ElasticError
-        from runtime.store.download.transfer import Download, hub_token, resolve
+        from runtime.store.download.destination import check_destination
+        from runtime.store.download.hub_files import MetadataStopped
+        from runtime.store.download.transfer import CANCELLED, PAUSED, Download, Progress, hub_token, resolve
+        from runtime.store.model_store import models_dir
 
         try:
             if self.job is None:
-                remote = resolve(self.repo, self.revision)
+                check_destination(self.dest, models_dir())
+                remote = resolve(self.repo, self.revision, stop=lambda: bool(self.stopping))
                 self.job = Download(remote, self.dest, self._report, stall_seconds=self.stall_seconds,
                                     token=hub_token())
+                if self.stopping:  # asked while the hub was answering: the run returns at once
+                    (self.job.cancel if self.stopping == "cancelled" else self.job.pause)()
             final = self.job.run()
             self.sig_finished.emit(final, "")
+        except MetadataStopped:
+            state = CANCELLED if self.stopping == "cancelled" else PAUSED
+            self.sig_finished.emit(Progress(state, 0, 0, 0.0, None, message=f"{state} before the download began"), "")
         except ElasticError as e:
             self.sig_finished.emit(self.job.progress if self.job else None, str(e))
         except Exception as e:
@@ -254,10 +264,12 @@ class DownloadWorker(QObject):
 
     # thread-safe controls, called from the GUI thread
     def pause(self) -> None:
+        self.stopping = self.stopping or "paused"  # reaches the hub's answer in flight, before there is a job
         if self.job is not None:
             self.job.pause()
 
     def cancel(self) -> None:
+        self.stopping = "cancelled"
         if self.job is not None:
             self.job.cancel()
 

@@ -19,6 +19,19 @@ Hostile modes, for the downloader's input classes:
     silent=S         headers, then nothing for S seconds (once)
     wrong_range=True answer a Range request with 206 and a Content-Range that starts elsewhere (once)
     redirect=URL     answer 302 to URL (once); `{path}` in it is replaced by the file's path
+    redirects=N      answer 302 to the same file N times (a loop, or a long chain)
+    no_range=True    ignore Range: answer 200 with the whole file (with drop_after: every time)
+    drop_every=N     close the connection after N body bytes, every time (Range honoured)
+
+Faults of the model-info answer (`/api/models/...`) are set on `HubStub.api_faults`:
+
+    gzip_bomb=N      a gzip body that inflates to N bytes (a multiple of 1 MiB) of spaces; about
+                     N / 1000 bytes on the wire, built from one compressed MiB repeated
+    pad=N            the real answer followed by N spaces (valid JSON, just huge)
+    trickle=S        the real answer, one byte every S seconds
+    slow_headers=S   the status line, then the headers one byte every S seconds
+    silent=S         headers, then nothing for S seconds, then the answer
+    redirect=URL     answer 302 to URL (once)
 
 `virtual={repo: {name: bytes}}` adds files that exist only in memory, under any name at all (a
 traversal, an absolute path, a NUL...): they are listed with correct sizes and hashes and served
@@ -48,6 +61,8 @@ class HubStub:
         self.virtual = {repo: dict(files) for repo, files in (virtual or {}).items()}
         self.raw_siblings: dict[str, list] = {}
         self.headers_seen: list[dict] = []  # every file request: path, Host, Authorization
+        self.api_faults: dict = {}
+        self.api_requests: list[dict] = []  # every model-info request: path, Host, Authorization
         self.gated = set(gated)
         self.faults: dict[str, dict] = {}
         self.requests: list[dict] = []  # every file request: path, range start, bytes sent, status
@@ -134,6 +149,16 @@ class HubStub:
                 self._error(404, "RepoNotFound", "not found")
 
             def _api(self, rest):
+                with stub.lock:
+                    stub.api_requests.append({"path": self.path, "host": self.headers.get("Host"),
+                                              "auth": self.headers.get("Authorization")})
+                fault = stub.api_faults
+                if fault.get("redirect"):
+                    self.send_response(302)
+                    self.send_header("Location", fault.pop("redirect"))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 repo = "/".join(rest[:2])
                 if repo not in stub.repos:
                     return self._error(404, "RepoNotFound", "Repository not found")
@@ -148,12 +173,36 @@ class HubStub:
                 else:
                     body = {"id": repo, "modelId": repo, "sha": COMMIT, "siblings": stub.files(repo),
                             "private": False, "gated": False, "disabled": False, "tags": [], "downloads": 0}
-                data = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                data = json.dumps(body).encode() + b" " * fault.get("pad", 0)
+                headers = {"Content-Type": "application/json"}
+                if fault.get("gzip_bomb"):
+                    data, headers["Content-Encoding"] = _gzip_bomb(fault["gzip_bomb"]), "gzip"
+                headers["Content-Length"] = str(len(data))
+                try:
+                    if fault.get("slow_headers"):
+                        head = "HTTP/1.1 200 OK\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                        self.wfile.write(head[:17].encode())
+                        for c in (head[17:] + "\r\n").encode():
+                            self.wfile.write(bytes([c]))
+                            self.wfile.flush()
+                            time.sleep(fault["slow_headers"])
+                    else:
+                        self.send_response(200)
+                        for k, v in headers.items():
+                            self.send_header(k, v)
+                        self.end_headers()
+                    if fault.get("silent"):
+                        self.wfile.flush()
+                        time.sleep(fault["silent"])
+                    if fault.get("trickle"):
+                        for c in data:
+                            self.wfile.write(bytes([c]))
+                            self.wfile.flush()
+                            time.sleep(fault["trickle"])
+                    else:
+                        self.wfile.write(data)
+                except OSError:  # the client hung up
+                    self.close_connection = True
 
             def _file(self, repo: str, path: str, head: bool):
                 if repo not in stub.repos:
@@ -164,6 +213,13 @@ class HubStub:
                 with stub.lock:
                     stub.headers_seen.append({"path": path, "host": self.headers.get("Host"),
                                               "auth": self.headers.get("Authorization")})
+                if fault.get("redirects"):
+                    fault["redirects"] -= 1
+                    self.send_response(302)
+                    self.send_header("Location", self.path)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if fault.get("redirect"):
                     self.send_response(302)
                     self.send_header("Location", fault.pop("redirect").replace("{path}", path))
@@ -183,7 +239,7 @@ class HubStub:
                     data = f.read_bytes()
                 size = len(data)
                 start, end = 0, size - 1
-                rng = self.headers.get("Range")
+                rng = None if fault.get("no_range") else self.headers.get("Range")
                 if rng and rng.startswith("bytes="):
                     first, _, last = rng[6:].partition("-")
                     start = int(first)
@@ -210,10 +266,12 @@ class HubStub:
                     stub.requests.append(record)
                 if head:
                     return
-                drop_after = fault.pop("drop_after", None)
+                drop_after = fault.get("drop_after") if fault.get("no_range") else fault.pop("drop_after", None)
                 stall = fault.pop("stall", None)
                 silent = fault.pop("silent", None)
                 limit = length if drop_after is None else min(drop_after, length)
+                if fault.get("drop_every"):
+                    limit = min(fault["drop_every"], limit)
                 if stall is not None:
                     limit = length // 2
                 sent = 0
@@ -254,3 +312,21 @@ class HubStub:
                     self.close_connection = True
 
         return Handler
+
+
+_BOMBS: dict[int, bytes] = {}
+
+
+def _gzip_bomb(size: int) -> bytes:
+    """A gzip stream of `size` bytes of spaces: one MiB compressed with a full flush repeats byte for
+    byte, so the stream is built without compressing it all (its trailer is not valid; a client
+    that stops at a bound never reads it)."""
+    if size not in _BOMBS:
+        import zlib
+
+        block, c = b" " * (1 << 20), zlib.compressobj(9, zlib.DEFLATED, 31)
+        first = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+        again = c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+        assert again == c.compress(block) + c.flush(zlib.Z_FULL_FLUSH)
+        _BOMBS[size] = first + again * (size // len(block) - 1) + c.flush()
+    return _BOMBS[size]

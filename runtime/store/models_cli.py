@@ -89,6 +89,7 @@ def _size(n: int) -> str:
 
 def _download(args) -> int:
     from ..paths import models_dir
+    from .download.destination import check_destination
     from .download.transfer import DONE, Download, hub_token, resolve
     from .model_store import download_dir
 
@@ -96,6 +97,7 @@ def _download(args) -> int:
     if args.dest and Path(args.dest).resolve() == models_dir().resolve():
         raise UsageError(f"--dest is the models folder itself; give a folder inside it, or leave --dest out "
                          f"(it downloads to {download_dir(args.repo)})")
+    check_destination(dest, models_dir())  # the user's to fill, before the hub is asked
     remote = resolve(args.repo, args.revision)
     print(f"{args.repo} at {remote.revision[:12]}: {len(remote.files)} files, {_size(remote.total_bytes)} "
           f"-> {dest}", flush=True)

@@ -12,6 +12,19 @@ The rules are the same on every OS, so a repo that downloads on Linux also downl
 - at most 255 bytes per component, 1024 characters and 32 levels in all;
 - not our own bookkeeping: the hidden `.elastic-chat/` folder (download record, lock, partial
   files), the record's old name, and `imported.json`;
+- nothing another tool acts on when someone merely enters the folder or opens it (`TOOL_NAMES`,
+  at any depth, compared case-folded): a version-control folder (a `.git/config` with
+  `core.fsmonitor` runs its command at the next `git status` there, or in a git-aware prompt or
+  editor; `.hg/hgrc` hooks and `_darcs/prefs` the same), a folder shaped like a bare git repository
+  (`HEAD`, `objects/`, `refs/` side by side: git uses it, config and all, with no `.git` at all),
+  a Windows short name (`GIT~1` is `.git`), shell environment files (direnv's `.envrc`, autoenv's
+  `.env`, mise's config), editor and IDE workspace folders that run tasks or language servers
+  (`.vscode/`, `.idea/`, `.helix/`, `.dir-locals.el`, `.exrc`), hook folders, and Explorer's
+  `desktop.ini`, `autorun.inf` and the shortcut kinds whose icon it fetches (`.scf`, `.url`, `.lnk`,
+  `.library-ms`, `.searchConnector-ms`: a remote icon leaks the user's Windows credentials). A
+  model repo holds none of these; `.gitattributes` and `.gitignore` (in every hub repo) are only
+  read by git, never run, and stay allowed, as does `.DS_Store` (Finder's view settings: data
+  Finder parses, never runs);
 - no two names that are the same file on a case-insensitive or normalising file system, and no
   name that is both a file and a folder.
 """
@@ -19,6 +32,7 @@ The rules are the same on every OS, so a repo that downloads on Linux also downl
 from __future__ import annotations
 
 import os
+import re
 import stat
 import unicodedata
 from pathlib import Path
@@ -35,6 +49,25 @@ _WINDOWS_FORBIDDEN = set('<>:"|?*\\')
 _DEVICES = {"con", "prn", "aux", "nul", "conin$", "conout$",
             *(f"com{i}" for i in "123456789¹²³"), *(f"lpt{i}" for i in "123456789¹²³")}
 _HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}
+# Names a tool acts on when someone enters or opens the folder holding them (compared case-folded).
+TOOL_NAMES = {
+    # version control: each reads its folder's config (hooks, fsmonitor, pagers) on any command there
+    ".git", ".hg", ".svn", ".bzr", "cvs", "_darcs", ".jj", ".pijul", ".sl", ".fslckout", "_fossil_",
+    ".fossil-settings",
+    # the shell's environment on entering a folder (direnv, autoenv, zsh-autoenv, mise)
+    ".envrc", ".direnv", ".env", ".env.leave", ".autoenv.zsh", ".autoenv_leave.zsh",
+    "mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".mise", ".rtx.toml",
+    # editors and IDEs: workspace tasks, run configurations, language servers, local vim/emacs code
+    ".vscode", ".idea", ".fleet", ".zed", ".helix", ".theia", ".devcontainer", ".dir-locals.el",
+    ".dir-locals-2.el", ".exrc", ".nvimrc", ".nvim.lua", ".lvimrc",
+    # hook folders that hook managers install from
+    ".hooks", ".githooks", ".husky",
+    # Windows Explorer: folder customisation and autorun
+    "desktop.ini", "autorun.inf", "folder.htt",
+}
+# File kinds whose icon Explorer fetches from wherever the file says, when it shows the folder.
+TOOL_SUFFIXES = (".scf", ".url", ".lnk", ".library-ms", ".searchconnector-ms")
+_SHORT_NAME = re.compile(r"[^.~]{1,6}~[0-9]+(\.[^.]{0,3})?")  # an 8.3 alias such as GIT~1 or PROGRA~2.TXT
 
 
 class UnsafeName(ElasticError):
@@ -68,8 +101,24 @@ def _problem(name) -> str | None:
             return "has a component ending in a dot or a space (Windows drops it)"
         if part.split(".")[0].rstrip(" ").casefold() in _DEVICES:
             return "uses a Windows device name (CON, NUL, COM1...)"
+        tool = _tool_problem(part)
+        if tool:
+            return tool
     if _fold(parts[0]) in RESERVED_TOP:
         return "is reserved for Elastic Chat's own records"
+    return None
+
+
+def _tool_problem(part: str) -> str | None:
+    folded = _fold(part)
+    if folded in TOOL_NAMES:
+        return (f"holds {show(part)}, which a tool runs commands from when someone enters or opens the folder "
+                "(version control, shell environment, editor, Explorer)")
+    if folded.endswith(TOOL_SUFFIXES):
+        return (f"holds {show(part)}, a shortcut whose icon Windows Explorer fetches from anywhere when it shows "
+                "the folder")
+    if _SHORT_NAME.fullmatch(part):
+        return f"holds {show(part)}, a Windows short (8.3) name, which can stand for another name (GIT~1 is .git)"
     return None
 
 
@@ -105,6 +154,19 @@ def check_remote_names(names) -> None:
     for key, name in seen.items():
         if key in folders:
             raise UnsafeName(f"{show(name)} is both a file and the folder of {show(folders[key])}")
+    _check_no_bare_repository(seen, folders)
+
+
+def _check_no_bare_repository(files: dict[str, str], folders: dict[str, str]) -> None:
+    """Git takes any folder holding a `HEAD` file and `objects/` and `refs/` folders for a bare
+    repository, and runs what its `config` says (core.fsmonitor) on a command there: refused, at
+    any depth, the download folder itself included. `files` and `folders` are case-folded."""
+    for key, name in files.items():
+        parent, _, leaf = key.rpartition("/")
+        prefix = parent + "/" if parent else ""
+        if leaf == "head" and prefix + "objects" in folders and prefix + "refs" in folders:
+            raise UnsafeName(f"{show(name)} with {show(prefix + 'objects/')} and {show(prefix + 'refs/')} "
+                             "make a folder git takes for a repository (it would run commands from its config)")
 
 
 def is_link(st: os.stat_result) -> bool:

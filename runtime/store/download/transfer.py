@@ -5,11 +5,19 @@
 - One writer per folder (`folder_lock`): a second download of the same folder, in this process or
   another, is refused with who holds it; a lock left by a killed process is free again.
 - Our own records live in the folder's hidden `.elastic-chat/` (no repo name can reach it): the
-  download record (`download_record`), the lock, and each file's partial copy, fetched with Range
+  download record (`record`: a snapshot and an append-only journal, so recording a file costs the
+  same whatever the file count), the lock, and each file's partial copy, fetched with Range
   requests so a download resumes where it stopped, even after the app was closed or crashed.
+- Every request goes through the one hub opener (`hub_http`): its redirect rules, the token kept
+  to the hub's origin, and a call that pause or cancel stops at once, whatever it is waiting for.
 - Reads are small and bounded in time: a socket timeout, a minimum rate over a window (a trickle
   is a stall), and pause or cancel closes the connection at once (Ctrl+C is prompt). A server
   that sends more than the hub listed is cut off at the listed size.
+- Retries are bounded by progress, not by hope: a try counts as progress only when it takes the
+  file past the furthest point any try reached (by `MIN_PROGRESS`, or to its end), so a server
+  that answers a resume with the whole file (200 to a Range request: the file starts over, and so
+  does its byte count) and drops at the same place each time fails after `max_failures` tries,
+  with a line that says so.
 - Each file is hashed by reading what is on disk (SHA-256 for LFS files, the git blob id for
   small ones), renamed into place only when it matches, and the file now in place must be the
   very file that was hashed; the run ends by checking every file in place again. A file already
@@ -25,16 +33,14 @@ import http.client
 import os
 import re
 import shutil
-import socket
 import stat
 import threading
 import time
 import urllib.error
-import urllib.request
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ...units import format_bytes
 from ..folder_lock import FolderLock, bookkeeping_dir
@@ -51,9 +57,11 @@ from .hub_files import (  # noqa: F401 (re-exported)
     offline,
     resolve,
 )
+from .hub_http import HubCall, HubRefused
 from .record import (  # noqa: F401 (re-exported)
     HASH_BLOCK,
     LEGACY_MANIFEST,
+    RecordJournal,
     git_blob_sha1,
     hash_mismatch,
     read_manifest,
@@ -67,6 +75,7 @@ QUEUED, DOWNLOADING, STALLED, VERIFYING, DONE, FAILED, PAUSED, CANCELLED = (
     "queued", "downloading", "stalled", "verifying", "done", "failed", "paused", "cancelled")
 READ = 64 * 1024  # one socket read: small, so pause and the stall watchdog act between reads
 DISK_MARGIN = 512 * 1024 * 1024
+MIN_PROGRESS = READ  # a try that moves a file's furthest point by less (and does not end it) is a failed one
 
 
 @dataclass(frozen=True)
@@ -87,30 +96,13 @@ class Progress:
 # ----------------------------------------------------------------------------- the download
 
 class _Retry(Exception):
-    def __init__(self, message: str, state: str = DOWNLOADING, wait: float | None = None, progress: bool = False):
+    def __init__(self, message: str, state: str = DOWNLOADING, wait: float | None = None):
         super().__init__(message)
-        self.message, self.state, self.wait, self.progress = message, state, wait, progress
+        self.message, self.state, self.wait = message, state, wait
 
 
 class _Stopped(Exception):
     """Paused or cancelled: unwinds to `run`, which reports which."""
-
-
-class _NoAuthAcrossHosts(urllib.request.HTTPRedirectHandler):
-    """Follows redirects (the hub sends file bytes from a CDN) over http(s) only, without carrying the
-    token to another host or down to plain http."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        new_url, old_url = urllib.request.urlparse(newurl), urllib.request.urlparse(req.full_url)
-        if new_url.scheme not in ("http", "https"):
-            raise urllib.error.HTTPError(newurl, code, "redirect to a non-http address refused", headers, fp)
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and (new_url.netloc, new_url.scheme) != (old_url.netloc, old_url.scheme):
-            new.remove_header("Authorization")
-        return new
-
-
-_opener = urllib.request.build_opener(_NoAuthAcrossHosts)
 
 
 class Download:
@@ -127,32 +119,35 @@ class Download:
         self.min_rate_bps = min_rate_bps  # slower than this over `stall_seconds` counts as stalled
         self.token = token
         self._pause, self._cancel = threading.Event(), threading.Event()
-        self._active = None  # the HTTP response being read, so pause can close it from another thread
-        self._active_lock = threading.RLock()  # re-entrant: pause may run in a signal handler on this thread
         self._done_bytes = 0
+        self._reached = 0  # how far the current try took its file
+        self._range_ignored = False  # the server answered a resume with the whole file
+        self._journal: RecordJournal | None = None
         self._manifest: dict = {}
         self._ours: set[str] = set()  # names this folder's record says we wrote: ours to replace
         self._window: deque[tuple[float, int]] = deque()
         self._last = Progress(QUEUED, 0, remote.total_bytes, 0.0, None)
 
-    # controls, from any thread (pause also from a signal handler)
+    # controls, from any thread (pause also from a signal handler): they only set a flag; the hub
+    # call in flight is watched and its socket shut within a poll (hub_http.POLL_S)
     def pause(self) -> None:
+        """Stops the run in progress, or the next one if asked before it began (it then returns PAUSED)."""
         self._pause.set()
-        self._abort_read()
 
     def resume(self) -> None:
         self._pause.clear()
 
     def cancel(self) -> None:
         self._cancel.set()
-        self._abort_read()
+
+    def _stopping(self) -> bool:
+        return self._pause.is_set() or self._cancel.is_set()
 
     @property
     def progress(self) -> Progress:
         return self._last
 
     def run(self) -> Progress:
-        self._pause.clear()
         try:
             home = Path.home().resolve()
             if home == self.dest.resolve() or home.is_relative_to(self.dest.resolve()):
@@ -165,6 +160,8 @@ class Download:
                 return self._run_locked()
         except OSError as e:  # the disk side; network errors are retried inside
             raise DownloadError(_disk_message(e, self.dest)) from None
+        finally:
+            self._pause.clear()  # a paused job may run again
 
     def _run_locked(self) -> Progress:
         try:
@@ -185,6 +182,7 @@ class Download:
         self._emit(QUEUED)
         try:
             for f in self.remote.files:
+                self._check_stop()
                 if not self._already_here(f):
                     self._fetch_verified(f)
             self._final_check()
@@ -193,6 +191,10 @@ class Download:
                 self._discard_parts()
                 return self._emit(CANCELLED, message="cancelled; partial files removed")
             return self._emit(PAUSED, message="paused; resume continues where it stopped")
+        finally:
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
         self._record(complete=True)
         return self._emit(DONE, message="every file is complete and verified")
 
@@ -239,19 +241,28 @@ class Download:
         return False
 
     def _fetch_verified(self, f: RemoteFile) -> None:
-        """Fetches and verifies one file, retrying as needed; raises _Stopped when paused or cancelled."""
-        failures = 0
+        """Fetches and verifies one file, retrying as needed; raises _Stopped when paused or cancelled.
+        Only a try that takes the file past the furthest point reached before resets the count."""
+        failures, furthest = 0, self._have(f)
+        self._range_ignored = False
         while True:
             self._check_stop()
+            self._reached = 0
             try:
                 self._fetch(f)
                 self._verify_and_place(f)
                 return
             except _Retry as r:
-                failures = 0 if r.progress else failures + 1
+                before, furthest = furthest, max(furthest, self._reached)
+                moved = furthest - before
+                failures = 0 if moved > 0 and moved >= min(MIN_PROGRESS, f.size - before) else failures + 1
                 if failures >= self.max_failures:
-                    raise DownloadError(f"{show(f.path)}: {r.message}; gave up after {failures} tries in a row. "
-                                        "Run the download again to resume") from None
+                    why = r.message
+                    if self._range_ignored:
+                        why += (f"; the server does not resume (it answers a byte range with the whole file), so "
+                                f"every try starts over and none got past {furthest:,} bytes")
+                    raise DownloadError(f"{show(f.path)}: {why}; gave up after {failures} tries without progress. "
+                                        "Run the download again to resume, or try later") from None
                 # after progress (failures back at 0) the shortest wait, not the longest
                 wait = r.wait if r.wait is not None else self.backoff[min(max(failures, 1), len(self.backoff)) - 1]
                 self._emit(r.state, file=f.path, message=f"{r.message}; retrying in {wait:.0f} s")
@@ -279,6 +290,7 @@ class Download:
                 self._done_bytes -= f.size
                 os.ftruncate(fd, 0)
                 have = 0
+                self._reached = have
             if have < f.size:
                 self._stream(f, fd, have)
         finally:
@@ -290,43 +302,44 @@ class Download:
             headers["Authorization"] = f"Bearer {self.token}"
         if have:
             headers["Range"] = f"bytes={have}-"
-        request = urllib.request.Request(file_url(self.remote.repo, self.remote.revision, f.path), headers=headers)
-        try:
-            response = _opener.open(request, timeout=self.stall_seconds)
-        except urllib.error.HTTPError as e:
-            if 300 <= e.code < 400:  # a redirect urllib or we refused (file:, ftp:, a loop)
-                raise DownloadError(f"the hub redirected {show(f.path)} to {show(str(e.filename or ''))}, which is "
-                                    "not an http(s) address it may follow; refusing it") from None
-            self._http_error(e)
-        except TimeoutError:
-            raise _Retry(f"stalled: no answer for {self.stall_seconds:.0f} s", STALLED) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as e:
-            raise _Retry(f"network connection lost ({reason(e)})") from None
-        with response:
-            with self._active_lock:
-                self._active = response
+        url = file_url(self.remote.repo, self.remote.revision, f.path)
+        with HubCall(stop=self._stopping) as call:
             try:
+                response = call.open(url, headers, self.stall_seconds)
+            except HubRefused as e:
+                raise DownloadError(f"{show(f.path)}: {e}") from None
+            except urllib.error.HTTPError as e:
+                self._http_error(e)
+            except TimeoutError:
+                self._check_stop()
+                raise _Retry(f"stalled: no answer for {self.stall_seconds:.0f} s", STALLED) from None
+            except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as e:
+                self._check_stop()  # pause shuts the socket under the connect or the headers
+                raise _Retry(f"network connection lost ({reason(e)})") from None
+            with response:
                 have = self._check_range(response, fd, have)
                 self._read_body(f, response, fd, have)
-            finally:
-                with self._active_lock:
-                    self._active = None
 
     def _check_range(self, response, fd: int, have: int) -> int:
         """Where the body starts: at `have` for a matching 206, at 0 for a whole file (200)."""
+        encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+        if encoding != "identity":  # we ask for identity: the hashes and the ranges are of the bytes as stored
+            raise DownloadError(f"the hub sent a file encoded as {show(encoding)}, not as it is stored; refusing it")
         if response.status == 206:
             m = re.fullmatch(r"bytes (\d+)-\d+/(\d+|\*)", response.headers.get("Content-Range", "").strip())
             if have and m and int(m.group(1)) == have:
                 return have
         if have:  # the server ignored the range, or answered another one: start the file over
+            self._range_ignored = self._range_ignored or response.status == 200
             self._done_bytes -= have
+            self._reached = 0
             os.ftruncate(fd, 0)
         if response.status == 206:  # a piece from somewhere else: ask again for the whole file
             raise _Retry("the server answered with another part of the file; starting it over", wait=0)
         return 0
 
     def _read_body(self, f: RemoteFile, response, fd: int, have: int) -> None:
-        progressed, last_emit = False, 0.0
+        last_emit = 0.0
         mark_t, mark_have = time.monotonic(), have  # the stall window: at least min_rate over stall_seconds
         self._emit(DOWNLOADING, file=f.path)
         while have < f.size:
@@ -335,17 +348,17 @@ class Download:
                 chunk = response.read1(min(READ, f.size - have))  # one socket read at most: returns what arrived
             except TimeoutError:
                 self._check_stop()
-                raise _Retry(f"stalled: no data for {self.stall_seconds:.0f} s", STALLED, progress=progressed) from None
+                raise _Retry(f"stalled: no data for {self.stall_seconds:.0f} s", STALLED) from None
             except (OSError, http.client.HTTPException, ValueError) as e:
                 self._check_stop()  # pause closes the socket under the read
-                raise _Retry(f"network connection lost ({reason(e)})", progress=progressed) from None
+                raise _Retry(f"network connection lost ({reason(e)})") from None
             if not chunk:
                 self._check_stop()
-                raise _Retry("the connection closed early", progress=progressed)
+                raise _Retry("the connection closed early")
             _write_all(fd, chunk, f.path)
             have += len(chunk)
+            self._reached = have
             self._done_bytes += len(chunk)
-            progressed = True
             now = time.monotonic()
             if now - last_emit >= 0.1:
                 self._emit(DOWNLOADING, file=f.path)
@@ -356,17 +369,6 @@ class Download:
                     raise _Retry(f"stalled: only {rate:.0f} bytes/s for {now - mark_t:.0f} s", STALLED)
                 mark_t, mark_have = now, have
         # Listed size reached: whatever else the server would send is not read (the `with` closes it).
-
-    def _abort_read(self) -> None:
-        """Shuts the socket under a blocked read so pause and cancel act now, not after a timeout."""
-        with self._active_lock:
-            response = self._active
-        sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def _http_error(self, e: urllib.error.HTTPError):
         if e.code == 429:
@@ -474,18 +476,27 @@ class Download:
         return m.get("files", {}).get(f.path) if m.get("revision") == self.remote.revision else None
 
     def _record(self, f: RemoteFile | None = None, st: os.stat_result | None = None, complete: bool = False) -> None:
-        """The record lists each verified file as soon as it is in place, so a crash loses nothing."""
+        """The record lists each verified file as soon as it is in place (one journal line), so a
+        crash loses nothing; the end of the download writes the whole record once."""
         m = self._manifest
         if m.get("revision") != self.remote.revision or m.get("repo") != self.remote.repo:
-            m = self._manifest = {"repo": self.remote.repo, "revision": self.remote.revision, "files": {}}
+            # a new record: the snapshot on disk must stop vouching for the old revision's files now
+            m = self._manifest = {"repo": self.remote.repo, "revision": self.remote.revision, "files": {},
+                                  "complete": False}
+            bookkeeping_dir(self.dest, create=True)
+            write_record(self.dest, m)
         if f is not None:
-            m["files"][f.path] = {"size": f.size, "sha256": f.sha256, "git_sha1": f.git_sha1,
-                                  "mtime_ns": st.st_mtime_ns if st is not None else None,
-                                  "ino": st.st_ino if st is not None else None}
+            entry = {"size": f.size, "sha256": f.sha256, "git_sha1": f.git_sha1,
+                     "mtime_ns": st.st_mtime_ns if st is not None else None,
+                     "ino": st.st_ino if st is not None else None}
+            m["files"][f.path] = entry
             self._ours.add(f.path)
-        m["complete"] = complete or len(m["files"]) == len(self.remote.files)
-        bookkeeping_dir(self.dest, create=True)
-        write_record(self.dest, m)
+            if self._journal is None:
+                self._journal = RecordJournal(self.dest, self.remote.repo, self.remote.revision)
+            self._journal.append(f.path, entry)
+        if complete:
+            m["complete"] = all(f.path in m["files"] for f in self.remote.files)
+            write_record(self.dest, m)
 
 
 def _write_all(fd: int, data: bytes, name: str) -> None:

@@ -83,7 +83,7 @@ def check_slice(folder, where: str, revision: str | None = None, name: str | Non
         parent.stop, parent.on_read = stop, counted
         if stop is not None and stop.is_set():
             raise ReadCancelled("the nesting check was cancelled")
-        piece = open_source(where, revision)
+        piece = open_source(where, revision, stop)
         piece.stop, piece.on_read = stop, counted
         report = discover(parent, piece, name)
         if report.verified and name is None:

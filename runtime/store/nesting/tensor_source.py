@@ -4,20 +4,21 @@ Verifying that a sliced checkpoint nests in its parent needs the slice's `config
 safetensors header(s) and a few rows of a few tensors, never whole files. A `TensorSource`
 gives exactly that: JSON files by name, the tensor table with byte offsets, and `rows()` that
 reads a range of rows of one tensor. `FolderSource` reads a local folder; `HubSource` reads a
-hub repo through HTTP Range requests (same endpoint, token and error messages as downloads),
-counting every byte it receives so the caller can report how little was read. A caller in
-another thread may stop a source (`stop`, a threading.Event: the next read raises
-`ReadCancelled`) and watch it (`on_read`, called with the bytes of each read, from the reading
-thread).
+hub repo through HTTP Range requests made by the one hub opener (`download.hub_http`: the
+downloads' endpoint, redirect rules and error messages, the token never sent to another origin),
+each bounded in size and in time as a whole (`RANGE_DEADLINE_S`), counting every byte it receives
+so the caller can report how little was read. A caller in another thread may stop a source
+(`stop`, a threading.Event: a read in flight and the next one raise `ReadCancelled`) and watch it
+(`on_read`, called with the bytes of each read, from the reading thread).
 """
 
 from __future__ import annotations
 
+import http.client
 import math
 import struct
 import threading
 import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,17 @@ import torch
 from ...checkpoint.config import MAX_JSON_FILE, parse_json, read_json
 from ...checkpoint.safetensors_io import BYTES_PER_ELEMENT, MAX_HEADER, TensorInfo, parse_header, parse_index
 from ...errors import CheckpointError, ElasticError
+from ..download.hub_files import (
+    DownloadError,
+    MetadataStopped,
+    file_url,
+    http_message,
+    hub_endpoint,
+    hub_token,
+    resolve,
+)
+from ..download.hub_http import HubCall, read_bounded
+from ..download.record import reason
 
 TORCH_DTYPES = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -34,6 +46,7 @@ TORCH_DTYPES = {
     "BOOL": torch.bool, "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2,
 }
 EMBED_NAMES = ("backbone.embeddings.weight", "backbone.embedding.weight")
+RANGE_DEADLINE_S = 120.0  # one range read, from the request to its last byte
 
 
 class ReadCancelled(ElasticError):
@@ -213,16 +226,17 @@ class HubSource(TensorSource):
 
     PARALLEL = 8
 
-    def __init__(self, repo: str, revision: str | None = None):
-        from ..download import transfer as downloads
-
+    def __init__(self, repo: str, revision: str | None = None, stop: threading.Event | None = None):
         super().__init__()
-        self._downloads = downloads
-        remote = downloads.resolve(repo, revision)
+        self.stop = stop
+        try:
+            remote = resolve(repo, revision, stop=stop.is_set if stop is not None else None)
+        except MetadataStopped:
+            raise ReadCancelled("the nesting check was cancelled") from None
         self.repo, self.revision = remote.repo, remote.revision
         self.files = {f.path: f for f in remote.files}
         self.label = f"{repo}@{self.revision[:12]}"
-        self._token = downloads.hub_token()
+        self._token = hub_token()
 
     def has(self, file: str) -> bool:
         return file in self.files
@@ -241,29 +255,44 @@ class HubSource(TensorSource):
     def _read(self, file: str, start: int, length: int) -> bytes:
         if length == 0:
             return b""
-        d = self._downloads
-        headers = {"Range": f"bytes={start}-{start + length - 1}", "Accept-Encoding": "identity"}
+        headers = {"User-Agent": "elastic-chat/0.2", "Range": f"bytes={start}-{start + length - 1}",
+                   "Accept-Encoding": "identity"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
-        request = urllib.request.Request(d.file_url(self.repo, self.revision, file), headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                if response.status == 200 and not (start == 0 and length == self._size(file)):
-                    raise CheckpointError(f"{self.label}/{file}", "the server ignored the byte range (no HTTP Range "
-                                                                 "support); refusing to read the whole file")
-                data = response.read(length + 1)
-        except urllib.error.HTTPError as e:
-            raise d.DownloadError(d.http_message(e.code, self.repo, e.headers)) from None
-        except (urllib.error.URLError, OSError) as e:
-            raise d.DownloadError(f"cannot reach {d.hub_endpoint()} ({d.reason(e)}): check the network") from None
-        return data[:length] if len(data) > length else data
+        stop = self.stop.is_set if self.stop is not None else None
+        with HubCall(RANGE_DEADLINE_S, stop) as call:
+            try:
+                with call.open(file_url(self.repo, self.revision, file), headers, 30) as response:
+                    if response.status == 200 and not (start == 0 and length == self._size(file)):
+                        raise CheckpointError(f"{self.label}/{file}", "the server ignored the byte range (no HTTP "
+                                                                     "Range support); refusing to read the whole file")
+                    data = read_bounded(response, length, decode=False, cut=True)
+            except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError, DownloadError) as e:
+                raise self._read_error(call, e, file, length) from None
+            if call.interrupted:  # the socket was shut under the read: what arrived is cut short
+                raise self._read_error(call, OSError(), file, length)
+        return data
+
+    def _read_error(self, call: HubCall, e: Exception, file: str, length: int) -> ElasticError:
+        """What a failed range read means, in one line: a stop, the deadline, the hub's answer, the network."""
+        if call.interrupted == "stopped":
+            return ReadCancelled("the nesting check was cancelled")
+        if call.interrupted:
+            return DownloadError(f"{self.label}/{file}: the hub did not send {length:,} bytes within "
+                                 f"{RANGE_DEADLINE_S:.0f} s; try again later")
+        if isinstance(e, urllib.error.HTTPError):
+            return DownloadError(http_message(e.code, self.repo, e.headers))
+        if isinstance(e, ElasticError):
+            return e
+        return DownloadError(f"cannot reach {hub_endpoint()} ({reason(e)}): check the network")
 
 
-def open_source(where: str, revision: str | None = None) -> TensorSource:
-    """A folder when `where` is one, else a hub repo id ("owner/name")."""
+def open_source(where: str, revision: str | None = None, stop: threading.Event | None = None) -> TensorSource:
+    """A folder when `where` is one, else a hub repo id ("owner/name"); `stop` also stops the hub's
+    metadata call."""
     path = Path(where).expanduser()
     if path.exists():
         return FolderSource(path)
     if where.count("/") == 1 and all(part and not part.startswith(".") for part in where.split("/")):
-        return HubSource(where, revision)
+        return HubSource(where, revision, stop)
     raise CheckpointError(where, "is neither a folder nor a hub repo id (owner/name)")

@@ -137,6 +137,51 @@ def test_a_hostile_repo_id_is_refused(hub, tmp_path, repo):
     assert "\x1b" not in out.stderr and not (tmp_path / "home").exists()
 
 
+TOOL_NAMES = [
+    ".git/config", "sub/.git/config", ".GIT/config", ".git", "Git~1/config", ".hg/hgrc", ".svn/wc.db",
+    ".bzr/branch/branch.conf", "CVS/Root", "_darcs/prefs/defaults", ".jj/repo/config.toml", ".pijul/config",
+    ".sl/config", ".fslckout", "_FOSSIL_", ".envrc", "sub/.envrc", ".env", ".direnv/x.sh", "mise.toml",
+    ".vscode/tasks.json", ".idea/workspace.xml", ".devcontainer/devcontainer.json", ".helix/languages.toml",
+    ".dir-locals.el", ".exrc", ".nvim.lua", ".hooks/post-checkout", ".husky/pre-commit", "desktop.ini",
+    "Desktop.INI", "autorun.inf", "x.scf", "sub/evil.url", "shortcut.LNK", "a.library-ms",
+]
+
+
+@pytest.mark.parametrize("name", TOOL_NAMES, ids=range(len(TOOL_NAMES)))
+def test_a_name_a_tool_acts_on_is_refused_before_any_byte(hub, tmp_path, name):
+    """A `.git/config` with core.fsmonitor in a model folder runs the hub's command at the next
+    `git status` there; every name of that class (version control, shell environment, editor,
+    Explorer), at any depth and in any case, is refused like a traversal."""
+    hub.virtual[REPO][name] = b"[core]\n\tfsmonitor = touch /tmp/owned\n"
+    with pytest.raises(DownloadError) as e:
+        Download(resolve(REPO), tmp_path / "dl").run()
+    assert "cannot be used" in str(e.value) and "\n" not in str(e.value)
+    assert not hub.requests and not (tmp_path / "dl").exists()
+
+
+BARE_REPOS = [["HEAD", "config", "objects/ab/cdef", "refs/heads/main"],
+              ["sub/HEAD", "sub/config", "sub/objects/x", "sub/refs/x"],
+              ["head", "Objects/x", "REFS/x"]]
+
+
+@pytest.mark.parametrize("names", BARE_REPOS, ids=["top", "nested", "any-case"])
+def test_a_folder_shaped_like_a_bare_git_repository_is_refused(hub, tmp_path, names):
+    for n in names:
+        hub.virtual[REPO][n] = b"ref: refs/heads/main\n" if n.lower().endswith("head") else b"x"
+    with pytest.raises(DownloadError, match="git takes for a repository"):
+        Download(resolve(REPO), tmp_path / "dl").run()
+    assert not hub.requests
+
+
+def test_names_near_the_tool_names_still_download(hub, tmp_path):
+    near = [".gitattributes", ".gitignore", ".github/workflows/ci.yml", "HEAD", "objects/x.json", "refs.json",
+            ".DS_Store", "env.json", "git/readme.md", "vscode.md", "environment.yml", "url.txt", "GIT~.md"]
+    for n in near:
+        hub.virtual[REPO][n] = n.encode()
+    assert Download(resolve(REPO), tmp_path / "dl").run().state == DONE
+    assert all((tmp_path / "dl" / n).read_bytes() == n.encode() for n in near)
+
+
 # ----------------------------------------------------------------------------- the destination
 
 def plant_link_to_file(dest: Path, outside: Path):
@@ -300,6 +345,61 @@ def test_ctrl_c_pauses_a_trickling_download_at_once(hub, tmp_path):
     assert record_path(dest).parent.exists()
 
 
+def weights_part(dest: Path) -> Path:
+    import hashlib
+
+    return dest / ".elastic-chat" / "parts" / (hashlib.sha256(b"model.safetensors").hexdigest()[:40] + ".part")
+
+
+def cancel_after(hub, job_box: list, requests: int):
+    """A progress callback that cancels after `requests` tries of the weights: the bound that a loop that
+    never gives up runs into (the test then fails on the state, it does not hang)."""
+    def watch(p):
+        if len([r for r in hub.requests if r["path"] == "model.safetensors"]) > requests:
+            job_box[0].cancel()
+    return watch
+
+
+RETRIES = [({"no_range": True, "drop_after": 65_536}, "does not resume .* none got past 70,000 bytes"),
+           ({"drop_every": 1_000}, "closed early"),
+           ({"status": 500}, "server error")]
+
+
+@pytest.mark.parametrize(("fault", "why"), RETRIES, ids=["ignores-range-and-drops", "drops-each-try-early", "500"])
+def test_tries_without_progress_are_bounded(hub, tmp_path, fault, why):
+    """A server that answers a resume with the whole file and drops at 64 KB once looped forever (47 tries
+    in 45 s, 0 -> 22% -> 0): progress is the furthest point reached, not bytes received."""
+    hub.faults["model.safetensors"] = dict(fault)
+    weights_part(tmp_path / "dl").parent.mkdir(parents=True)
+    weights_part(tmp_path / "dl").write_bytes(GOOD["model.safetensors"][:70_000])  # a resume asks for a range
+    box, states = [], []
+    box.append(Download(resolve(REPO), tmp_path / "dl", lambda p: (states.append(p), watch(p)), max_failures=4,
+                        backoff=(0.01,)))
+    watch = cancel_after(hub, box, 30)
+    with pytest.raises(DownloadError, match=f"{why}.*gave up after 4 tries without progress") as e:
+        box[0].run()
+    assert "\n" not in str(e.value)
+    assert all(0 <= s.done_bytes <= s.total_bytes for s in states)
+
+
+def test_a_resume_answered_with_the_whole_file_starts_the_count_over(hub, tmp_path):
+    hub.faults["model.safetensors"] = {"no_range": True}
+    weights_part(tmp_path / "dl").parent.mkdir(parents=True)
+    weights_part(tmp_path / "dl").write_bytes(GOOD["model.safetensors"][:70_000])
+    states = []
+    assert Download(resolve(REPO), tmp_path / "dl", states.append).run().state == DONE
+    assert (tmp_path / "dl" / "model.safetensors").read_bytes() == GOOD["model.safetensors"]
+    done = [s.done_bytes for s in states if s.file == "model.safetensors"]
+    assert min(done) < 70_000 and max(done) == GOOD["model.safetensors"].__len__() + len(GOOD["config.json"])
+    assert all(s.done_bytes <= s.total_bytes for s in states)
+
+
+def test_tries_that_each_move_the_file_on_are_progress(hub, tmp_path):
+    hub.faults["model.safetensors"] = {"drop_every": 65_536}  # five tries for 300 KB, each one further
+    final = Download(resolve(REPO), tmp_path / "dl", max_failures=2, backoff=(0.01,)).run()
+    assert final.state == DONE and len([r for r in hub.requests if r["path"] == "model.safetensors"]) == 5
+
+
 def rewrite_in_place(path: Path):
     path.write_bytes(b'{"a": 2}\n')  # same size, other bytes; the clock may not have ticked, so move it
     st = path.stat()
@@ -362,7 +462,10 @@ def test_a_redirect_to_a_non_http_address_is_refused(hub, tmp_path, target):
     assert not (tmp_path / "dl" / "model.safetensors").exists()
 
 
-def test_the_token_does_not_follow_a_redirect_to_another_host(hub, tmp_path):
+def test_the_token_does_not_follow_a_redirect_to_another_host(hub, tmp_path, monkeypatch):
+    from runtime.store.download import hub_http
+
+    monkeypatch.setitem(hub_http.CDN_DOMAINS, "127.0.0.1", ("localhost",))  # the stand-in's "CDN"
     port = hub.url.rsplit(":", 1)[1]
     hub.faults["model.safetensors"] = {"redirect": f"http://localhost:{port}/{REPO}/resolve/x/{{path}}"}
     assert Download(resolve(REPO), tmp_path / "dl", token="secret").run().state == DONE
