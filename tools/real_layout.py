@@ -276,8 +276,14 @@ def bf16_bits(values: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- files
 
+# safetensors' writer orders a file's data by dtype (its enum, largest first), then by name
+DTYPE_ORDER = {"F32": 3, "BF16": 2, "F8_E4M3": 1, "U8": 0}
+
+
 def write_safetensors(path: Path, tensors: list[Tensor], filler: Filler, progress=None) -> int:
-    """One shard: header (padded to 8 bytes, as safetensors writes it), then every tensor's bytes."""
+    """One shard: header (padded to 8 bytes), then every tensor's bytes, in the order safetensors'
+    own writer uses (so alignment and neighbours are as in NVIDIA's files)."""
+    tensors = sorted(tensors, key=lambda t: (-DTYPE_ORDER[t.dtype], t.name))
     header, offset = {"__metadata__": {"format": "pt"}}, 0
     for t in tensors:
         header[t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}

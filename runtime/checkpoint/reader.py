@@ -54,8 +54,9 @@ class LoadProgress:
     def line(self) -> str:
         """One line for a terminal: 'loading 3.2 of 18.0 GB (18%), shard 1 of 5, about 41 s left'."""
         left = f", about {self.eta_s:.0f} s left" if self.eta_s is not None else ""
-        return (f"loading {self.bytes_read / 1e9:.1f} of {self.bytes_total / 1e9:.1f} GB ({100 * self.fraction:.0f}%), "
-                f"shard {self.shard_index} of {self.shard_count}{left}")
+        unit, scale = ("GB", 1e9) if self.bytes_total >= 1e9 else ("MB", 1e6)
+        return (f"loading {self.bytes_read / scale:.1f} of {self.bytes_total / scale:.1f} {unit} "
+                f"({100 * self.fraction:.0f}%), shard {self.shard_index} of {self.shard_count}{left}")
 
 
 class LoadCancelled(ElasticError):
