@@ -91,6 +91,19 @@ def child(args) -> dict:
 
     folder = Path(args.checkpoint)
     read_bw, copy_bw = bandwidth()
+    try:  # the bandwidth buffers are gone: restart the peak (VmHWM) so it is the load's own
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    plan = None
+    try:
+        from runtime.store.planner import check_cpu_fit
+
+        fit = check_cpu_fit(folder, 1024)
+        plan = {"verdict": fit.verdict, "need_bytes": fit.need_bytes, "weight_bytes": fit.weight_bytes,
+                "cache_bytes": fit.cache_bytes, "workspace_bytes": fit.workspace_bytes}
+    except ImportError:  # the code before the planner sized checkpoints from their headers
+        pass
     base = memory()
     t0 = time.perf_counter()
     engine = Engine.load(folder, device="cpu", max_context=1024)
@@ -112,7 +125,7 @@ def child(args) -> dict:
     step_s = times[len(times) // 2]
     reads = step_bytes(folder)
     limit = read_bw / reads
-    return {"checkpoint": str(folder), "submodel": name, "threads": args.threads, "prompt_tokens": len(prompt),
+    return {"checkpoint": str(folder), "submodel": name, "plan": plan, "threads": args.threads, "prompt_tokens": len(prompt),
             "load_s": round(load_s, 2), "file_bytes": sum(p.stat().st_size for p in folder.glob("*.safetensors")),
             "resident_weight_bytes": engine.status().weight_bytes, "compute_path": engine.status().compute_path,
             "memory_before_load": base, "memory_after_load": after_load, "memory_end": memory(),

@@ -54,9 +54,10 @@ def table(fmt: str, device, dtype: torch.dtype) -> torch.Tensor:
 
 
 def prepare(device, dtype: torch.dtype) -> None:
-    """Builds the tables for `device` now (a CUDA graph cannot copy them there during capture)."""
-    for fmt in ("NVFP4", "FP8"):
-        table(fmt, device, dtype)
+    """Builds the tables `dequantize` reads on `device` now (a CUDA graph cannot copy them there
+    during capture); the CPU's are built on first use."""
+    _quads(device, torch.float32)
+    table("FP8", device, torch.float32)
 
 
 def _index(w, rows: slice, out: torch.Tensor) -> torch.Tensor:
