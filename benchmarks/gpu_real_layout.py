@@ -121,16 +121,16 @@ def main():
               "bandwidth_bytes_s": bandwidth, "rows": rows, "seconds": round(time.time() - started)}
     gb = lambda n: f"{n / 1e9:.2f} GB"  # noqa: E731
     lines = [f"# The real layout at full size on {where}", "",
-             f"Written by `python benchmarks/gpu_real_layout.py` (run by `benchmarks/run_gpu_checks.sh real`); torch "
-             f"{torch.__version__}. A {args.format.upper()} checkpoint in the real Nemotron 3 Nano layout with random valid "
-             f"values ({gb(files)} of shards, written on this machine in {write_s:.0f} s), loaded from a cold page cache "
-             f"in {load_s:.1f} s. Matmuls: {model.compute_path()}; decode: {model.decode_path()}.", "",
-             f"Memory: device {gb(device_bytes)} after the load against the planner's {gb(plan.submodels[0].weight_bytes)} "
-             f"of weights (peak {gb(peak_device)} over the run); host peak RSS during the load "
-             f"{gb(loaded['peak_rss'])} ({gb(before['rss'])} before it).", "",
-             f"Bandwidth limit = the card's copy bandwidth measured here ({bandwidth / 1e12:.2f} TB/s) / the weight bytes "
-             "one step reads. First token: a one-word chat prompt "
-             f"({len(prompt)} tokens), best of two after a warm-up.", "",
+             (f"Written by `python benchmarks/gpu_real_layout.py` (run by `benchmarks/run_gpu_checks.sh real`); torch "
+              f"{torch.__version__}. A {args.format.upper()} checkpoint in the real Nemotron 3 Nano layout with random "
+              f"valid values ({gb(files)} of shards, written on this machine in {write_s:.0f} s), loaded from a cold page "
+              f"cache in {load_s:.1f} s. Matmuls: {model.compute_path()}; decode: {model.decode_path()}."), "",
+             (f"Memory: device {gb(device_bytes)} after the load against the planner's "
+              f"{gb(plan.submodels[0].weight_bytes)} of weights (peak {gb(peak_device)} over the run); host peak RSS "
+              f"during the load {gb(loaded['peak_rss'])} ({gb(before['rss'])} before it)."), "",
+             (f"Bandwidth limit = the card's copy bandwidth measured here ({bandwidth / 1e12:.2f} TB/s) / the weight "
+              f"bytes one step reads. First token: a one-word chat prompt ({len(prompt)} tokens), best of two after a "
+              "warm-up."), "",
              "| submodel | first token (ms) | eager tok/s | graph tok/s | limit tok/s | share of limit | graph = eager tokens |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
