@@ -123,6 +123,14 @@ def child(args) -> dict:
         times.append(time.perf_counter() - t0)
     times.sort()
     step_s = times[len(times) // 2]
+    where = {}
+    if args.profile:  # where one more decode step's time goes, by ATen op (self time)
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step.forward_token(token)
+        ops = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+        where = {e.key: round(e.self_cpu_time_total / 1000, 1) for e in ops[:6]}
     reads = step_bytes(folder)
     limit = read_bw / reads
     return {"checkpoint": str(folder), "submodel": name, "plan": plan, "threads": args.threads, "prompt_tokens": len(prompt),
@@ -133,7 +141,8 @@ def child(args) -> dict:
             "first_token_in_decode_steps": round(first_ms / 1000 / step_s, 2),
             "tokens_per_s": round(1 / step_s, 4), "step_read_bytes": reads, "read_bandwidth": round(read_bw), "copy_bandwidth": round(copy_bw),
             "bandwidth_limit_tokens_per_s": round(limit, 2), "share_of_limit": round(1 / step_s / limit, 4),
-            "load_average": os.getloadavg()}
+            "step_ms_by_op": where, "load_average": os.getloadavg(),
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}
 
 
 def main():
@@ -142,6 +151,7 @@ def main():
     p.add_argument("--submodel")
     p.add_argument("--tokens", type=int, default=8, help="decode steps (the median one is reported)")
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    p.add_argument("--profile", action="store_true", help="also record one decode step's time by ATen op")
     p.add_argument("--json", help="append the result to this JSON-lines file")
     p.add_argument("--label", default="", help="a name for this run in the JSON (e.g. before/after)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
