@@ -10,7 +10,12 @@ weights read once per chunk, but the grouping reads the routing on the host), an
 * the chosen experts' weights gathered on the device and run as one batched matmul. Packed
   NVFP4/FP8 experts always take this way, gathered while packed so only k are dequantized (a
   dense mask over all E experts would dequantize and multiply every one of them;
-  `tests/benchmarks/count_ops.py` counts both).
+  `benchmarks/count_ops.py` counts both).
+
+A large checkpoint on the CPU keeps its experts as per-expert views of the file (load.py), which
+cannot be gathered by a device index: there the decode step reads the k chosen ids on the host
+and runs those experts one by one (`_by_expert`, as a prefill does). A CPU has no graph to break
+and no device to wait for; on a GPU experts are always stacked, and the step stays sync-free.
 """
 
 from __future__ import annotations
