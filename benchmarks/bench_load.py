@@ -8,7 +8,7 @@ system-wide needs root, which this may not have); the disk's speed is a sequenti
 largest shard right after dropping its pages. Each load runs in a fresh child process (peak RSS is
 its own) through `ElasticModel.load` with a progress callback, after the planner's CPU check
 (`check_cpu_fit`): a checkpoint the plan refuses is reported as refused, with the plan's numbers,
-and not loaded. Prints one JSON line.
+and not loaded (with --only-if-fits, also one the plan calls tight). Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -76,6 +76,8 @@ def main():
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--context", type=int, default=1024)
+    p.add_argument("--only-if-fits", action="store_true",
+                   help="load only when the plan says 'fits' (not 'tight'): for a shared machine")
     p.add_argument("--json", help="append the result to this JSON-lines file")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -94,7 +96,13 @@ def main():
         result["plan"] = {"verdict": fit.verdict, "reason": fit.reason, "need_bytes": fit.need_bytes}
     except UsageError as e:
         result["refused"] = str(e)
+    if "refused" not in result and args.only_if_fits and result["plan"]["verdict"] != "fits":
+        result["refused"] = f"not loaded: the plan says {result['plan']['reason']}"
+    if "refused" in result:
         print(json.dumps(result))
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(result) + "\n")
         return
     argv = ["--checkpoint", str(folder), "--threads", str(args.threads)]
     for shard in shards:
