@@ -2,21 +2,26 @@
 
 Every NVFP4 value is an E2M1 code times its block's E4M3 scale, and every such product is exact in
 bfloat16, float16 and float32 (at most 6 significant bits, exponents from 2^-10 to 2688); FP8
-values are exact in all three too. So one table lookup per pair of values decodes a weight exactly:
+values are exact in all three too. So table lookups decode weights exactly, with the per-matrix
+scale (NVFP4's `weight_scale_2`, FP8's `weight_scale`) applied once, to the matmul's output:
 
-    NVFP4   index = block scale byte << 8 | code byte  ->  (e2m1(low) * scale, e2m1(high) * scale)
-    FP8     index = second byte << 8 | first byte      ->  (e4m3(first), e4m3(second))
+    pairs   index = block scale byte << 8 | code byte -> (e2m1(low) * scale, e2m1(high) * scale),
+            or, FP8, the two bytes of a pair read as one uint16 -> (e4m3(first), e4m3(second))
+    quads   two NVFP4 code bytes read as one uint16 -> 4 unscaled E2M1 values (one 8-byte gather)
 
-with 65,536 entries of two values each (256 KiB in bf16), and the per-matrix scale (NVFP4's
-`weight_scale_2`, FP8's `weight_scale`) applied to the matmul's output instead of every weight.
-The index is built without arithmetic: the two index bytes are copied into the low bytes of a
-zeroed int32 buffer (little-endian), the table gathered with `index_select`.
+Indices are built without arithmetic: bytes copied into the low bytes of a zeroed int32 buffer
+(little-endian), or a uint16 view widened to int32; the tables (256-512 KiB) stay in cache.
 
-On the CPU `linear` decodes a block of rows at a time into reused buffers that stay in cache, and
-multiplies it at once, so a matrix is never decoded whole (nor to fp32). `dequantize` decodes a
-whole (stacked) weight in one gather, for GPUs without native FP8/NVFP4 matmuls (no host sync:
-it captures in a CUDA graph). `quant.py`'s `dequantize` stays the slow, obviously right reference
-that the tests compare both against, next to ModelOpt's own.
+* CPU, one token (`linear`, NVFP4): a block of rows at a time, the codes of each (row, 16-input
+  block) transposed to block-major order and looked up as quads; one batched matmul gives each
+  block's partial sum, which its scale weights in fp32. Less work per weight than scaling each one.
+* CPU, several tokens, and FP8: blocks of rows decoded as scaled pairs into reused cache-sized
+  buffers, then one matmul per block, so the matmul's cost does not grow with the decode's.
+* GPU without native FP8/NVFP4 matmuls (`dequantize`): the whole (stacked) weight in one gather,
+  no host sync (it captures in a CUDA graph), bit for bit ModelOpt's fp32 values before rounding.
+
+No path decodes a whole matrix to fp32 per token on the CPU. `quant.py`'s `dequantize` stays the
+slow, obviously right reference; the tests compare every path with ModelOpt's own dequantization.
 """
 
 from __future__ import annotations
@@ -68,10 +73,8 @@ def _index(w, rows: slice, out: torch.Tensor) -> torch.Tensor:
         codes, scales = w.packed[..., rows, :], w.scale[..., rows, :].view(torch.uint8)
         b[..., 0].copy_(codes)
         b[..., 1].unflatten(-1, (-1, BLOCK // 2)).copy_(scales[..., None].expand(*scales.shape, BLOCK // 2))
-    else:
-        pairs = w.weight[..., rows, :].view(torch.uint8).unflatten(-1, (-1, 2))
-        b[..., 0].copy_(pairs[..., 0])
-        b[..., 1].copy_(pairs[..., 1])
+    else:  # FP8: the pair's two bytes are the index, low byte first
+        out.copy_(w.weight[..., rows, :].view(torch.uint16))
     return out
 
 
@@ -86,9 +89,8 @@ def dequantize(w, dtype: torch.dtype) -> torch.Tensor:
     block, as ModelOpt computes them; FP8 pairs are looked up and scaled by the per-matrix scale."""
     shape = w.shape
     if isinstance(w, PackedFP8):
-        index = torch.zeros(*shape[:-1], shape[-1] // 2, dtype=torch.int32, device=w.device)
-        _index(w, slice(None), index)
-        values = table("FP8", w.device, torch.float32).index_select(0, index.view(-1)).view(torch.float32)
+        index = w.weight.contiguous().view(torch.uint16).to(torch.int32)  # (..., N, K/2)
+        values = table("FP8", w.device, torch.float32).index_select(0, index.reshape(-1)).view(torch.float32)
         return (values.view(shape) * w.scale.float()[(...,) + (None,) * 2]).to(dtype)
     quads = _quads(w.device, torch.float32)  # (65536, 4) fp32
     index = w.packed.contiguous().view(torch.uint16).to(torch.int32)  # (..., N, K/4): two code bytes each
@@ -154,11 +156,7 @@ def _pair_rows(x2: torch.Tensor, w, rows: int) -> torch.Tensor:
     for start in range(0, N, rows):
         stop = min(N, start + rows)
         n = (stop - start) * K // 2
-        if isinstance(w, PackedNVFP4):
-            idx = _index(w, slice(start, stop), index[:n].view(stop - start, K // 2))
-        else:  # FP8: the two bytes of a pair, read as one uint16, are its index
-            idx = index[:n]
-            idx.copy_(w.weight[start:stop].view(torch.uint16).reshape(-1))
+        idx = _index(w, slice(start, stop), index[:n].view(stop - start, K // 2))
         block = torch.index_select(lut, 0, idx.view(-1), out=values[:n]).view(dtype).view(stop - start, K)
         torch.mm(block, x2.T, out=out[start:stop])
     return out.mul_(_scale(w))
