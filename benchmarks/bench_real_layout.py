@@ -123,6 +123,7 @@ def child(args) -> dict:
         times.append(time.perf_counter() - t0)
     times.sort()
     step_s = times[len(times) // 2]
+    end = memory()  # before any profiling, which allocates for itself
     where = {}
     if args.profile:  # where one more decode step's time goes, by ATen op (self time)
         from torch.profiler import ProfilerActivity, profile
@@ -136,7 +137,7 @@ def child(args) -> dict:
     return {"checkpoint": str(folder), "submodel": name, "plan": plan, "threads": args.threads, "prompt_tokens": len(prompt),
             "load_s": round(load_s, 2), "file_bytes": sum(p.stat().st_size for p in folder.glob("*.safetensors")),
             "resident_weight_bytes": engine.status().weight_bytes, "compute_path": engine.status().compute_path,
-            "memory_before_load": base, "memory_after_load": after_load, "memory_end": memory(),
+            "memory_before_load": base, "memory_after_load": after_load, "memory_end": end,
             "first_token_ms": round(first_ms, 1), "decode_step_ms": round(step_s * 1000, 1),
             "first_token_in_decode_steps": round(first_ms / 1000 / step_s, 2),
             "tokens_per_s": round(1 / step_s, 4), "step_read_bytes": reads, "read_bandwidth": round(read_bw), "copy_bandwidth": round(copy_bw),

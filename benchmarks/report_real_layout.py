@@ -39,11 +39,12 @@ def run_rows(runs: list[dict]) -> list[str]:
 
 
 def load_rows(loads: list[dict]) -> list[str]:
-    out = ["| checkpoint | files | disk read | plan | cold load | warm load | tensors/s (cold, warm) | peak RSS (cold) |",
+    out = ["| checkpoint | files | disk read (buffered, direct) | plan | cold load | warm load | tensors/s (cold, warm) "
+           "| peak RSS (cold) |",
            "|---|---|---|---|---|---|---|---|"]
     for r in loads:
         name = Path(r["checkpoint"]).name
-        disk = f"{r['disk_read_bytes_per_s'] / 1e9:.2f} GB/s"
+        disk = (f"{r['disk_read_bytes_per_s'] / 1e9:.2f}, {r.get('disk_direct_read_bytes_per_s', 0) / 1e9:.2f} GB/s")
         if "refused" in r:
             out.append(f"| {name} | {gb(r['file_bytes'])} | {disk} | refused: {r['refused']} | - | - | - | - |")
             continue
