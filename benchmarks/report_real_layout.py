@@ -79,13 +79,27 @@ def main():
              "table, of which one row, and 6 of the 8 experts).", ""]
     lines += run_rows(runs)
     lines += ["", f"Where the last run's decode step went (self time by ATen op, ms): "
-                  + ", ".join(f"{k} {v}" for k, v in last.get("step_ms_by_op", {}).items()) + "."]
+                  + ", ".join(f"{k} {v}" for k, v in last.get("step_ms_by_op", {}).items()) + ".", "",
+              "What bounds it: decoding, not reading. Each packed weight is touched a few times by PyTorch's "
+              "generic kernels (`copy_` builds the table indices, `index_select` looks the values up, `bmm`/`mm` "
+              "multiply the decoded block), each at one or a few bytes per weight, where the bandwidth limit "
+              "counts 0.56. A kernel that decoded in registers would approach the limit; PyTorch has none for "
+              "NVFP4 or FP8 on a CPU, and `torch.compile`'s generated code for the same decode measured slower "
+              "than these kernels here. The first token of the 16-token prompt costs more than one step because "
+              "its tokens reach all 8 experts (a step reads 6) and several tokens take the scaled-pairs decode "
+              "(the one-token partial-sum path does less work per weight). Two threads gain nothing on this "
+              "shared machine, and without `OMP_WAIT_POLICY=PASSIVE` they lose badly (OpenMP threads spinning "
+              "at every barrier against other processes): the rows above are one thread, or two with PASSIVE."]
     if loads:
         lines += ["", "## Loading", "",
-                  "`python benchmarks/bench_load.py --checkpoint DIR --json loads.jsonl`: the disk's sequential read of "
-                  "the largest shard (its pages dropped first with posix_fadvise; dropping the kernel's caches "
-                  "system-wide is not allowed here), then a load from a cold page cache (every shard's pages dropped) "
-                  "and one from a warm one, each in a fresh process, after the planner's CPU check.", ""]
+                  "`python benchmarks/bench_load.py --checkpoint DIR [--only-if-fits] --json loads.jsonl`: the disk's "
+                  "sequential read of the largest shard with O_DIRECT 16 MiB reads and of the next one through the "
+                  "page cache (pages dropped first with posix_fadvise; dropping the kernel's caches system-wide is "
+                  "not allowed here; this virtual disk's host may cache too), then a load from a cold page cache "
+                  "(every shard's pages dropped) and one from a warm one, each in a fresh process, after the "
+                  "planner's CPU check. The full size runs only where the plan says it fits: on this shared "
+                  "machine it says tight (or, with less memory free, does not fit), so it was not loaded here; "
+                  "`benchmarks/run_gpu_checks.sh real` loads it on a GPU machine.", ""]
         lines += load_rows(loads)
     Path(args.out).write_text("\n".join(lines) + "\n")
     Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "loads": loads}, indent=2) + "\n")
