@@ -94,6 +94,8 @@ def _refuses_read_only(method):
 class ChatController(QObject):
     sig_model_loaded = Signal(object)  # LoadedModel
     sig_model_failed = Signal(str)
+    sig_load_progress = Signal(object)  # runtime LoadProgress of the load in progress
+    sig_load_cancelled = Signal()
     sig_conversations = Signal(object, object)  # list[Conversation], current id
     sig_chat_shown = Signal(int, object, object)  # conversation id, list[Message], id of its streaming message or None
     sig_messages_added = Signal(int, object, object)  # conversation id, list[Message], streaming message id or None
@@ -133,6 +135,8 @@ class ChatController(QObject):
         self.thread = start_in_thread(self.worker, "engine")
         self.worker.sig_loaded.connect(self._on_loaded)
         self.worker.sig_load_failed.connect(self._on_load_failed)
+        self.worker.sig_load_progress.connect(self.sig_load_progress)
+        self.worker.sig_load_cancelled.connect(self.sig_load_cancelled)
         self.worker.sig_event.connect(self._on_event)
         self.worker.sig_reply_failed.connect(self._on_reply_failed)
         self._sig_load.connect(self.worker.load)
@@ -169,6 +173,10 @@ class ChatController(QObject):
         self.stop()
         self.loaded = None
         self._sig_load.emit(folder, resident, is_demo)
+
+    def cancel_load(self) -> None:
+        """Stops the load in progress before its next tensor (a thread-safe flag: the worker is busy)."""
+        self.worker.cancel_load()
 
     @Slot(object)
     def _on_loaded(self, loaded: LoadedModel) -> None:

@@ -33,6 +33,7 @@ from .theme import apply_theme
 from .widgets.chat_view import ChatView
 from .widgets.depth_slider import DepthSlider, slider_stops
 from .widgets.live_strip import LiveStrip
+from .widgets.load_progress import LoadProgress
 from .widgets.model_manager import ModelManager
 from .widgets.settings_dialog import SettingsDialog
 from .widgets.sidebar import Sidebar
@@ -136,8 +137,10 @@ class MainWindow(QMainWindow):
         column.addLayout(self._build_notes())
         column.addLayout(self._build_top())
         self.strip = LiveStrip()
+        self.loading = LoadProgress()
         self.chat = ChatView()
         column.addWidget(self.strip)
+        column.addWidget(self.loading)
         column.addWidget(self.chat, 1)
         column.addLayout(self._build_inputs())
         self.split = QSplitter()
@@ -285,6 +288,9 @@ class MainWindow(QMainWindow):
         c.sig_notice.connect(lambda text: self.show_error(text, kind="banner"))
         c.sig_model_loaded.connect(self._model_loaded)
         c.sig_model_failed.connect(self._model_failed)
+        c.sig_load_progress.connect(self.loading.update_progress)
+        c.sig_load_cancelled.connect(self._load_cancelled)
+        self.loading.sig_cancel.connect(c.cancel_load)
         c.sig_deleted.connect(self._deleted)
         c.sig_editing.connect(self._editing)
         c.sig_depth.connect(self._depth)
@@ -327,8 +333,19 @@ class MainWindow(QMainWindow):
 
     def load_model(self, folder: str, resident: str, is_demo: bool = False) -> None:
         self.status.showMessage(f"Loading {folder}…")
-        self.send_button.setEnabled(False)
+        self._set_loading(Path(folder).name)
         self.controller.load_model(folder, resident, is_demo)
+
+    def _set_loading(self, name: str | None) -> None:
+        """While model `name` loads, Send and the depth slider wait for it (and say so); None: it ended."""
+        why = f"Waiting for {name} to load" if name else ""
+        for w, tip in ((self.send_button, "Send (Enter)"), (self.depth, "")):
+            w.setEnabled(name is None)
+            w.setToolTip(why or tip)
+        if name:
+            self.loading.start(name)
+        else:
+            self.loading.finish()
 
     @Slot(object)
     def _model_loaded(self, loaded) -> None:
@@ -342,13 +359,21 @@ class MainWindow(QMainWindow):
                                             f"of budget ({THINK_LONGER_KEY}); only while a reply is thinking")
         self.banner.setText(demo_banner(loaded.folder, loaded.default_depth))
         self.banner.setVisible(loaded.is_demo)
-        self.send_button.setEnabled(True)
+        self._set_loading(None)
         in_memory = ", ".join(loaded.loaded)
         self.status.showMessage(f"{loaded.name}: {in_memory} in memory; {loaded.status.compute_path}")
         self._show_memory()
 
+    @Slot()
+    def _load_cancelled(self) -> None:
+        self._set_loading(None)
+        self.send_button.setEnabled(False)
+        self.status.showMessage("Loading cancelled: no model is loaded; choose one in the model manager")
+
     @Slot(str)
     def _model_failed(self, message: str) -> None:
+        self._set_loading(None)
+        self.send_button.setEnabled(False)
         self.status.showMessage("No model loaded")
         self.show_error(f"The model could not be loaded: {message}. Open the model manager to verify it, "
                         "or choose another one.")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -55,9 +56,14 @@ def stop_thread(thread: QThread) -> None:
     thread.wait()
 
 
+PROGRESS_S = 0.1  # at most 10 load-progress updates a second cross to the GUI
+
+
 class EngineWorker(QObject):
     sig_loaded = Signal(object)  # LoadedModel
     sig_load_failed = Signal(str)
+    sig_load_progress = Signal(object)  # runtime.checkpoint.reader.LoadProgress (throttled)
+    sig_load_cancelled = Signal()
     sig_event = Signal(int, object)  # request id, runtime event
     sig_reply_failed = Signal(int, str)
 
@@ -69,17 +75,31 @@ class EngineWorker(QObject):
         self.queue = EngineQueue()  # the one line for the engine: chat replies, server requests, loads
         self.max_context = max_context
         self.probe_file = probe_file
+        self.cancel_requested = threading.Event()  # set by the GUI thread (cancel_load), read between tensors
+        self._progress_at = 0.0
+
+    def cancel_load(self) -> None:
+        """Called from the GUI thread: the load in progress stops before its next tensor."""
+        self.cancel_requested.set()
+
+    def _progress(self, p) -> None:
+        now = time.monotonic()
+        if now - self._progress_at >= PROGRESS_S or p.tensors_read >= p.tensors_total:
+            self._progress_at = now
+            self.sig_load_progress.emit(p)
 
     @Slot(str, str, bool)
     def load(self, folder: str, resident: str, is_demo: bool) -> None:
         """Plans once (here, off the GUI thread), loads, then warms the engine up with a tiny reply.
         The whole of it holds the engine queue alone: every reply in flight or waiting (the server's
         too) is stopped first, and server requests meanwhile get 503 (then wait during the warm-up)."""
+        self.cancel_requested.clear()
         with self.queue.exclusive(f"the model {Path(folder).name} is loading"):
             self._release()
             self._load(folder, resident, is_demo)
 
     def _load(self, folder: str, resident: str, is_demo: bool) -> None:
+        from runtime.checkpoint.reader import LoadCancelled
         from runtime.engine import Engine
         from runtime.errors import ElasticError
         from runtime.store.submodel_tables import folder_table
@@ -89,7 +109,12 @@ class EngineWorker(QObject):
             if hw_plan is not None and not resident:
                 resident = self._largest_that_fits(hw_plan)
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
-                                      device="cpu" if is_demo else None, table=folder_table(folder))
+                                      device="cpu" if is_demo else None, table=folder_table(folder),
+                                      progress=self._progress, cancelled=self.cancel_requested.is_set)
+        except LoadCancelled:
+            self.queue.set_failed("loading was cancelled")
+            self.sig_load_cancelled.emit()
+            return
         except ElasticError as e:
             self.queue.set_failed(str(e))
             self.sig_load_failed.emit(str(e))

@@ -1,18 +1,39 @@
 #!/usr/bin/env bash
-# Everything to run in one GPU session (the device tool gives ~15 minutes; this takes about 8 on an
-# H200): the decode step on the real 30B-A3B shape through the CLI contract (capture on the GPU),
-# then eager against CUDA-graph decode per submodel in BF16 and NVFP4 (docs/benchmarks-gpu.md),
-# then the quantized matmul paths against the reference (docs/quantization-gpu.md). Each writes
-# its numbers to docs/ (or to $OUT when set, e.g. the device tool's output folder). Needs a Python
-# with a CUDA build of torch and this project's dependencies (installer/setup.sh makes one).
+# Everything to run when a GPU is lent, in calls that each fit the device tool's 10 minutes a command:
+#
+#   benchmarks/run_gpu_checks.sh shape   # about 8 min on an H200: the decode step on the real 30B-A3B shape
+#                                        # through the CLI contract (capture on the GPU), eager against
+#                                        # CUDA-graph decode per submodel in BF16 and NVFP4
+#                                        # (docs/benchmarks-gpu.md), the quantized matmul paths against the
+#                                        # reference (docs/quantization-gpu.md)
+#   benchmarks/run_gpu_checks.sh real    # about 4 min: writes the full-size checkpoint in the real layout
+#                                        # (19.3 GB NVFP4, tools/real_layout.py) on the device machine, loads
+#                                        # it from a cold page cache, and measures load time, host and device
+#                                        # memory against the plan, first-token time and tok/s per submodel,
+#                                        # eager and with CUDA graphs, against the bandwidth limit
+#                                        # (docs/benchmarks-real-gpu.md)
+#   benchmarks/run_gpu_checks.sh         # both (longer than one call allows: use the two above)
+#
+# Each writes its numbers to docs/ (or to $OUT when set, e.g. the device tool's output folder). Needs a
+# Python with a CUDA build of torch and this project's dependencies (installer/setup.sh makes one);
+# $SCRATCH (default /tmp) holds the generated checkpoint (about 20 GB free needed).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 out="${OUT:-docs}"
 py="${PYTHON:-python}"
+what="${1:-all}"
 nvidia-smi -L || true
 "$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
-timeout 120 "$py" -m runtime decode-check --config tests/data/star-elastic-30b --device meta --steps 2 | tee "$out/decode-check.log"
-timeout 150 "$py" -m runtime decode-check --config tests/data/star-elastic-30b --submodel 12B --device cuda --steps 8 \
-    | tee -a "$out/decode-check.log"
-timeout 330 "$py" benchmarks/cuda_30b_shape.py --out "$out/benchmarks-gpu.md"
-timeout 150 "$py" benchmarks/cuda_quant_check.py --out "$out/quantization-gpu.md"
+if [ "$what" = shape ] || [ "$what" = all ]; then
+    timeout 120 "$py" -m runtime decode-check --config tests/data/star-elastic-30b --device meta --steps 2 | tee "$out/decode-check.log"
+    timeout 150 "$py" -m runtime decode-check --config tests/data/star-elastic-30b --submodel 12B --device cuda --steps 8 \
+        | tee -a "$out/decode-check.log"
+    timeout 330 "$py" benchmarks/cuda_30b_shape.py --out "$out/benchmarks-gpu.md"
+    timeout 150 "$py" benchmarks/cuda_quant_check.py --out "$out/quantization-gpu.md"
+fi
+if [ "$what" = real ] || [ "$what" = all ]; then
+    df -h "${SCRATCH:-/tmp}" | tail -1
+    timeout 540 "$py" benchmarks/gpu_real_layout.py --folder "${SCRATCH:-/tmp}/real-layout" --format nvfp4 \
+        --out "$out/benchmarks-real-gpu.md" 2>&1 | tee "$out/gpu-real-layout.log"
+    rm -rf "${SCRATCH:-/tmp}/real-layout"
+fi

@@ -215,7 +215,7 @@ def _generate(args) -> int:
     from .store.submodel_tables import folder_table
 
     engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                         table=folder_table(args.checkpoint))
+                         table=folder_table(args.checkpoint), progress=stderr_progress())
     parent = engine.submodels_by_size()[-1]
     think, answer, budget, escalation = args.submodel or parent, args.submodel or parent, None, None
     if args.depth:
@@ -242,6 +242,27 @@ def _generate(args) -> int:
             printer.done(event)
             return 0 if event.finish_reason != "error" else 1
     return 1
+
+
+def stderr_progress(every_s: float = 1.0):
+    """A load-progress callback that prints `LoadProgress.line()` on stderr at most once a second and
+    when the load ends: in place on a terminal, one line each otherwise; stdout is left alone."""
+    import time
+
+    state = {"at": None}
+    tty = sys.stderr.isatty()
+
+    def report(p):
+        now = time.monotonic()
+        last = p.tensors_read >= p.tensors_total
+        if not last and state["at"] is not None and now - state["at"] < every_s:
+            return
+        state["at"] = now
+        if tty:
+            print("\r" + p.line().ljust(78), end="\n" if last else "", file=sys.stderr, flush=True)
+        else:
+            print(p.line(), file=sys.stderr, flush=True)
+    return report
 
 
 class _JsonPrinter:

@@ -35,6 +35,7 @@ from .cache import SequenceCache
 from .checkpoint.config import ATTENTION, MAMBA, MLP, ModelConfig
 from .checkpoint.weights import ModelWeights
 from .cuda_graphs import GraphSet
+from .dequant import prepare as prepare_tables
 from .errors import ElasticError, UsageError
 from .mamba import mamba_step
 from .matmul import linear
@@ -92,6 +93,7 @@ class DecodeStep:
         self.positions = torch.arange(cache.max_len, device=device)
         self.runner = graphs.runner()
         grouped_experts(self.device, weights.embed.dtype)  # decided now, outside any capture
+        prepare_tables(self.device, weights.embed.dtype)  # a graph cannot copy them to the device
         cuda = self.device.type == "cuda"
         self.host = torch.zeros(1, dtype=torch.long, pin_memory=cuda)  # the sampled token, copied out
         self.host_signals = torch.zeros(SIGNAL_SLOTS, dtype=torch.float32, pin_memory=cuda)  # sent with it

@@ -1,7 +1,9 @@
 """Where the model runs and in what precision, decided in one place.
 
-Default: CUDA in bfloat16 when an NVIDIA GPU is usable, else the CPU in float32
-(bfloat16 matmuls on CPU are slow and fp32 keeps the CPU path an exact reference).
+Default: CUDA in bfloat16 when an NVIDIA GPU is usable, else the CPU in float32 (fp32 keeps the
+CPU path an exact reference), except for a large checkpoint whose dense weights are stored in BF16
+on a CPU with native BF16 matmuls (AVX512-BF16/AMX): it runs in bfloat16, so those weights stay as
+stored, views of the file, instead of fp32 copies twice their size.
 """
 
 from __future__ import annotations
@@ -14,7 +16,21 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
           "float16": torch.float16, "fp16": torch.float16}
 
 
-def pick_device(device: str | None = None, dtype: str | None = None) -> tuple[torch.device, torch.dtype]:
+CPU_FP32_LIMIT = 1 << 30  # bytes the dense weights may take as fp32 copies before the CPU keeps BF16
+
+
+def cpu_runs_bf16() -> bool:
+    """Whether this CPU has native BF16 matmuls (oneDNN's check for AVX512-BF16 or AMX)."""
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def pick_device(device: str | None = None, dtype: str | None = None, stored_bf16_bytes: int = 0
+                ) -> tuple[torch.device, torch.dtype]:
+    """The device and compute dtype. `stored_bf16_bytes`: the checkpoint's dense weights stored in BF16
+    (for the CPU's automatic choice, see the module doc)."""
     if device in (None, "auto"):
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -24,6 +40,9 @@ def pick_device(device: str | None = None, dtype: str | None = None) -> tuple[to
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UsageError("device cuda was asked for, but no CUDA GPU is usable by this PyTorch build")
     if dtype in (None, "auto"):
+        if dev.type == "cpu":
+            large = 2 * stored_bf16_bytes > CPU_FP32_LIMIT
+            return dev, torch.bfloat16 if large and cpu_runs_bf16() else torch.float32
         return dev, torch.bfloat16 if dev.type == "cuda" else torch.float32
     if dtype not in DTYPES:
         raise UsageError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")

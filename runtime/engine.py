@@ -8,6 +8,7 @@ Generation itself (budget control, events) lives in generate.py on top of this.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,10 +17,12 @@ import torch
 from .cache import SequenceCache
 from .chat_format import ChatFormat
 from .checkpoint.config import count_params, read_json
+from .checkpoint.reader import ProgressFn
 from .checkpoint.submodel_table import ESTIMATED, PARENT_ONLY, SubmodelTable, own_table
 from .checkpoint.submodels import auto_policy
 from .controls import Controls, StopRequested
 from .depth import DepthLevel, default_level, depth_levels, thinking_ceiling
+from .device import pick_device
 from .errors import UsageError
 from .events import Prefill
 from .model import ElasticModel
@@ -57,16 +60,21 @@ class Engine:
 
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
-             max_context: int = ENGINE_CONTEXT, elastic: dict | None = None,
-             table: SubmodelTable | None = None) -> "Engine":
+             max_context: int = ENGINE_CONTEXT, elastic: dict | None = None, table: SubmodelTable | None = None,
+             progress: ProgressFn | None = None, cancelled: Callable[[], bool] | None = None) -> "Engine":
         """Loads a checkpoint folder with `table` (the model store's `folder_table` adds the catalog's
         estimates for a folder without elastic.json), else `elastic` (a table object), else the
-        folder's own elastic.json (or the parent alone)."""
+        folder's own elastic.json (or the parent alone). On the CPU it first checks the plan fits the
+        available RAM (store/planner.py). `progress` and `cancelled`: as for `ElasticModel.load`."""
         if table is None:
             table = SubmodelTable(elastic, {}, "the caller's table") if elastic is not None else \
                 (own_table(folder) or PARENT_ONLY)
-        engine = cls(ElasticModel.load(Path(folder), resident, device, dtype, table.elastic), max_context,
-                     table=table)
+        if pick_device(device, "float32")[0].type == "cpu":  # refuse what would not fit in RAM, with the plan's numbers
+            from .store.planner import check_cpu_fit
+
+            check_cpu_fit(Path(folder), max_context, resident)
+        engine = cls(ElasticModel.load(Path(folder), resident, device, dtype, table.elastic, progress, cancelled),
+                     max_context, table=table)
         engine.prepare_decode()
         return engine
 

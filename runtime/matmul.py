@@ -2,8 +2,9 @@
 
 Paths for packed weights, chosen once per (device, format) by what the GPU can do:
 
-    dequantize   decode the weight to the activation dtype, then a normal matmul. On the CPU
-                 this is the reference path; on a GPU it is the weight-only fallback.
+    dequantize   decode the weight exactly into the activation dtype through byte tables, then a
+                 normal matmul (dequant.py): on the CPU block by block into buffers that stay in
+                 cache; on a GPU whole (the weight-only fallback, capturable in a CUDA graph).
     fp8-scaled   FP8 activations (dynamic per-tensor scale) times FP8 weights with
                  torch._scaled_mm, compute capability 8.9 and newer.
     nvfp4-native FP4 activations and weights with torch._scaled_mm's block-scaled FP4 mode,
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 
 from .checkpoint.quant import PackedFP8, PackedNVFP4
 from .checkpoint.quant_pack import FP8_MAX, pack_fp8, pack_nvfp4, swizzle_block_scales
+from .dequant import linear as dequant_linear
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor
     elif path == "nvfp4-native":
         out = _nvfp4_native(x, w)
     else:
-        out = F.linear(x, w.dequantize(x.dtype))
+        out = dequant_linear(x, w)
     return out if bias is None else out + bias
 
 
@@ -61,7 +63,7 @@ def describe(device: torch.device, fmt: str) -> KernelChoice:
 
 def _choose(device: torch.device, fmt: str) -> KernelChoice:
     if device.type != "cuda":
-        return KernelChoice("dequantize", f"{fmt} weights, dequantize + matmul (CPU reference)")
+        return KernelChoice("dequantize", f"{fmt} weights decoded exactly by byte table + matmul (CPU)")
     major, minor = torch.cuda.get_device_capability(device)
     fallback = f"{fmt} weight-only dequantize"
     if fmt == "FP8":

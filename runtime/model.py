@@ -11,6 +11,7 @@ Several tokens run as a prefill (`forward` below); one token runs through the de
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,9 +22,11 @@ from .attention import attention
 from .cache import SequenceCache, new_cache
 from .checkpoint.check import inspect_checkpoint
 from .checkpoint.config import ATTENTION, MAMBA, MLP, ModelConfig, count_params
+from .checkpoint.load import load_weights
 from .checkpoint.quant import QuantSpec
+from .checkpoint.reader import MappedShards, ProgressFn
 from .checkpoint.submodels import Submodel
-from .checkpoint.weights import ModelWeights, load_weights, resident_bytes, submodel_views
+from .checkpoint.weights import ModelWeights, is_linear, resident_bytes, submodel_views
 from .cuda_graphs import GraphSet
 from .decode_step import DecodeStep, rms_norm
 from .device import pick_device
@@ -69,6 +72,7 @@ class ElasticModel:
     device: torch.device
     dtype: torch.dtype
     quant: QuantSpec | None = None  # None: a dense (BF16/FP16/FP32) checkpoint
+    mapped: MappedShards | None = None  # the shard mappings CPU weights are views of
     graphs: GraphSet = field(init=False)  # whether decode steps replay as CUDA graphs, and why not
 
     def __post_init__(self):
@@ -76,7 +80,8 @@ class ElasticModel:
 
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
-             elastic: dict | None = None) -> "ElasticModel":
+             elastic: dict | None = None, progress: ProgressFn | None = None,
+             cancelled: Callable[[], bool] | None = None) -> "ElasticModel":
         """Loads a checkpoint folder.
 
         Args:
@@ -84,6 +89,8 @@ class ElasticModel:
                 Every submodel that fits within it is then available as views.
             device, dtype: as for `pick_device` ("auto" unless given).
             elastic: an `elastic.json` object to use instead of the folder's (from the catalog).
+            progress: called after every tensor read with a `LoadProgress` (bytes of the total, the shard).
+            cancelled: polled between tensors; True stops the load with `LoadCancelled`.
         """
         folder = Path(folder)
         # The one validation `models verify` runs too (checkpoint/check.py), so they cannot diverge.
@@ -93,10 +100,12 @@ class ElasticModel:
         root = subs[0] if resident is None else by_name.get(resident)
         if root is None:
             raise UsageError(f"unknown submodel {resident!r}; this checkpoint has {', '.join(by_name)}")
-        dev, dt = pick_device(device, dtype)
-        weights = load_weights(cfg, table, root, dev, dt)
+        bf16 = sum(info.nbytes for name, info in table.items() if info.dtype == "BF16"
+                   and not (is_linear(name) and name + "_scale" in table))
+        dev, dt = pick_device(device, dtype, bf16)
+        weights, mapped = load_weights(cfg, table, root, dev, dt, progress, cancelled)
         views = {s.name: submodel_views(cfg, weights, s) for s in subs if s.fits_within(root)}
-        return cls(folder, cfg, by_name, root, weights, views, dev, dt, quant)
+        return cls(folder, cfg, by_name, root, weights, views, dev, dt, quant, mapped)
 
     @property
     def parent(self) -> Submodel:
@@ -156,8 +165,8 @@ class ElasticModel:
         if self.quant is None:
             where = "CPU" if self.device.type == "cpu" else torch.cuda.get_device_name(self.device)
             return f"{where}, {precision} weights" + (" (reference)" if self.device.type == "cpu" else "")
-        choice = describe_kernel(self.device, self.quant.algo)
-        return choice.label + (f" ({choice.note})" if choice.note else "")
+        choices = [describe_kernel(self.device, fmt) for fmt in self.quant.formats]
+        return "; ".join(c.label + (f" ({c.note})" if c.note else "") for c in choices)
 
     def describe(self) -> list[dict]:
         """One row per submodel: name, parameter counts, whether it is in memory."""

@@ -10,7 +10,12 @@ weights read once per chunk, but the grouping reads the routing on the host), an
 * the chosen experts' weights gathered on the device and run as one batched matmul. Packed
   NVFP4/FP8 experts always take this way, gathered while packed so only k are dequantized (a
   dense mask over all E experts would dequantize and multiply every one of them;
-  `tests/benchmarks/count_ops.py` counts both).
+  `benchmarks/count_ops.py` counts both).
+
+A large checkpoint on the CPU keeps its experts as per-expert views of the file (load.py), which
+cannot be gathered by a device index: there the decode step reads the k chosen ids on the host
+and runs those experts one by one (`_by_expert`, as a prefill does). A CPU has no graph to break
+and no device to wait for; on a GPU experts are always stacked, and the step stays sync-free.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import torch
 import torch.nn.functional as F
 
 from .checkpoint.config import ModelConfig
-from .checkpoint.quant import PackedFP8, PackedNVFP4, dense
+from .checkpoint.quant import PackedFP8, PackedNVFP4
 from .checkpoint.weights import MLPWeights, MoEWeights
+from .dequant import dequantize
 from .matmul import linear
 
 
@@ -119,13 +125,15 @@ def _grouped(x: torch.Tensor, w: MoEWeights, ids: torch.Tensor, weights: torch.T
 def moe_gathered(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
     """x: (T, hidden) -> (T, hidden), each token's k experts run on the device without host sync."""
     ids, weights = route(x, w, cfg)  # (T, k)
+    if isinstance(w.up, list):  # per-expert views of the file (a large checkpoint on the CPU): read the ids
+        return _by_expert(x, w, ids, weights) + mlp(x, w.shared)
     if isinstance(w.up, torch.Tensor) and grouped_experts(x.device, x.dtype):
         return _grouped(x, w, ids, weights).to(x.dtype) + mlp(x, w.shared)
     T, k = ids.shape
     flat = ids.reshape(-1)
     xs = x[:, None, :].expand(T, k, x.shape[1]).reshape(T * k, -1, 1)  # (T*k, hidden, 1)
-    h = relu2(torch.bmm(dense(take(w.up, flat), x.dtype), xs))  # (T*k, F, 1)
-    out = torch.bmm(dense(take(w.down, flat), x.dtype), h).view(T, k, -1)  # (T, k, hidden)
+    h = relu2(torch.bmm(_dense(take(w.up, flat), x.dtype), xs))  # (T*k, F, 1)
+    out = torch.bmm(_dense(take(w.down, flat), x.dtype), h).view(T, k, -1)  # (T, k, hidden)
     routed = torch.bmm(weights[:, None, :], out.float())[:, 0]  # (T, hidden) fp32
     return routed.to(x.dtype) + mlp(x, w.shared)
 
@@ -137,9 +145,20 @@ def moe(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
         # read the routing: gather (on meta no memory is used, so this is free).
         return moe_gathered(x, w, cfg)
     ids, weights = route(x, w, cfg)
+    return _by_expert(x, w, ids, weights) + mlp(x, w.shared)
+
+
+def _by_expert(x: torch.Tensor, w: MoEWeights, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The routed experts, each chosen expert run once on its tokens (its weights read once); reads
+    the routing on the host."""
     routed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
     for e in ids.unique().tolist():
         tokens, slot = (ids == e).nonzero(as_tuple=True)
         y = linear(relu2(linear(x[tokens], w.up[e])), w.down[e])
         routed.index_add_(0, tokens, y.float() * weights[tokens, slot, None])
-    return routed.to(x.dtype) + mlp(x, w.shared)
+    return routed.to(x.dtype)
+
+
+def _dense(w, dtype: torch.dtype) -> torch.Tensor:
+    """Gathered experts as a plain tensor: packed ones decoded exactly through the byte tables."""
+    return w if isinstance(w, torch.Tensor) else dequantize(w, dtype)

@@ -26,6 +26,7 @@ ALIASES = {
     "mamba_dt_min": "time_step_min",
     "mamba_conv_bias": "use_conv_bias",
     "mamba_chunk_size": "chunk_size",
+    "norm_eps": "layer_norm_epsilon",  # NVIDIA's Nano configs carry both spellings
 }
 
 
@@ -123,6 +124,9 @@ class ModelConfig:
         for old, new in ALIASES.items():
             if old in d and new not in d:
                 d[new] = d[old]
+            elif old in d and d[old] != d[new] and d[old] is not None and d[new] is not None:
+                raise CheckpointError(path, f"{new} is {_show(d[new])} but {old} is {_show(d[old])}; "
+                                            "the two spellings of one setting disagree (config.json is damaged)")
         model_type = d.get("model_type")
         if model_type != "nemotron_h":
             raise CheckpointError(

@@ -189,7 +189,8 @@ class _Slicer:
         if self.quant is None or name + "_scale" not in self.table:
             return self.plain(name, rows, cols)
         module = name[: -len(".weight")]
-        if self.quant.algo == "NVFP4":
+        fmt = "NVFP4" if self.table[name].dtype == "U8" else "FP8"
+        if fmt == "NVFP4":
             blocks = whole_blocks(cols, self.table[name].shape[-1] * 2, module)
             codes = None if blocks is None else (blocks[:, None] * (BLOCK // 2) + torch.arange(BLOCK // 2)).flatten()
             self.out[name] = _take(self.read(name), rows, codes)
@@ -197,7 +198,7 @@ class _Slicer:
         else:
             self.out[name] = _take(self.read(name), rows, cols)
         for scalar in (name + "_scale_2", name + "_input_scale", module + ".input_scale") + \
-                ((name + "_scale",) if self.quant.algo == "FP8" else ()):
+                ((name + "_scale",) if fmt == "FP8" else ()):
             if scalar in self.table:
                 self.out[scalar] = self.read(scalar)
 

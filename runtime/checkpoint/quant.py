@@ -14,7 +14,7 @@ blocks for NVFP4 (anything else is a clear error naming the layer). Slices are v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -172,18 +172,40 @@ def stack(ws: list):
 
 @dataclass(frozen=True)
 class QuantSpec:
-    algo: str  # "NVFP4" or "FP8"
+    algo: str  # "NVFP4" or "FP8": the format of the packed linears (the commonest one in a mixed export)
     group_size: int
     exclude: tuple[str, ...]  # module name patterns (fnmatch) that stay unquantized
+    # MIXED_PRECISION exports: module -> its format; a module not listed stays unquantized
+    layers: dict[str, str] | None = field(default=None, compare=False)
 
     def excludes(self, module: str) -> bool:
+        return self.format_of(module) is None
+
+    def format_of(self, module: str) -> str | None:
+        """The format a linear `module` is stored in by this config, None when it stays unquantized."""
         import fnmatch
 
-        return any(module == p or fnmatch.fnmatchcase(module, p) or fnmatch.fnmatchcase(module, p + ".*")
-                   for p in self.exclude)
+        if any(module == p or fnmatch.fnmatchcase(module, p) or fnmatch.fnmatchcase(module, p + ".*")
+               for p in self.exclude):
+            return None
+        if self.layers is None:
+            return self.algo
+        return self.layers.get(module)
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        """Every format the packed linears use, commonest first."""
+        if self.layers is None:
+            return (self.algo,)
+        counts = {}
+        for fmt in self.layers.values():
+            counts[fmt] = counts.get(fmt, 0) + 1
+        return tuple(sorted(counts, key=lambda f: -counts[f]))
 
 
 SUPPORTED_ALGOS = ("NVFP4", "FP8")
+MIXED = "MIXED_PRECISION"
+MAX_MODULES = 100_000
 
 
 def repair_exclude_name(name: str) -> str:
@@ -208,9 +230,16 @@ def read_quant_spec(folder, config: dict) -> QuantSpec | None:
     return parse_quant_spec(read_json(path) if path.exists() else None, config, path, Path(folder) / "config.json")
 
 
+def _shown(value) -> str:
+    return repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+
+
 def parse_quant_spec(hf_quant: dict | None, config: dict, hf_path, config_path) -> QuantSpec | None:
     """`read_quant_spec` for files already read (a folder's, or a hub repo's): hf_quant_config.json's
-    object (or None when there is none) and config.json's; the paths name them in errors."""
+    object (or None when there is none) and config.json's; the paths name them in errors.
+
+    Both ModelOpt forms are read: one `quant_algo` (NVFP4 or FP8) with `exclude_modules`, and
+    `MIXED_PRECISION` with a `quantized_layers` map giving each quantized module its own format."""
     if hf_quant is not None:
         q = hf_quant.get("quantization")
         where = hf_path
@@ -225,20 +254,47 @@ def parse_quant_spec(hf_quant: dict | None, config: dict, hf_path, config_path) 
     else:
         return None
     algo = q.get("quant_algo")
-    if algo not in SUPPORTED_ALGOS:
-        shown = repr(algo) if len(repr(algo)) <= 40 else repr(algo)[:37] + "..."
-        raise CheckpointError(where, f"quantization {shown} is not supported; Elastic Chat reads "
-                                     f"{' and '.join(SUPPORTED_ALGOS)} ModelOpt exports and BF16 checkpoints")
     exclude = [] if exclude is None else exclude
-    if not isinstance(exclude, list) or len(exclude) > 100_000 or not all(isinstance(e, str) for e in exclude):
+    if not isinstance(exclude, list) or len(exclude) > MAX_MODULES or not all(isinstance(e, str) for e in exclude):
         raise CheckpointError(where, "exclude_modules must be a list of module names (strings)")
+    exclude = tuple(repair_exclude_name(e) for e in exclude)
+    if algo == MIXED:
+        layers = _quantized_layers(q.get("quantized_layers"), where)
+        formats = QuantSpec("", BLOCK, (), layers).formats
+        return QuantSpec(formats[0] if formats else SUPPORTED_ALGOS[0], BLOCK, exclude, layers)
+    if algo not in SUPPORTED_ALGOS:
+        raise CheckpointError(where, f"quantization {_shown(algo)} is not supported; Elastic Chat reads "
+                                     f"{' and '.join(SUPPORTED_ALGOS)} ModelOpt exports (also mixed per layer) "
+                                     "and BF16 checkpoints")
+    group = _group_size(q, algo, where)
+    return QuantSpec(algo, group, exclude)
+
+
+def _group_size(q: dict, algo: str, where, module: str | None = None) -> int:
     group = q.get("group_size")
     group = BLOCK if group is None else group
+    named = f" (module {_shown(module)})" if module else ""
     if not isinstance(group, int) or isinstance(group, bool):
-        raise CheckpointError(where, "group_size must be a whole number")
+        raise CheckpointError(where, f"group_size must be a whole number{named}")
     if algo == "NVFP4" and group != BLOCK:
-        raise CheckpointError(where, f"NVFP4 group_size {group} is not supported (only {BLOCK})")
-    return QuantSpec(algo, group, tuple(repair_exclude_name(e) for e in exclude))
+        raise CheckpointError(where, f"NVFP4 group_size {group} is not supported (only {BLOCK}){named}")
+    return group
+
+
+def _quantized_layers(layers, where) -> dict[str, str]:
+    """MIXED_PRECISION's per-module map, checked: module name -> "NVFP4" or "FP8"."""
+    if not isinstance(layers, dict) or len(layers) > MAX_MODULES:
+        raise CheckpointError(where, "quant_algo is MIXED_PRECISION but quantized_layers is not an object "
+                                     "mapping module names to their quantization")
+    out = {}
+    for module, spec in layers.items():
+        algo = spec.get("quant_algo") if isinstance(spec, dict) else None
+        if algo not in SUPPORTED_ALGOS:
+            raise CheckpointError(where, f"quantized_layers gives module {_shown(module)} the quantization "
+                                         f"{_shown(algo)}; Elastic Chat reads {' and '.join(SUPPORTED_ALGOS)} layers")
+        _group_size(spec, algo, where, module)
+        out[repair_exclude_name(module)] = algo
+    return out
 
 
 def whole_blocks(cols, width: int, name: str) -> torch.Tensor | None:

@@ -6,7 +6,8 @@ within it is then a set of views (`narrow`) into those tensors: no copies.
 
 Two layout changes at load make every nested width a leading slice, so views suffice:
 
-* MoE experts are stacked into one (E, F, H) up and one (E, H, F) down tensor.
+* MoE experts are stacked into one (E, F, H) up and one (E, H, F) down tensor (on the CPU, a
+  large checkpoint's experts stay a list of per-expert views of the file instead: load.py).
 * Mamba heads are reordered *rank-major*. On disk, head h = g * Q + j belongs to group g
   (Q heads per group, j is its rank inside the group), and a submodel keeps the first q
   ranks of every group: a strided set. Internally head i = j * G + g, so the same set is
@@ -22,12 +23,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 
 from ..errors import CheckpointError
 from ..units import format_bytes
 from .config import ATTENTION, MAMBA, MLP, ModelConfig, count_params
-from .quant import BLOCK, PackedFP8, PackedNVFP4, QuantSpec, block_slice, stack
+from .quant import BLOCK, QuantSpec
 from .safetensors_io import TensorInfo
 from .submodels import Submodel, parent_submodel
 
@@ -68,8 +68,8 @@ class MLPWeights:
 class MoEWeights:
     router: torch.Tensor  # (E, hidden) fp32
     router_bias: torch.Tensor  # (E,) fp32, e_score_correction_bias
-    up: torch.Tensor  # (E, F, hidden)
-    down: torch.Tensor  # (E, hidden, F)
+    up: torch.Tensor | list  # (E, F, hidden), or a list of E (F, hidden) weights (large CPU checkpoints: load.py)
+    down: torch.Tensor | list  # (E, hidden, F), or a list of E (hidden, F)
     shared: MLPWeights
 
 
@@ -245,9 +245,9 @@ def _check_sizes(cfg: ModelConfig, table: dict[str, TensorInfo], folder: Path, q
 def check_nesting(cfg: ModelConfig, subs, table: dict[str, TensorInfo], quant: QuantSpec | None) -> None:
     """Every submodel must be sliceable from packed NVFP4 weights: the input columns it keeps of
     each packed linear come in whole 16-wide blocks (loading builds every submodel as views)."""
-    if quant is None or quant.algo != "NVFP4":
+    if quant is None:
         return
-    packed = [n for n in expected_tensors(cfg) if is_linear(n) and n + "_scale" in table]
+    packed = [n for n in expected_tensors(cfg) if is_linear(n) and n + "_scale" in table and table[n].dtype == "U8"]
     for name in packed:
         if name.endswith("mixer.out_proj.weight") and cfg.mamba_head_dim % BLOCK:
             raise CheckpointError(table[name].file, f"tensor {name!r} is NVFP4 but mamba_head_dim "
@@ -273,9 +273,10 @@ def _check_packed(name: str, shape: tuple, table: dict[str, TensorInfo], quant: 
     def fail(problem):
         raise CheckpointError(info.file, f"tensor {name!r}: {problem}")
 
-    if quant.excludes(module):
+    fmt = quant.format_of(module)
+    if fmt is None:
         fail(f"is stored quantized, but the quantization config excludes {module!r}")
-    if quant.algo == "NVFP4":
+    if fmt == "NVFP4":
         if cols % BLOCK:
             fail(f"has {cols} input columns, not a multiple of NVFP4's {BLOCK}-wide blocks")
         want = {name: ("U8", (out, cols // 2)), name + "_scale": ("F8_E4M3", (out, cols // BLOCK))}
@@ -287,7 +288,7 @@ def _check_packed(name: str, shape: tuple, table: dict[str, TensorInfo], quant: 
     for tensor, (dtype, tshape) in want.items():
         got = table[tensor]
         if got.dtype != dtype:
-            fail(f"{tensor.rsplit('.', 1)[-1]} is {got.dtype}, but {quant.algo} stores {dtype}")
+            fail(f"{tensor.rsplit('.', 1)[-1]} is {got.dtype}, but {fmt} stores {dtype}")
         if tshape is None and got.shape not in ((), (1,)):
             fail(f"{tensor.rsplit('.', 1)[-1]} should be one number, has shape {list(got.shape)}")
         if tshape is not None and got.shape != tshape:
@@ -299,68 +300,7 @@ def _weights_file_name(folder: Path) -> Path:
     return index if index.exists() else Path(folder) / "model.safetensors"
 
 
-# ----------------------------------------------------------------------------- reading
-
-Index = slice | torch.Tensor  # a prefix/range, or explicit positions in the order wanted
-
-
-class _Reader:
-    """Reads weights from safetensors files (memory-mapped): only the bounding box of the rows
-    and columns asked for, converted to the compute dtype (dense) or kept packed."""
-
-    def __init__(self, table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype):
-        self.table, self.device, self.dtype = table, device, dtype
-        self.handles = {}
-
-    def _raw(self, name: str, rows: Index, cols: Index | None) -> torch.Tensor:
-        info = self.table[name]
-        handle = self.handles.get(info.file)
-        if handle is None:
-            handle = self.handles[info.file] = safe_open(str(info.file), framework="pt")
-        stored = name if name in handle.keys() else EMBED_NAMES[1]
-        box, pick = [], []
-        for index in (rows, cols)[: len(info.shape)]:
-            if index is None or isinstance(index, slice):
-                box.append(index or slice(None))
-                pick.append(slice(None))
-            else:  # read the covering range, then take the positions in order
-                lo, hi = int(index.min()), int(index.max()) + 1
-                box.append(slice(lo, hi))
-                pick.append(index - lo)
-        piece = handle.get_slice(stored)[tuple(box)] if info.shape else handle.get_tensor(stored)
-        for dim, p in enumerate(pick):
-            if isinstance(p, torch.Tensor):
-                piece = piece.index_select(dim, p)
-        # A row slice may come back as a view into the whole tensor: keep only the slice.
-        return piece.clone() if piece.untyped_storage().nbytes() != piece.nbytes else piece
-
-    def __call__(self, name: str, rows: Index = slice(None), cols: Index | None = None, fp32: bool = False):
-        """A weight (rows, cols) of tensor `name`; packed linear weights stay packed."""
-        if name + "_scale" in self.table and is_linear(name):
-            return self._packed(name, rows, cols)
-        dtype = torch.float32 if fp32 else self.dtype
-        return self._raw(name, rows, cols).to(device=self.device, dtype=dtype).contiguous()
-
-    def _packed(self, name: str, rows: Index, cols: Index | None):
-        cols = slice(None) if cols is None else cols
-        if self.table[name].dtype == "F8_E4M3":  # FP8: one scale per matrix
-            weight = self._raw(name, rows, cols).to(self.device)
-            return PackedFP8(weight, self._raw(name + "_scale", None, None).float().reshape(()).to(self.device), name)
-        full = self.table[name + "_scale"].shape[-1] * BLOCK
-        if isinstance(cols, slice):
-            start, stop, _ = cols.indices(full)
-            block_slice(cols, full, name)
-            byte_cols, block_cols = slice(start // 2, stop // 2), slice(start // BLOCK, stop // BLOCK)
-        else:
-            blocks = cols.view(-1, BLOCK)
-            if not torch.equal(blocks, blocks[:, :1] + torch.arange(BLOCK)) or (blocks[:, 0] % BLOCK).any():
-                raise CheckpointError(name, f"a column order that breaks NVFP4's {BLOCK}-wide blocks")
-            byte_cols = (blocks[:, :1] // 2 + torch.arange(BLOCK // 2)).flatten()
-            block_cols = blocks[:, 0] // BLOCK
-        return PackedNVFP4(self._raw(name, rows, byte_cols).to(self.device),
-                           self._raw(name + "_scale", rows, block_cols).to(self.device),
-                           self._raw(name + "_scale_2", None, None).float().reshape(()).to(self.device), name)
-
+# ----------------------------------------------------------------------------- reading (load.py)
 
 def mamba_head_order(cfg: ModelConfig, heads: int, rank_major: bool) -> torch.Tensor:
     """Original ids of the heads a width keeps (the first heads/G of every group), either
@@ -368,63 +308,6 @@ def mamba_head_order(cfg: ModelConfig, heads: int, rank_major: bool) -> torch.Te
     G, Q, q = cfg.n_groups, cfg.mamba_num_heads // cfg.n_groups, heads // cfg.n_groups
     pairs = [(j, g) for j in range(q) for g in range(G)] if rank_major else [(j, g) for g in range(G) for j in range(q)]
     return torch.tensor([g * Q + j for j, g in pairs])
-
-
-def load_weights(cfg: ModelConfig, table: dict[str, TensorInfo], root: Submodel,
-                 device: torch.device, dtype: torch.dtype) -> ModelWeights:
-    """Reads the `root` submodel's slices of every tensor into the internal layout."""
-    read = _Reader(table, device, dtype)
-    h = slice(0, root.hidden_size)
-    layers = []
-    for i, kind in enumerate(cfg.layer_types):
-        m = f"backbone.layers.{i}.mixer."
-        if kind == MAMBA:
-            mixer = _load_mamba(read, m, cfg, h, root.mamba_num_heads[i])
-        elif kind == ATTENTION:
-            mixer = AttentionWeights(q=read(m + "q_proj.weight", slice(None), h),
-                                     k=read(m + "k_proj.weight", slice(None), h),
-                                     v=read(m + "v_proj.weight", slice(None), h), o=read(m + "o_proj.weight", h))
-        elif kind == MLP:
-            mixer = _load_mlp(read, m, cfg, h, root.intermediate_size[i])
-        else:
-            e, f = root.n_routed_experts[i], slice(0, root.moe_intermediate_size[i])
-            mixer = MoEWeights(
-                router=read(m + "gate.weight", slice(0, e), h, fp32=True),
-                router_bias=read(m + "gate.e_score_correction_bias", slice(0, e), fp32=True),
-                up=stack([read(m + f"experts.{k}.up_proj.weight", f, h) for k in range(e)]),
-                down=stack([read(m + f"experts.{k}.down_proj.weight", h, f) for k in range(e)]),
-                shared=_load_mlp(read, m + "shared_experts.", cfg, h, root.moe_shared_expert_intermediate_size[i]))
-        layers.append(LayerWeights(kind, read(f"backbone.layers.{i}.norm.weight", h), mixer))
-    return ModelWeights(embed=read(EMBED_NAMES[0], slice(None), h), layers=layers,
-                        norm_f=read("backbone.norm_f.weight", h), lm_head=read("lm_head.weight", slice(None), h))
-
-
-def _load_mlp(read, m, cfg, h: slice, f: int) -> MLPWeights:
-    f = slice(0, f)
-    return MLPWeights(up=read(m + "up_proj.weight", f, h), down=read(m + "down_proj.weight", h, f),
-                      up_bias=read(m + "up_proj.bias", f) if cfg.mlp_bias else None,
-                      down_bias=read(m + "down_proj.bias", h) if cfg.mlp_bias else None)
-
-
-def _load_mamba(read, m, cfg: ModelConfig, h: slice, heads: int) -> MambaWeights:
-    P, d, gn = cfg.mamba_head_dim, cfg.mamba_d_inner, cfg.n_groups * cfg.ssm_state_size
-    order = mamba_head_order(cfg, heads, rank_major=True)  # internal head i -> original head id
-    channels = (order[:, None] * P + torch.arange(P)).flatten()  # each head's P channels, in order
-    per_head = torch.cat([channels.view(-1, P), d + channels.view(-1, P), 2 * d + 2 * gn + order[:, None]], dim=1)
-    in_rows = torch.cat([torch.arange(2 * d, 2 * d + 2 * gn), per_head.flatten()])  # [B, C, per head (z, x, dt)]
-    conv_rows = torch.cat([torch.arange(d, d + 2 * gn), channels])  # [B, C, per head x]
-    return MambaWeights(
-        in_proj=read(m + "in_proj.weight", in_rows, h),
-        in_bias=read(m + "in_proj.bias", in_rows) if cfg.use_bias else None,
-        conv_w=read(m + "conv1d.weight", conv_rows)[:, 0, :].contiguous(),
-        conv_b=read(m + "conv1d.bias", conv_rows) if cfg.use_conv_bias else None,
-        A=-torch.exp(read(m + "A_log", order, fp32=True)),
-        D=read(m + "D", order, fp32=True),
-        dt_bias=read(m + "dt_bias", order, fp32=True),
-        norm_w=read(m + "norm.weight", channels),
-        out_proj=read(m + "out_proj.weight", h, channels),
-        out_bias=read(m + "out_proj.bias", h) if cfg.use_bias else None,
-    )
 
 
 # ----------------------------------------------------------------------------- views
@@ -449,8 +332,9 @@ def submodel_views(cfg: ModelConfig, root: ModelWeights, sub: Submodel) -> Model
             mixer = _mlp_view(w, sub.intermediate_size[i], h)
         else:
             e, f = sub.n_routed_experts[i], sub.moe_intermediate_size[i]
-            mixer = MoEWeights(router=w.router[:e, :h], router_bias=w.router_bias[:e],
-                               up=w.up[:e, :f, :h], down=w.down[:e, :h, :f],
+            up, down = (([x[:f, :h] for x in w.up[:e]], [x[:h, :f] for x in w.down[:e]]) if isinstance(w.up, list)
+                        else (w.up[:e, :f, :h], w.down[:e, :h, :f]))
+            mixer = MoEWeights(router=w.router[:e, :h], router_bias=w.router_bias[:e], up=up, down=down,
                                shared=_mlp_view(w.shared, sub.moe_shared_expert_intermediate_size[i], h))
         layers.append(LayerWeights(layer.kind, layer.norm[:h], mixer))
     return ModelWeights(embed=root.embed[:, :h], layers=layers, norm_f=root.norm_f[:h], lm_head=root.lm_head[:, :h])

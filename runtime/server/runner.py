@@ -164,8 +164,10 @@ def serve_command(args) -> int:
     server = ServerThread(queue, args.host, args.port, args.api_key).start()
     print(f"listening on {server.address} (OpenAI-compatible); loading {folder} ...", flush=True)
     try:
+        from ..cli import stderr_progress  # noqa: PLC0415
+
         engine = Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                             table=folder_table(folder))
+                             table=folder_table(folder), progress=stderr_progress())
     except BaseException:
         server.stop()
         raise

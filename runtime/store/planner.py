@@ -3,22 +3,28 @@ a verdict (fits / tight / does not fit) with a one-line reason, and the compute 
 would run. Then the default variant to offer.
 
 Memory needed to make a submodel the resident copy = its weights (smaller submodels are views
-of it, free) + its caches at the chosen context + a fixed workspace. Weights are sized from
-tensor shapes: packed NVFP4 linears at 0.5625 bytes per parameter, FP8 at 1, routers fp32,
-everything else BF16 on a GPU. Free memory is read at decision time and already excludes what
-other programs hold.
+of it, free) + its caches at the chosen context + a fixed workspace. A checkpoint on disk is sized
+from its own safetensors headers, tensor by tensor, exactly as the loader holds it (load.py:
+packed linears as stored, routers and Mamba A/D/dt_bias fp32, the rest in the compute dtype:
+BF16 on a GPU, the CPU's choice from device.py on the CPU); a catalog variant not downloaded yet
+is estimated from its config: packed NVFP4 linears at 0.5625 bytes per parameter, FP8 at 1,
+routers fp32, the rest BF16. Free memory is read at decision time and already excludes what
+other programs hold. Without a GPU a checkpoint on disk is planned for the CPU's RAM (the bundled
+demo always is), and loading it on the CPU refuses what does not fit (`check_cpu_fit`).
 """
 
 from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ..cache import cache_bytes
 from ..checkpoint.config import ModelConfig, count_params
 from ..checkpoint.submodel_table import ESTIMATED, VERIFIED, SubmodelTable
 from ..checkpoint.submodels import Submodel
 from ..checkpoint.weights import expected_tensors, is_linear
+from ..errors import UsageError
 from ..options import CONTEXT
 from ..units import GiB, format_bytes
 from .catalog import Catalog, Variant, bf16_modules
@@ -26,6 +32,7 @@ from .hardware import HardwareProbe
 from .submodel_tables import submodel_table
 
 WORKSPACE_BYTES = GiB  # CUDA context, prefill activations, allocator slack
+CPU_WORKSPACE_BYTES = GiB // 2  # the Python process with torch loaded, prefill activations, decode buffers
 FITS_SHARE = 0.9  # "fits" leaves 10% of free memory; up to 100% is "tight"
 DISK_MARGIN_BYTES = 2 * GiB
 FITS, TIGHT, NO = "fits", "tight", "does not fit"
@@ -108,8 +115,42 @@ def catalog_packing(variant: Variant, cfg: ModelConfig):
     return fmt
 
 
+class HeaderSizing:
+    """A checkpoint on disk, sized from its headers: which linears are packed (called with a tensor
+    name, as a catalog variant's packing is), and every submodel's resident bytes as loaded."""
+
+    def __init__(self, cfg: ModelConfig, table):
+        self.cfg, self.table = cfg, table
+
+    def __call__(self, name: str):
+        if name + "_scale" not in self.table:
+            return None
+        return "NVFP4" if self.table[name].dtype == "U8" else "FP8"
+
+    def stored_bf16_bytes(self) -> int:
+        return sum(info.nbytes for name, info in self.table.items()
+                   if info.dtype == "BF16" and not (is_linear(name) and name + "_scale" in self.table))
+
+    def dtype(self, on_cpu: bool):
+        """The compute dtype loading picks (device.pick_device's automatic choice)."""
+        from ..device import pick_device
+
+        return pick_device("cpu", None, self.stored_bf16_bytes())[1] if on_cpu else torch_bf16()
+
+    def weight_bytes(self, sub: Submodel, on_cpu: bool) -> int:
+        from ..checkpoint.load import resident_bytes_of
+
+        return resident_bytes_of(self.cfg, self.table, sub, self.dtype(on_cpu))
+
+
+def torch_bf16():
+    import torch
+
+    return torch.bfloat16
+
+
 def checkpoint_sizing(folder):
-    """Config, submodels, packing and submodel states of a checkpoint on disk (headers only)."""
+    """Config, submodels, packing (a HeaderSizing) and submodel states of a checkpoint on disk (headers only)."""
     from ..checkpoint.config import read_json
     from ..checkpoint.safetensors_io import tensor_table
     from ..checkpoint.submodels import load_elastic
@@ -118,12 +159,7 @@ def checkpoint_sizing(folder):
     cfg = ModelConfig.from_dict(raw, folder / "config.json")
     table = tensor_table(folder)
     states = submodel_table(folder, cfg)
-
-    def packing(name: str):
-        if name + "_scale" not in table:
-            return None
-        return "NVFP4" if table[name].dtype == "U8" else "FP8"
-    return cfg, load_elastic(folder, cfg, states.elastic), packing, states
+    return cfg, load_elastic(folder, cfg, states.elastic), HeaderSizing(cfg, table), states
 
 
 FORMAT_PATHS = {"NVFP4": ("NVFP4 native matmul", (10, 0), "NVFP4 weight-only dequantize"),
@@ -140,15 +176,36 @@ def local_variant(folder, cfg: ModelConfig, packing) -> Variant:
 
 
 def plan_checkpoint(folder, probe: HardwareProbe, context: int) -> VariantPlan:
-    """Plans a checkpoint on disk, sized from its own files."""
-    cfg, subs, packing, states = checkpoint_sizing(folder)
+    """Plans a checkpoint on disk, sized from its own files (for the CPU's RAM when there is no GPU)."""
+    cfg, subs, packing, states = checkpoint_sizing(Path(folder))
     return plan_variant(local_variant(folder, cfg, packing), cfg, subs, probe, context, packing, states=states)
 
 
-def compute_path(variant: Variant, probe: HardwareProbe) -> str:
+def check_cpu_fit(folder, context: int, resident: str | None = None, probe: HardwareProbe | None = None) -> SubmodelFit:
+    """Before a CPU load: the plan of the submodel to make resident (default the parent) in this
+    machine's available RAM. Raises UsageError with the plan's numbers when it does not fit."""
+    if probe is None:  # RAM is all a CPU load needs to know (no GPU query, no disk)
+        import psutil
+
+        vm = psutil.virtual_memory()
+        probe = HardwareProbe((), int(vm.total), int(vm.available), 0, "the CPU was asked for")
+    cfg, subs, packing, _ = checkpoint_sizing(Path(folder))
+    fits = [fit_submodel(cfg, s, packing, probe, context, on_cpu=True) for s in subs]
+    fit = next((f for f in fits if f.name == resident), fits[0]) if resident else fits[0]
+    if fit.verdict == NO:
+        smaller = next((f.name for f in fits if f.verdict != NO), None)
+        hint = f"; the largest submodel that fits is {smaller}" if smaller and smaller != fit.name else ""
+        raise UsageError(f"this checkpoint does not fit this machine's memory: {fit.reason}{hint}; close other "
+                         "programs, use a shorter context, or run it on a GPU")
+    return fit
+
+
+def compute_path(variant: Variant, probe: HardwareProbe, on_disk: bool = False) -> str:
     if variant.bundled:
         return "CPU demo"
     gpu = probe.gpu
+    if gpu is None and on_disk:
+        return "CPU" + (f": {variant.format} weights decoded by byte table" if variant.format in PACKED_BYTES else "")
     if gpu is None:
         return "none: needs an NVIDIA GPU"
     return variant.fast_path if gpu.compute_capability >= variant.fast_min_cc else variant.fallback_path
@@ -161,14 +218,20 @@ def _gb(n: float) -> str:
 def fit_submodel(cfg: ModelConfig, sub: Submodel, packing, probe: HardwareProbe, context: int,
                  on_cpu: bool = False) -> SubmodelFit:
     n = count_params(cfg, sub)
-    w = weight_bytes(cfg, sub, packing)
-    c = cache_bytes(cfg, sub, context, 2)
+    sized = isinstance(packing, HeaderSizing)
+    w = packing.weight_bytes(sub, on_cpu) if sized else weight_bytes(cfg, sub, packing)
     ctx = f"{context // 1024}k" if context >= 1024 else str(context)
-    if on_cpu:  # the bundled demo: runs on the CPU, needs RAM
-        need, free = w * 2 + c, probe.ram_available_bytes  # fp32 on the CPU: twice the BF16 estimate
+    if on_cpu:  # the CPU's RAM (the bundled demo, or a checkpoint on disk without a GPU)
+        if not sized:
+            w *= 2  # an estimate: fp32 on the CPU, twice the BF16 figure
+        element = packing.dtype(True).itemsize if sized else 4
+        c = cache_bytes(cfg, sub, context, element)
+        need, free = w + c + CPU_WORKSPACE_BYTES, probe.ram_available_bytes
         verdict = FITS if need <= FITS_SHARE * free else TIGHT if need <= free else NO
-        reason = f"{sub.name} {verdict} in RAM: needs {format_bytes(need)}, {_gb(free)} free"
-        return SubmodelFit(sub.name, n.total, n.active, w, c, 0, verdict, reason)
+        parts = f"{_gb(w)} weights + {_gb(c)} cache at {ctx} context + {_gb(CPU_WORKSPACE_BYTES)} workspace"
+        reason = f"{sub.name} {verdict} in RAM: needs {_gb(need)} ({parts}), {_gb(free)} available"
+        return SubmodelFit(sub.name, n.total, n.active, w, c, CPU_WORKSPACE_BYTES, verdict, reason)
+    c = cache_bytes(cfg, sub, context, 2)
     gpu = probe.gpu
     if gpu is None:
         return SubmodelFit(sub.name, n.total, n.active, w, c, WORKSPACE_BYTES, NO,
@@ -190,7 +253,8 @@ def fit_submodel(cfg: ModelConfig, sub: Submodel, packing, probe: HardwareProbe,
 def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe: HardwareProbe, context: int,
                  packing=None, download_bytes: int | None = None, states: SubmodelTable | None = None) -> VariantPlan:
     packing = packing or catalog_packing(variant, cfg)
-    fits = tuple(_with_state(fit_submodel(cfg, s, packing, probe, context, on_cpu=variant.bundled), states)
+    on_cpu = variant.bundled or (probe.gpu is None and isinstance(packing, HeaderSizing))
+    fits = tuple(_with_state(fit_submodel(cfg, s, packing, probe, context, on_cpu=on_cpu), states)
                  for s in subs)
     resident = next((f.name for f in fits if f.verdict in (FITS, TIGHT)), None)
     size = download_bytes if download_bytes is not None else (0 if variant.bundled else variant.approx_size_bytes)
@@ -199,7 +263,8 @@ def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe
         disk_ok = probe.disk_free_bytes >= size + DISK_MARGIN_BYTES
         disk_reason = (f"download {_gb(size)}, {format_bytes(probe.disk_free_bytes, 'GiB', 0)} free on disk"
                        + ("" if disk_ok else ": not enough space"))
-    return VariantPlan(variant.id, variant.title, variant.format, compute_path(variant, probe), size, disk_ok,
+    return VariantPlan(variant.id, variant.title, variant.format,
+                       compute_path(variant, probe, isinstance(packing, HeaderSizing)), size, disk_ok,
                        disk_reason, fits, resident)
 
 

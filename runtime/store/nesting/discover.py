@@ -263,9 +263,10 @@ class _Side:
 
     def _parts(self, read: Read) -> list[tuple[str, tuple[int, ...] | None]]:
         if self.quant is not None and read.name + "_scale" in self.tensors:
-            whole_scale = self.quant.algo == "FP8"
+            fmt = self.quant.format_of(read.name.removesuffix(".weight"))
+            whole_scale = fmt == "FP8"
             parts = [(read.name, read.rows), (read.name + "_scale", None if whole_scale else read.rows)]
-            if self.quant.algo == "NVFP4":
+            if fmt == "NVFP4":
                 parts.append((read.name + "_scale_2", None))
             return parts
         return [(read.name, read.rows)]

@@ -151,7 +151,7 @@ def test_quantized_demo_stays_close_to_full_precision(fmt, bound, fp8_demo):
 
 
 def test_status_names_the_path():
-    assert ElasticModel.load(DEMO_NVFP4).compute_path() == "NVFP4 weights, dequantize + matmul (CPU reference)"
+    assert ElasticModel.load(DEMO_NVFP4).compute_path() == "NVFP4 weights decoded exactly by byte table + matmul (CPU)"
     assert ElasticModel.load(DEMO).compute_path() == "CPU, float32 weights (reference)"
 
 
