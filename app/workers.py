@@ -102,6 +102,7 @@ class EngineWorker(QObject):
         from runtime.checkpoint.reader import LoadCancelled
         from runtime.engine import Engine
         from runtime.errors import ElasticError
+        from runtime.store.planner import check_cpu_fit
         from runtime.store.submodel_tables import folder_table
 
         try:
@@ -110,7 +111,8 @@ class EngineWorker(QObject):
                 resident = self._largest_that_fits(hw_plan)
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
                                       device="cpu" if is_demo else None, table=folder_table(folder),
-                                      progress=self._progress, cancelled=self.cancel_requested.is_set)
+                                      progress=self._progress, cancelled=self.cancel_requested.is_set,
+                                      preflight=check_cpu_fit)
         except LoadCancelled:
             self.queue.set_failed("loading was cancelled")
             self.sig_load_cancelled.emit()

@@ -1,7 +1,7 @@
 """Decode and prefill speed of the runtime against transformers' `generate`, side by side in one
 process on the same tiny checkpoint (greedy, same prompt, same number of new tokens).
 
-    python tests/benchmarks/bench_decode.py [--tokens 128] [--runs 5] [--out docs/benchmarks-tiny]
+    python benchmarks/bench_decode.py [--tokens 128] [--runs 5] [--out docs/benchmarks-tiny]
 
 Prints a table and writes OUT.md and OUT.json. Medians of several alternating runs; ratios are
 what to read, since absolute numbers move with the machine's load.
@@ -107,7 +107,7 @@ def main():
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     lines = ["# Decode and prefill speed on a tiny checkpoint (CPU)", "",
-             f"Written by `python tests/benchmarks/bench_decode.py`. {meta['machine']}; checkpoint: "
+             f"Written by `python benchmarks/bench_decode.py`. {meta['machine']}; checkpoint: "
              f"{meta['checkpoint']}; {args.prompt_tokens}-token prompt, {args.tokens} new tokens, greedy; "
              f"median of {args.runs} runs. Greedy tokens identical to transformers: {agree}.", "",
              "| engine | submodel | prefill tok/s | decode tok/s | decode vs transformers |",

@@ -2,7 +2,7 @@
 download runs (target: under 50 ms). A 2 ms timer records when the event loop gets to run;
 the longest gap between its ticks, minus the interval, is the worst stall a user would feel.
 
-    QT_QPA_PLATFORM=offscreen python tests/benchmarks/bench_gui_stall.py [--out docs/benchmarks-gui.md]
+    QT_QPA_PLATFORM=offscreen python benchmarks/bench_gui_stall.py [--out docs/benchmarks-gui.md]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def main():
             lambda: not m.downloads and "Download" in m.progress_text.text() or "complete" in m.progress_text.text())
         m.shutdown()
     w.close()
-    lines = ["# GUI responsiveness", "", "Written by `python tests/benchmarks/bench_gui_stall.py` (offscreen Qt, this "
+    lines = ["# GUI responsiveness", "", "Written by `python benchmarks/bench_gui_stall.py` (offscreen Qt, this "
              "machine's 2-core CPU). A 2 ms timer on the GUI thread; the longest gap between its ticks, minus the "
              "interval, is the worst stall. Target: under 50 ms.", "",
              "| while | worst stall (ms) | 99th percentile (ms) | seconds measured |", "|---|---|---|---|"]

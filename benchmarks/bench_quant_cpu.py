@@ -1,7 +1,7 @@
 """The shipped demo in fp32, FP8 and NVFP4 on this machine's CPU: resident weight memory,
 how far each quantized model's log-probabilities are from the fp32 one, and decode speed.
 
-    python tests/benchmarks/bench_quant_cpu.py [--out docs/quantization.md]
+    python benchmarks/bench_quant_cpu.py [--out docs/quantization.md]
 
 The FP8 export is made on the fly with ModelOpt (the NVFP4 one is shipped in assets/).
 """
@@ -57,7 +57,7 @@ def main():
     texts = [chat.prompt_ids([{"role": "user", "content": question(p)}], True) + chat.encode(thinking_text(p))
              for p in evaluation_problems(0, 20)]
     lines = ["# The demo model quantized (CPU)", "",
-             "Written by `python tests/benchmarks/bench_quant_cpu.py`. Log-probability differences are taken "
+             "Written by `python benchmarks/bench_quant_cpu.py`. Log-probability differences are taken "
              "over 20 held-out prompts with their worked thinking (every position), against the fp32 model. "
              "Decode speed: 64 greedy tokens, median of 3 runs, this machine's CPU; quantized weights are "
              "dequantized per matmul (the CPU reference path), which is why they decode slower here.", "",

@@ -10,7 +10,7 @@
    the rest being Python overhead);
 6. elastic against standard budget control on the demo task (from docs/results/demo-eval.json).
 
-    python tests/benchmarks/bench_runtime.py [--quick] [--out docs/benchmarks]
+    python benchmarks/bench_runtime.py [--quick] [--out docs/benchmarks]
 
 Writes OUT.md, OUT.json and OUT.png.
 """
@@ -287,7 +287,7 @@ def main():
 
 def report(meta, speed, switch, memory, profile, demo_eval) -> str:
     L = ["# Runtime benchmarks", "",
-         f"Written by `python tests/benchmarks/bench_runtime.py` on {meta['machine']} (fp32, CPU); medians of "
+         f"Written by `python benchmarks/bench_runtime.py` on {meta['machine']} (fp32, CPU); medians of "
          f"{meta['runs']} runs measured side by side in one process. "
          "Targets from the issue are quoted with each table.",
          "", "![decode speed](benchmarks.png)", "",

@@ -2,7 +2,7 @@
 (`python -m runtime serve` in its own process, as users run it, read by the official `openai` client
 streaming over HTTP on 127.0.0.1), side by side.
 
-    python tests/benchmarks/bench_server.py [--runs 15] [--checkpoint assets/demo-nvfp4] [--out docs/benchmarks-server]
+    python benchmarks/bench_server.py [--runs 15] [--checkpoint assets/demo-nvfp4] [--out docs/benchmarks-server]
 
 Both paths run the same request (greedy, so the replies are identical, which the script checks), in
 alternating order (never at the same time), each engine warmed on it first; medians are reported. Time to first
@@ -150,7 +150,7 @@ def main() -> int:
 
 
 def report(meta, rows) -> str:
-    lines = [f"Written by `python tests/benchmarks/bench_server.py` on {meta['machine']} (load average "
+    lines = [f"Written by `python benchmarks/bench_server.py` on {meta['machine']} (load average "
              f"{meta['load']} at the end), torch {meta['torch']} with {meta['threads']} thread(s), "
              f"{meta['checkpoint']} on the CPU; medians of {meta['runs']} alternating runs of the same greedy reply, "
              "in-process (`stream_chat`) and streamed by `python -m runtime serve` (its own process) to the `openai` "

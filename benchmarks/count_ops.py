@@ -2,7 +2,7 @@
 would launch as at least one kernel). Fewer ops mean less launch overhead in eager decode and a
 shorter CUDA-graph capture.
 
-    python tests/benchmarks/count_ops.py [--json FILE]
+    python benchmarks/count_ops.py [--json FILE]
 
 Models: a random model with the real 52-layer pattern (`MEMEM*EMEMEM*...`) at a small width
 (about 242M parameters, the issue's "held-out" shape) and the bundled demo (fp32 and NVFP4).

@@ -9,8 +9,8 @@ measured copy bandwidth), and checks that graph replay chooses exactly the eager
 switch cost after 4k thinking tokens and peak memory. About 3 minutes on an H200 (64 GB of BF16
 weights, then 18 GB of NVFP4).
 
-    python tests/benchmarks/cuda_30b_shape.py [--out docs/benchmarks-gpu.md]
-    python tests/benchmarks/cuda_30b_shape.py --cpu-dry-run      # a scaled-down shape, to test the script
+    python benchmarks/cuda_30b_shape.py [--out docs/benchmarks-gpu.md]
+    python benchmarks/cuda_30b_shape.py --cpu-dry-run      # a scaled-down shape, to test the script
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def main():
         extra.update(measure(fmt, cfg, subs, device, dtype, quant, args, bandwidth, rows, print))
     peak = torch.cuda.max_memory_allocated() if device.type == "cuda" else 0
     lines = [f"# The real 30B-A3B shape on {where}: eager decode against CUDA graphs", "",
-             f"Written by `python tests/benchmarks/cuda_30b_shape.py` (run by `tests/benchmarks/run_gpu_checks.sh`); "
+             f"Written by `python benchmarks/cuda_30b_shape.py` (run by `benchmarks/run_gpu_checks.sh`); "
              f"torch {torch.__version__}, random weights (the shape is what matters for speed), "
              f"greedy decoding through the engine's own decode step and device sampler after a 64-token prompt. "
              f"Whole run {time.time() - started:.0f} s. The 23B/12B widths are the catalog's estimates.", "",

@@ -1,7 +1,7 @@
 """For a CUDA machine: check the FP8 and NVFP4 matmul paths against the dequantizing reference
 and measure their speed. A few minutes end to end.
 
-    python tests/benchmarks/cuda_quant_check.py [--out docs/quantization-gpu.md]
+    python benchmarks/cuda_quant_check.py [--out docs/quantization-gpu.md]
 
 For each format it prints which path the runtime chose (and why, if not the fast one), the
 relative error of that path against the reference on the real 30B's matmul shapes, and the
@@ -63,7 +63,7 @@ def main():
         dev = torch.device("cuda")
         name, cc = torch.cuda.get_device_name(dev), torch.cuda.get_device_capability(dev)
     lines = [f"# Quantized matmul paths on {name} (compute capability {cc[0]}.{cc[1]})", "",
-             f"Written by `python tests/benchmarks/cuda_quant_check.py`; torch {torch.__version__}. "
+             f"Written by `python benchmarks/cuda_quant_check.py`; torch {torch.__version__}. "
              "Times are medians of 20 runs in microseconds.", ""]
     for fmt, pack in (("FP8", pack_fp8), ("NVFP4", pack_nvfp4)):
         choice = matmul.describe(dev, fmt)

@@ -212,10 +212,11 @@ def _generate(args) -> int:
     from .events import Done, Switch, Token
     from .generate import ChatRequest, stream_chat
     from .sampling import SamplingSettings
+    from .store.planner import check_cpu_fit
     from .store.submodel_tables import folder_table
 
     engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                         table=folder_table(args.checkpoint), progress=stderr_progress())
+                         table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit)
     parent = engine.submodels_by_size()[-1]
     think, answer, budget, escalation = args.submodel or parent, args.submodel or parent, None, None
     if args.depth:

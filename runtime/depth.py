@@ -36,7 +36,7 @@ class DepthLevel:
     budget: int  # thinking budget in tokens (0 when thinking is off)
     about: str
     missing: str | None = None  # the thinking submodel, when it is not in memory (the stop is unavailable)
-    estimated: bool = False  # the thinking submodel's widths are the catalog's estimate (elastic_source.py)
+    estimated: bool = False  # the thinking submodel's widths are the catalog's estimate (checkpoint/submodel_table.py)
     escalation: Escalation | None = None  # an Auto stop: where the thought may climb, and when
 
     @property

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import types
 
 import torch
 
@@ -40,6 +41,14 @@ CHUNK_BYTES = 2 << 20  # decoded weight rows per block on the CPU: about the L2 
 
 _tables: dict[tuple, torch.Tensor] = {}
 _local = threading.local()  # per-thread CPU buffers (an engine decodes on one thread; tests may use several)
+
+
+def _scratch() -> types.SimpleNamespace:
+    """This thread's buffers for the current autograd mode: a buffer made under inference_mode is an
+    inference tensor, which torch refuses to update in place outside it (and the reverse)."""
+    mode = torch.is_inference_mode_enabled()
+    spaces = _local.__dict__.setdefault("spaces", {})
+    return spaces.setdefault(mode, types.SimpleNamespace())
 
 
 def table(fmt: str, device, dtype: torch.dtype) -> torch.Tensor:
@@ -101,14 +110,15 @@ def dequantize(w, dtype: torch.dtype) -> torch.Tensor:
 
 def _buffers(n: int, pair: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """This thread's CPU buffers of n elements: a zeroed int32 index buffer and one of value pairs."""
-    index = getattr(_local, "index", None)
+    local = _scratch()
+    index = getattr(local, "index", None)
     if index is None or index.numel() < n:
-        index = _local.index = torch.zeros(n, dtype=torch.int32)
-    if not hasattr(_local, "values"):
-        _local.values = {}
-    values = _local.values.get(pair)
+        index = local.index = torch.zeros(n, dtype=torch.int32)
+    if not hasattr(local, "values"):
+        local.values = {}
+    values = local.values.get(pair)
     if values is None or values.numel() < n:
-        values = _local.values[pair] = torch.empty(n, dtype=pair)
+        values = local.values[pair] = torch.empty(n, dtype=pair)
     return index, values
 
 
@@ -171,9 +181,10 @@ def _nvfp4_rows(x2: torch.Tensor, w: PackedNVFP4, rows: int) -> torch.Tensor:
     B, T, dtype = K // BLOCK, x2.shape[0], x2.dtype
     quads, scale_of = _quads("cpu", dtype), _scale_values("cpu")
     xb = x2.T.reshape(B, BLOCK, T)  # (block, 16, T)
-    cache = getattr(_local, "nvfp4", None)
+    local = _scratch()
+    cache = getattr(local, "nvfp4", None)
     if cache is None or cache[0].numel() < rows * B:
-        cache = _local.nvfp4 = (torch.empty(rows * B, dtype=torch.int64), torch.empty(rows * B * 4, dtype=torch.int32),
+        cache = local.nvfp4 = (torch.empty(rows * B, dtype=torch.int64), torch.empty(rows * B * 4, dtype=torch.int32),
                                 torch.empty(rows * B * 4, dtype=quads.dtype if quads.dim() == 1 else torch.int64),
                                 torch.empty(rows * B, dtype=torch.int32))
     codes_t, index, values, scale_index = cache

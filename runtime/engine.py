@@ -61,18 +61,19 @@ class Engine:
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
              max_context: int = ENGINE_CONTEXT, elastic: dict | None = None, table: SubmodelTable | None = None,
-             progress: ProgressFn | None = None, cancelled: Callable[[], bool] | None = None) -> "Engine":
+             progress: ProgressFn | None = None, cancelled: Callable[[], bool] | None = None,
+             preflight: Callable[[Path, int, str | None], object] | None = None) -> "Engine":
         """Loads a checkpoint folder with `table` (the model store's `folder_table` adds the catalog's
         estimates for a folder without elastic.json), else `elastic` (a table object), else the
-        folder's own elastic.json (or the parent alone). On the CPU it first checks the plan fits the
-        available RAM (store/planner.py). `progress` and `cancelled`: as for `ElasticModel.load`."""
+        folder's own elastic.json (or the parent alone). On the CPU it first runs `preflight(folder,
+        max_context, resident)`, which raises to refuse the load (the commands pass the store's
+        `check_cpu_fit`: the plan must fit the available RAM). `progress` and `cancelled`: as for
+        `ElasticModel.load`."""
         if table is None:
             table = SubmodelTable(elastic, {}, "the caller's table") if elastic is not None else \
                 (own_table(folder) or PARENT_ONLY)
-        if pick_device(device, "float32")[0].type == "cpu":  # refuse what would not fit in RAM, with the plan's numbers
-            from .store.planner import check_cpu_fit
-
-            check_cpu_fit(Path(folder), max_context, resident)
+        if preflight is not None and pick_device(device, "float32")[0].type == "cpu":
+            preflight(Path(folder), max_context, resident)
         engine = cls(ElasticModel.load(Path(folder), resident, device, dtype, table.elastic, progress, cancelled),
                      max_context, table=table)
         engine.prepare_decode()

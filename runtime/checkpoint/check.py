@@ -6,7 +6,7 @@ it in a fixed order, each step trusting only what the steps before it establishe
 1. config.json: JSON, types and ranges of every field, and the model's size by arithmetic
    (config.py);
 2. the quantization config: hf_quant_config.json or quantization_config (quant.py);
-3. elastic.json: the nested widths against the parent (elastic.py);
+3. elastic.json: the nested widths against the parent (checkpoint/submodels.py);
 4. the weight files: the shard index (plain file names in this folder) and every safetensors
    header (safetensors_io.py);
 5. the tensors against the config: counts and bytes by arithmetic first, then names, shapes,

@@ -165,9 +165,10 @@ def serve_command(args) -> int:
     print(f"listening on {server.address} (OpenAI-compatible); loading {folder} ...", flush=True)
     try:
         from ..cli import stderr_progress  # noqa: PLC0415
+        from ..store.planner import check_cpu_fit  # noqa: PLC0415
 
         engine = Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                             table=folder_table(folder), progress=stderr_progress())
+                             table=folder_table(folder), progress=stderr_progress(), preflight=check_cpu_fit)
     except BaseException:
         server.stop()
         raise

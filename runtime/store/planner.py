@@ -49,7 +49,7 @@ class SubmodelFit:
     workspace_bytes: int
     verdict: str
     reason: str
-    state: str = VERIFIED  # verified, declared or estimated widths (elastic_source.py)
+    state: str = VERIFIED  # verified, declared or estimated widths (checkpoint/submodel_table.py)
 
     @property
     def need_bytes(self) -> int:

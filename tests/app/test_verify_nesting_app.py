@@ -4,7 +4,7 @@ catalog variant whose family lists published slices (and what happens when the h
 reached), and a chat never starting on a depth whose thinker is only estimated.
 
 Parents are random tiny checkpoints; slices are made from them by this project's `extract` (see
-tests/test_nesting.py), damaged where a test needs a wrong one.
+tests/runtime/store/test_nesting.py), damaged where a test needs a wrong one.
 """
 
 from __future__ import annotations

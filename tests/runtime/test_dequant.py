@@ -92,3 +92,17 @@ def test_meta_device_decodes_shapes_only():
     w = packed("NVFP4", 32, 64).to("meta")
     out = dequant.linear(torch.empty(1, 64, device="meta"), w)
     assert out.shape == (1, 32) and out.device.type == "meta"
+
+
+@pytest.mark.parametrize("fmt", ["NVFP4", "FP8"])
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_inference_mode_and_plain_calls_mix_on_one_thread(fmt, tokens):
+    """An engine decodes under inference_mode; a test or tool may then call outside it on the same
+    thread (and the reverse): the per-thread buffers must not be inference tensors updated outside it."""
+    w = packed(fmt, 64, 32)
+    x = torch.randn(tokens, 32)
+    want = x @ reference(w).T
+    for inference in (True, False, True):
+        with torch.inference_mode(inference):
+            got = dequant.linear(x, w)
+        assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
