@@ -287,7 +287,7 @@ def chat_mix(mix: Mix) -> Mix:
     """The last phase: most conversations hold one to twelve earlier turns, mostly sums, so that a sum
     asked after others in the same chat is read from the last message (with at most four earlier turns
     trained, a sum from the sixth turn on was right 3 times in 24), and tools stay in the mix."""
-    return replace(tools_mix(mix), tools=0.3, out_of_range=0.25, history=0.65, history_turns=tuple(range(1, 13)),
+    return replace(tools_mix(mix), tools=0.25, out_of_range=0.25, history=0.6, history_turns=tuple(range(1, 13)),
                    history_sums=0.65)
 
 
@@ -405,10 +405,10 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--parent-steps", type=int, default=400)
     parser.add_argument("--elastic-steps", type=int, default=160)
-    parser.add_argument("--polish-steps", type=int, default=700)
-    parser.add_argument("--settle-steps", type=int, default=1200)
-    parser.add_argument("--tools-steps", type=int, default=350)
-    parser.add_argument("--chat-steps", type=int, default=400)
+    parser.add_argument("--polish-steps", type=int, default=450)
+    parser.add_argument("--settle-steps", type=int, default=800)
+    parser.add_argument("--tools-steps", type=int, default=250)
+    parser.add_argument("--chat-steps", type=int, default=250)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--trace", choices=sorted(TRACES), default="columns",
