@@ -538,6 +538,23 @@ def evaluation_problems(seed: int, n: int, numbers: tuple[int, ...] = (2, 3, 4))
 TOKENIZER_TOOL_MIX = Mix(tools=0.5, out_of_range=0.3, lead_ins=True, frames=0.4)
 
 
+def evaluation_out_of_range(seed: int, n: int, numbers: tuple[int, ...] = (2, 3, 4)) -> list[Problem]:
+    """Held-out sums the demo cannot do, half with a number over 99 and half with a result below 0 (the
+    running value in range until the last step), as many with each count of numbers."""
+    rng = random.Random(seed + 2_000_029)
+    out, seen = [], set()
+    while len(out) < n:
+        kind = (BIG, NEGATIVE)[len(out) % 2]
+        k = numbers[(len(out) // 2) % len(numbers)]
+        p = make_out_of_range(rng, k, kind)
+        if kind == NEGATIVE and (p.result >= 0 or any(v < 0 for v in p.partials[:-1])):
+            continue
+        if is_held_out(p.expression) and p.expression not in seen:
+            seen.add(p.expression)
+            out.append(p)
+    return out
+
+
 def corpus(seed: int, n: int = 4000, n_tools: int = 1000) -> list[str]:
     """Texts to train the tokenizer on (both traces, so either can be trained with one tokenizer; no
     held-out phrasing, so their words reach the model as pieces it has seen; no held-out tool)."""
