@@ -211,6 +211,10 @@ def tool_reply(engine: Engine, messages: tuple, tools: list[dict] | None, stop, 
                                   SamplingSettings(temperature=0), escalation=stop.escalation)
             done, _ = reply(engine, request)
             parsed = parse_tool_calls(done.answer_text, tools)
+            if not (parsed.calls or parsed.errors) and "<tool_call>" in done.thinking_text:
+                # a call written inside the thinking ends it (as engines treat the real model's)
+                inner = parse_tool_calls(done.thinking_text[done.thinking_text.index("<tool_call>"):], tools)
+                parsed = type(parsed)(parsed.content, inner.calls, inner.errors)
             rounds.append({"thinking": done.thinking_text, "answer": done.answer_text})
             calls += [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
             errors += [{"reason": e.reason, "text": e.text} for e in parsed.errors]
