@@ -408,7 +408,7 @@ def main(argv=None):
     parser.add_argument("--polish-steps", type=int, default=450)
     parser.add_argument("--settle-steps", type=int, default=800)
     parser.add_argument("--tools-steps", type=int, default=250)
-    parser.add_argument("--chat-steps", type=int, default=180)
+    parser.add_argument("--chat-steps", type=int, default=150)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--trace", choices=sorted(TRACES), default="columns",
