@@ -181,6 +181,21 @@ def test_held_out_tools_and_out_of_range_sums_never_train():
                                                         for t, k in lists)
 
 
+def test_the_evaluation_scores_tool_replies_and_declines_and_writes_its_notes_under_one_heading():
+    from training.evaluate import decline_reason_right, folded, notes_lines, run_sum_tool
+
+    assert run_sum_tool({"expression": "145+23-7"}) == "161" and run_sum_tool({"x": " 5 - 12 "}) == "-7"
+    assert run_sum_tool({"a": "1+1", "b": "2"}).startswith("error") and run_sum_tool({"e": "2*3"}).startswith("error")
+    big, below = Problem((45, 230), ("+",)), Problem((30, 80), ("-",))
+    assert decline_reason_right(big, "I can't work that out: 230 is over 99. ...")
+    assert not decline_reason_right(big, "I can't work that out: 530 is over 99. ...")  # a miscopied number
+    assert not decline_reason_right(big, "I can't work that out: it goes below 0.")
+    assert decline_reason_right(below, "I can't work that out: it goes below 0. ...")
+    assert notes_lines("## Notes\n\nText.\n") == notes_lines("Text.") == ["## Notes", "", "Text.", ""]
+    assert notes_lines("## Notes, more\nText")[2] == "## Notes, more\nText"  # another heading is kept
+    assert folded("a\nb") == "a\nb" and folded("\n".join(["x"] * 40), keep=5).count("\n") == 5
+
+
 def test_out_of_range_working_stops_where_the_demo_cannot_go_on():
     from training.data import (CAN_DO, CANNOT, USE_TOOL, Problem, decline_text, negative_step,
                                out_of_range_thinking)

@@ -221,9 +221,10 @@ def tool_reply(engine: Engine, messages: tuple, tools: list[dict] | None, stop, 
             if not parsed.calls or len(calls) > MAX_CALLS:
                 break
             messages.append(assistant_message(parsed.calls, parsed.content, reasoning=done.thinking_text.strip() or None))
-            for c in parsed.calls:
-                messages.append(tool_message(run_sum_tool(c.arguments) if c.name == arithmetic
-                                             else f"error: {c.name} is not available"))
+            results = [run_sum_tool(c.arguments) if c.name == arithmetic else f"error: {c.name} is not available"
+                       for c in parsed.calls]
+            rounds[-1]["results"] = results
+            messages += [tool_message(result) for result in results]
     finally:
         engine.chat = chat
     final = parse_tool_calls(rounds[-1]["answer"], tools)
@@ -264,8 +265,9 @@ def tool_use(engine: Engine, n: int, seed: int, log=print) -> dict:
     summary = {"stop": stop.name, "tools": [t[0] for t in tools_data.HELD_OUT_TOOLS]}
     for kind, group in rows.items():
         summary[kind] = tool_summary(group)
-    summary["samples"] = [dict(r) for r in rows["out_of_range"][:2]] + [
-        dict(r) for r in rows["out_of_range"] if not r["right"]][:2]
+    right = [r for r in rows["out_of_range"] if r["right"]]
+    wrong = [r for r in rows["out_of_range"] if not r["right"]]
+    summary["samples"] = [dict(r) for r in right[:2] + wrong[:max(2, 4 - len(right[:2]))]][:4]
     o, i = summary["out_of_range"], summary["in_range"]
     log(f"tools ({stop.name}): out of range called {o['called']:.0%}, valid {o['valid_of_called']}, right call "
         f"{o['right_call']:.0%}, answer right {o['right']:.0%}; in range called {i['called']:.0%}, right {i['right']:.0%}")
@@ -292,6 +294,15 @@ def tool_summary(rows: list[dict]) -> dict:
 DECLINE = re.compile(r"can't|cannot|can not", re.IGNORECASE)
 
 
+def decline_reason_right(p, answer: str) -> bool:
+    """Whether a reply that says it cannot gives the right reason: a number of the question that is over 99
+    (and no number that is not in the question), or, for a sum that goes below 0, that it does."""
+    if out_of_range_kind(p) == BIG:
+        named = [int(n) for n in re.findall(r"(\d+) is over 99", answer)]
+        return bool(named) and all(n in p.numbers and n > 99 for n in named)
+    return "below 0" in answer
+
+
 def without_tools(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
     """Held-out sums the demo cannot do, with no tool offered and with only other (held-out, not
     arithmetic) tools offered, at the default stop: does it say it cannot (and what it can do), answer
@@ -312,10 +323,13 @@ def without_tools(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
             verdict = ("tool call" if r["calls"] or r["errors"] else "declined" if DECLINE.search(answer)
                        else "right" if last_number(answer) == p.result else "wrong")
             rows.append({"question": text, "expected": p.result, "kind": out_of_range_kind(p), "verdict": verdict,
+                         "reason_right": verdict == "declined" and decline_reason_right(p, answer),
                          "answer": answer, "latency_ms": r["latency_ms"]})
         row = {"offered": offered, "stop": stop.name, "questions": len(rows),
                **{v: round(sum(r["verdict"] == v for r in rows) / len(rows), 4)
                   for v in ("declined", "right", "wrong", "tool call")},
+               "reason_right_of_declined": round(sum(r["reason_right"] for r in rows)
+                                                 / max(1, sum(r["verdict"] == "declined" for r in rows)), 4),
                "by_kind": {k: round(sum(r["verdict"] == "declined" for r in rows if r["kind"] == k)
                                     / max(1, sum(r["kind"] == k for r in rows)), 4) for k in (BIG, NEGATIVE)},
                "samples": [r for r in rows if r["verdict"] != "declined"][:3] + rows[:1]}
@@ -445,13 +459,16 @@ def tool_lines(result: dict, nvfp4: dict | None) -> list[str]:
                          f"{pct(r['right_call'])} | {pct(r['right'])} | {kinds} | {offered} | {r['mean_latency_ms']} |")
     lines += ["", "## Sums out of range with no arithmetic tool", "",
               "Held-out sums the demo cannot do, with no tool offered, or with only a held-out tool that is not "
-              "arithmetic. *Said it cannot*: the answer says it cannot (and what it can do); *right* / *wrong*: it "
-              "answered with a number anyway; *tool call*: it wrote a call it was not offered.", "",
-              "| checkpoint | offered | questions | said it cannot | big / below 0: said it cannot | answered right | "
-              "answered wrong | tool call |", "|---|---|---|---|---|---|---|---|"]
+              "arithmetic. *Said it cannot*: the answer says it cannot (and what it can do); *with the right reason*: "
+              "of those, the ones that name a number of the question over 99, or say the sum goes below 0, as it "
+              "does; *right* / *wrong*: it answered with a number anyway; *tool call*: it wrote a call it was not "
+              "offered.", "",
+              "| checkpoint | offered | questions | said it cannot | with the right reason | big / below 0: said it "
+              "cannot | answered right | answered wrong | tool call |", "|---|---|---|---|---|---|---|---|---|"]
     for name, rows in (("fp32", result.get("without_tools", [])), ("NVFP4", (nvfp4 or {}).get("without_tools", []))):
         for r in rows:
             lines.append(f"| {name} | {r['offered']} | {r['questions']} | {pct(r['declined'])} | "
+                         f"{pct(r.get('reason_right_of_declined'))} | "
                          f"{pct(r['by_kind'][BIG])} / {pct(r['by_kind'][NEGATIVE])} | {pct(r['right'])} | "
                          f"{pct(r['wrong'])} | {pct(r['tool call'])} |")
     lines += ["", "### A tool loop, verbatim", ""]
@@ -459,15 +476,26 @@ def tool_lines(result: dict, nvfp4: dict | None) -> list[str]:
         verdict = "right" if s["right"] else f"wrong (expected {s['expected']})"
         lines += [f"**{s['tool']}** offered ({s['offered']} tool{'s' if s['offered'] > 1 else ''}), {verdict}: "
                   f"*{s['question']}*", "", "```"]
-        for k, rnd in enumerate(s["rounds"]):
-            if k:
-                lines.append("(the tool's result goes back; the model goes on)")
-            lines += ["<think>", rnd["thinking"].strip(), "</think>", rnd["answer"].strip()]
+        for rnd in s["rounds"]:
+            lines += ["<think>", folded(rnd["thinking"]), "</think>", folded(rnd["answer"])]
+            for result in rnd.get("results", []):
+                lines.append(f"(the loop runs the call; the tool's result goes back: {result!r}; the model goes on)")
         lines += ["```", ""]
-    for r in result.get("without_tools", [])[:1]:
-        s = r["samples"][-1]
-        lines += [f"**No tool offered**: *{s['question']}*", "", "```", s["answer"].strip(), "```", ""]
+    for r in result.get("without_tools", []):  # the first reply, and the first one that did not say it cannot
+        shown = r["samples"][-1:] + [x for x in r["samples"][:-1] if x["verdict"] != "declined"][:1]
+        for s in shown:
+            lines += [f"**{r['offered'].capitalize()} offered**, {s['verdict']} (expected {s['expected']}): "
+                      f"*{s['question']}*", "", "```", folded(s["answer"]), "```", ""]
     return lines
+
+
+def folded(text: str, keep: int = 12) -> str:
+    """A reply's text for the verbatim samples, its lines after the first `keep` folded into a count
+    (a reply that loops until its token limit would fill pages)."""
+    lines = text.strip().split("\n")
+    if len(lines) <= keep + 2:
+        return "\n".join(lines)
+    return "\n".join(lines[:keep] + [f"[... {len(lines) - keep} more lines, to the reply's token limit]"])
 
 
 def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
@@ -475,7 +503,7 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     counts = sorted(next(iter(result["stops"]))["by_numbers"])
 
     def by_numbers(r):
-        return " | ".join(f"{r['by_numbers'][c]:.0%}" for c in counts)
+        return " | ".join("-" if r["by_numbers"].get(c) is None else f"{r['by_numbers'][c]:.0%}" for c in counts)
 
     head = " | ".join(f"{c} numbers" for c in counts)
     rule = "|---" * len(counts)
@@ -527,8 +555,16 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
         lines += [f"**{s['stop']}**, {verdict}{climbed}: *{s['question']}*", "", "```", "<think>", s["thinking"].strip(),
                   "</think>", s["answer"].strip(), "```", ""]
     if result.get("notes"):
-        lines += ["## Notes", "", result["notes"].strip(), ""]
+        lines += notes_lines(result["notes"])
     path.write_text("\n".join(lines) + "\n")
+
+
+def notes_lines(notes: str) -> list[str]:
+    """The notes under one "## Notes" heading: a notes file that starts with its own keeps it alone."""
+    text = notes.strip()
+    if re.match(r"##\s+Notes\s*(\n|$)", text):
+        text = text.split("\n", 1)[1].strip() if "\n" in text else ""
+    return ["## Notes", "", text, ""] if text else ["## Notes", ""]
 
 
 def auto_lines(result: dict) -> list[str]:
