@@ -26,8 +26,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
 from ..events import Done
+from .gate import RequestGate
 from .jobs import Job
 from .openai_api import ApiError, ChunkStream, ServedModel, completion, error_body, new_id, parse_chat
+from .web_rules import WebRules
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a long conversation is well under this; anything bigger is refused (413)
 DISCONNECT_POLL_S = 0.25  # a non-streamed reply looks for a hung-up client this often
@@ -67,9 +69,12 @@ class BodyLimit:
         await self.app(scope, limited_receive, send)
 
 
-def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES, *,
+               web: WebRules) -> FastAPI:
+    """The app over `queue`; `web`: the Host names and page origins it accepts (gate.py, web_rules.py)."""
     app = FastAPI(title="Elastic Chat", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(RequestGate, rules=web)  # added last: outermost, so it refuses before the body is read
     server = _Server(queue, api_key)
     app.state.queue, app.state.records, app.state.jobs = queue, server.records, server.jobs
     _add_error_handlers(app)
