@@ -121,6 +121,14 @@ CLI_MAX_NEW_TOKENS = 512  # `generate`'s default, a contract of the CLI (a chat 
 
 PORT = Option("port", int, 8000, 0, 65535, "default 8000 (0: any free port)")
 MAX_QUEUE = Option("max_queue", int, 8, 1, 1024, "requests that may wait for the model (more get 429)")
+# What one client may hold (server/connections.py): a request arrives whole in seconds, an idle
+# connection closes, and connections are counted (each holds a file descriptor).
+REQUEST_TIMEOUT = Option("request_timeout", float, 10.0, 0.1, 3600.0,
+                         "seconds a client has to send a whole request, headers and body (else 408)")
+KEEP_ALIVE_TIMEOUT = Option("keep_alive_timeout", float, 5.0, 0.1, 3600.0,
+                            "seconds an idle connection stays open between requests")
+MAX_CONNECTIONS = Option("max_connections", int, 64, 1, 4096, "connections open at once (one more gets 503)")
+SERVER_LIMITS = (REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS)
 STALL_SECONDS = Option("stall_seconds", float, 30.0, 0.1, 3600.0, "seconds without data before a download retries")
 STEPS = Option("steps", int, 4, 1, 4096, "decode steps to run")
 
@@ -192,7 +200,7 @@ ALLOW_ORIGINS = NameList("allow_origins", "--allow-origin", _web_rule("origin_en
 NAME_LISTS = {o.name: o for o in (ALLOW_HOSTS, ALLOW_ORIGINS)}
 
 OPTIONS = {o.name: o for o in (*SAMPLING, SEED, MAX_NEW_TOKENS, CONTEXT, THINKING_BUDGET, PORT, MAX_QUEUE,
-                               STALL_SECONDS, STEPS)}
+                               *SERVER_LIMITS, STALL_SECONDS, STEPS)}
 FLAG_ALIASES = {"max_context": "context"}  # `--max-context` of generate and serve is the context
 
 

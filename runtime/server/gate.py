@@ -3,6 +3,8 @@ before any work is done (before the body is read, before a request enters the en
 
 In order, each refusal in OpenAI's error shape, with `Connection: close`:
 
+0. 431 `headers_too_large`: the request's headers are over MAX_HEAD_BYTES (connections.py bounds a
+   head still arriving; one that came in a single piece is caught here).
 1. 421 `host_not_allowed`: the request is not addressed to this server by a name it accepts
    (web_rules.py: DNS rebinding); a missing Host, several, or an absolute-form target naming another
    host, too. An absolute-form target naming this server is routed by its path.
@@ -26,6 +28,7 @@ from urllib.parse import unquote
 from .openai_api import error_body
 from .web_rules import WebRules
 
+MAX_HEAD_BYTES = 16 * 1024  # the request line and headers; a client's are well under 2 KiB
 METHODS = ("GET", "POST")  # the methods a route here answers (OPTIONS is the preflight's)
 PREFLIGHT_MAX_AGE_S = 600
 SIMPLE_HEADERS = "authorization, content-type"
@@ -39,6 +42,9 @@ class RequestGate:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        if sum(len(name) + len(value) for name, value in scope.get("headers", [])) > MAX_HEAD_BYTES:
+            return await _refuse(send, 431, f"the request's headers are over {MAX_HEAD_BYTES} bytes",
+                                 "headers_too_large")
         headers = _headers(scope)
         refusal = self._host_refusal(scope, headers)
         if refusal is not None:

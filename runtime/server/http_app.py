@@ -13,6 +13,7 @@ reads or writes a file. Every error leaves in OpenAI's shape: {"error": {message
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import time
@@ -23,6 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from ..engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
 from ..events import Done
@@ -100,11 +102,12 @@ class _Server:
         return self._served[1]
 
     def authorized(self, request: Request) -> bool:
+        """The key comes as `Authorization: Bearer KEY` (the scheme in any case), the only form read."""
         if not self.api_key:
             return True
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.api_key.encode())
+        return scheme.lower() == "bearer" and key_matches(token.strip(), self.api_key)
 
     def require_key(self, request: Request) -> None:
         if not self.authorized(request):
@@ -122,6 +125,13 @@ class _Server:
     def close(self, job: Job) -> None:
         job.cancel()  # a no-op once the reply is done
         self.jobs.discard(job)
+
+
+def key_matches(given: str, key: str) -> bool:
+    """Whether `given` is the key, in the same time whatever `given` holds: both are hashed first, so
+    not even their lengths decide how long the comparison takes (compare_digest's own caveat)."""
+    digest = [hashlib.sha256(k.encode("utf-8", "surrogatepass")).digest() for k in (given, key)]
+    return hmac.compare_digest(*digest)
 
 
 # ---------------------------------------------------------------------- errors, all in OpenAI's shape
@@ -195,6 +205,8 @@ def _chat_routes(server: _Server) -> APIRouter:
     async def chat_completions(request: Request):
         try:
             body = json.loads(await request.body())
+        except ClientDisconnect:  # hung up, or cut off for sending too slowly (connections.py)
+            return Response(status_code=499)
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise ApiError(400, "the request body is not valid JSON", None, "invalid_json") from None
         parsed = parse_chat(body, server.served())

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..engine_queue import EngineQueue
 from ..errors import UsageError
-from ..options import ALLOW_HOSTS, ALLOW_ORIGINS, PORT, OptionError
+from ..options import ALLOW_HOSTS, ALLOW_ORIGINS, PORT, SERVER_LIMITS, OptionError
 from ..store.submodel_tables import folder_table
 from .web_rules import WebRules, host_entry
 
@@ -88,8 +88,17 @@ class ServerThread:
     accepts connections; `stop()` ends every server reply and the thread."""
 
     def __init__(self, queue: EngineQueue, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 api_key: str | None = None, log_level: str = "warning", allow_hosts=(), allow_origins=()):
+                 api_key: str | None = None, log_level: str = "warning", allow_hosts=(), allow_origins=(),
+                 limits: dict | None = None):
+        """`allow_hosts`, `allow_origins`: see web_rules.py; `limits`: what one client may hold
+        (connections.py), by option name (options.SERVER_LIMITS), each defaulting to its option's."""
         check_listen(host, port, api_key, allow_hosts, allow_origins)
+        limits = limits or {}
+        try:
+            self.limits = {o.name: o.parse(limits.get(o.name, o.default), "--" + o.name.replace("_", "-"))
+                           for o in SERVER_LIMITS}
+        except OptionError as e:
+            raise UsageError(str(e)) from None
         self.queue, self.host, self.port, self.api_key = queue, host, port, api_key or None
         self.allow_hosts, self.allow_origins = ALLOW_HOSTS.parse(allow_hosts), ALLOW_ORIGINS.parse(allow_origins)
         self.log_level = log_level
@@ -111,6 +120,8 @@ class ServerThread:
         try:
             import uvicorn  # noqa: PLC0415 (only when serving)
 
+            from .connections import bounded_protocol  # noqa: PLC0415
+            from .gate import MAX_HEAD_BYTES  # noqa: PLC0415
             from .http_app import create_app  # noqa: PLC0415
         except ImportError as e:
             raise UsageError(f"the server needs FastAPI and uvicorn ({e.name} is missing): "
@@ -120,8 +131,12 @@ class ServerThread:
         self.port = sock.getsockname()[1]
         web = WebRules.serving(self.host, self.port, self.allow_hosts, self.allow_origins)
         self.app = create_app(self.queue, self.api_key, web=web)
+        limits = self.limits
         config = uvicorn.Config(self.app, log_level=self.log_level, access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=3, server_header=False)
+                                timeout_graceful_shutdown=3, server_header=False,
+                                http=bounded_protocol(limits["request_timeout"], limits["max_connections"]),
+                                timeout_keep_alive=limits["keep_alive_timeout"],
+                                h11_max_incomplete_event_size=MAX_HEAD_BYTES)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self._run, args=(sock,), name="http server", daemon=True)
         self.thread.start()
@@ -175,7 +190,8 @@ def serve_command(args) -> int:
     queue = EngineQueue(max_waiting=args.max_queue)
     queue.set_loading(f"the model {folder.name} is loading")
     server = ServerThread(queue, args.host, args.port, args.api_key, allow_hosts=args.allow_host,
-                          allow_origins=args.allow_origin).start()
+                          allow_origins=args.allow_origin,
+                          limits={o.name: getattr(args, o.name) for o in SERVER_LIMITS}).start()
     print(f"listening on {server.address} (OpenAI-compatible); loading {folder} ...", flush=True)
     try:
         from ..cli import stderr_progress  # noqa: PLC0415
