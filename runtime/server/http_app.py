@@ -18,6 +18,7 @@ import hmac
 import json
 import time
 from collections import deque
+from dataclasses import replace
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -114,11 +115,21 @@ class _Server:
             raise ApiError(401, "missing or incorrect API key: send it as 'Authorization: Bearer KEY'", None,
                            "invalid_api_key")
 
+    def cache_scope(self, cache_key: str | None) -> str:
+        """A request reuses no other request's cached prompt (nor the app window's), so neither its
+        `cached_tokens` nor its speed can tell a client what anyone else asked; only requests that
+        send the same `prompt_cache_key` with the same API key share theirs."""
+        if cache_key is None:
+            return f"server request {new_id()}"
+        digest = hashlib.sha256(f"{self.api_key or ''}\0{cache_key}".encode("utf-8", "surrogatepass")).hexdigest()
+        return f"server key {digest}"
+
     def open(self, parsed, request: Request) -> Job:
         """The request's reply enters the engine's line (QueueFull: the line is full, nothing started)."""
         client = request.client
         who = f"server {client.host}:{client.port}" if client else "server"
-        job = Job(self.queue, parsed.request, who, asyncio.get_running_loop(), self.records.append)
+        own = replace(parsed.request, cache_scope=self.cache_scope(parsed.cache_key))
+        job = Job(self.queue, own, who, asyncio.get_running_loop(), self.records.append)
         self.jobs.add(job)
         return job
 
