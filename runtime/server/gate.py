@@ -100,10 +100,10 @@ class RequestGate:
         return None
 
     def _cors_headers(self, origin: str | None) -> list[tuple[bytes, bytes]]:
-        if origin is None:
-            return []
+        if origin is None:  # with CORS on, an answer still varies by Origin (a cache must not mix them)
+            return [(b"vary", b"Origin")] if self.rules.origins else []
         allow = b"*" if self.rules.any_origin else origin.encode("latin-1")
-        return [(b"access-control-allow-origin", allow), (b"vary", b"Origin")]
+        return [(b"access-control-allow-origin", allow), (b"vary", b"Origin")]  # the preflight takes the first
 
     async def _preflight(self, send, headers: dict, cors: list) -> None:
         method = headers["access-control-request-method"][-1]

@@ -133,7 +133,7 @@ class ServerThread:
         self.app = create_app(self.queue, self.api_key, web=web)
         limits = self.limits
         config = uvicorn.Config(self.app, log_level=self.log_level, access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=3, server_header=False,
+                                timeout_graceful_shutdown=3, server_header=False, ws="none",
                                 http=bounded_protocol(limits["request_timeout"], limits["max_connections"]),
                                 timeout_keep_alive=limits["keep_alive_timeout"],
                                 h11_max_incomplete_event_size=MAX_HEAD_BYTES)

@@ -258,6 +258,9 @@ def test_an_allowed_origin_gets_correct_preflight_and_response_headers(engine):
         plain = post(srv, content_type="text/plain", Host="127.0.0.1", Origin="http://localhost:3000")
         assert plain.status == 415  # an allowed page still sends JSON
         assert get(srv, "/v1/models", Host="127.0.0.1", Origin="http://localhost:3001").status == 403
+        program = get(srv, "/v1/models", Host="127.0.0.1")  # no Origin: a program, answered as it varies
+        assert program.status == 200 and program.header("vary") == "Origin"
+        assert "access-control-allow-origin" not in program.headers
     finally:
         srv.stop()
 
