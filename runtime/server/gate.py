@@ -78,7 +78,7 @@ class RequestGate:
         hosts = headers.get("host", [])
         if len(hosts) != 1 or not self.rules.host_allowed(hosts[0]):
             return "the request's Host is not this server's: " + hint
-        target = scope.get("raw_path", b"")
+        target = scope.get("raw_path") or scope["path"].encode("latin-1", "replace")
         if not target.startswith(b"/"):  # absolute form (http://host/path): its host must be this server too
             scheme, sep, rest = target.decode("latin-1").partition("://")
             authority, _, path = rest.partition("/")
