@@ -56,8 +56,8 @@ def host_entry(text: str) -> str:
         ip = None
     if ip is not None:
         return f"[{ip}]" if ip.version == 6 else str(ip)
-    if all(_LABEL.fullmatch(label) for label in name.split(".")) and not name.replace(".", "").isdigit():
-        return name
+    if all(_LABEL.fullmatch(label) for label in name.split(".")):  # 127.1 too: no browser sends it, but
+        return name  # it names an address to listen on (as the app's settings accept it), and only itself
     raise ValueError(rule)
 
 

@@ -385,7 +385,8 @@ def test_the_apps_server_refuses_other_names_and_pages_as_serve_does(qtbot, tmp_
 @pytest.mark.parametrize("host,key", [("127.0.0.1", ""), ("localhost", ""), ("::1", ""), ("127.0.0.2", ""),
                                       ("0.0.0.0", ""), ("192.168.1.20", ""), ("::", ""), ("example.com", ""),
                                       ("0.0.0.0", "s3cret-key"), ("0.0.0.0", "short"), ("127.0.0.1", "short"),
-                                      ("127.0.0.1", "with space")])
+                                      ("127.0.0.1", "with space"), ("127.1", "s3cret-key"), ("my_host", ""),
+                                      ("Box.LAN", "s3cret-key"), ("localhost.", ""), ("[::1]", "")])
 def test_the_app_accepts_exactly_the_addresses_serve_accepts(host, key):
     try:
         check_listen(host, 8000, key or None)
