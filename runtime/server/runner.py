@@ -1,7 +1,9 @@
 """Running the server: uvicorn in a thread of its own, over an `EngineQueue` shared with whoever else
 uses the engine (the app's chat window), and `python -m runtime serve`.
 
-Safe by default: it listens on 127.0.0.1; any address that is not loopback needs an API key.
+Safe by default: it listens on 127.0.0.1; any address that is not loopback needs an API key; it
+answers only the names it was given and no web page the user did not allow (gate.py), and bounds
+what one client may hold (connections.py).
 The port is bound before anything slow happens, so a taken port fails at once, in one line.
 """
 
