@@ -68,6 +68,9 @@ class ChatRequest:
     transplant: bool = False
     # Auto: thinking climbs to larger submodels when the thinker struggles (DepthLevel.escalation)
     escalation: Escalation | None = None
+    # A raw prompt (the server's /v1/completions): encoded as plain text instead of the messages in the
+    # chat template, and continued by the answering submodel with no thinking and nothing stripped
+    prompt: str | None = None
 
 
 def sampled_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=(),
@@ -132,6 +135,8 @@ class _Reply:
         ladder = request.escalation.ladder if request.escalation else ()
         for name in filter(None, (request.think_submodel, request.answer_submodel, *ladder)):
             engine.model.submodel(name)  # raises a clear error for an unknown or unloaded submodel
+        if request.prompt is not None and request.think_submodel is not None:
+            raise UsageError("a raw prompt is continued without thinking; leave think_submodel out")
         thinking = (request.think_submodel is not None and request.thinking_budget != 0
                     and self.chat.supports_thinking)
         self.prompt = self._prompt(thinking)
@@ -168,7 +173,8 @@ class _Reply:
         self.budget_hit = False
         self.thinking_end = ""
         self.held = ""  # answer text held back while it could be the start of a stop string
-        self.answering = False  # the answer's first text came (the line breaks before it are dropped)
+        # the answer's first text came (the line breaks before it are dropped; a raw prompt's are its own)
+        self.answering = request.prompt is not None
 
     def _set_budget(self, budget: int | None) -> None:
         """Thinking ends at the first line end after `budget` tokens (all thinking so far counts)..."""
@@ -178,6 +184,8 @@ class _Reply:
         self.hard_limit = max(self.soft_limit, min(self.soft_limit + GRACE_TOKENS - 2, self.think_cap))
 
     def _prompt(self, thinking: bool) -> list[int]:
+        if self.req.prompt is not None:
+            return self.chat.encode_plain(self.req.prompt)
         return self.chat.prompt_ids(list(self.req.messages), enable_thinking=thinking,
                                     truncate_history_thinking=self.req.truncate_history_thinking)
 

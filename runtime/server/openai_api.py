@@ -127,14 +127,45 @@ class ParsedChat:
 
 def parse_chat(body, served: ServedModel) -> ParsedChat:
     """Checks every field this server reads and maps the request onto a `ChatRequest`."""
+    model, pin = served_model(body, served)
+    _refuse_unsupported(body)
+    messages = _messages(body.get("messages"))
+    elastic, keep_reasoning = elastic_fields(body)
+    plan = plan_reply(body, elastic, served, model, pin)
+    max_tokens = _max_tokens(body, served)
+    sampling = sampling_fields(body)
+    stream, include_usage = stream_fields(body)
+    request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling,
+                          _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
+                          escalation=plan.escalation)
+    return ParsedChat(request, model, stream, include_usage, plan.depth)
+
+
+# ---------------------------------------------------------------------- the checks every route shares
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Who thinks, who answers and for how long: a request's reasoning fields resolved on the depth table."""
+    think: str | None  # None: thinking off
+    answer: str
+    budget: int | None  # 0 when thinking is off
+    escalation: object | None  # Auto's climb (auto_depth.Escalation), None unless it thinks on Auto
+    depth: str | None  # the depth level's name, None when the client chose submodels or a budget itself
+
+
+def served_model(body, served: ServedModel) -> tuple[str, str | None]:
+    """The model the client named, and the submodel it pins (None: the whole checkpoint)."""
     if not isinstance(body, dict):
         raise bad(None, "the request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad("model", f"model is required: one of {', '.join(served.ids())}")
-    pin = served.pinned(model)
-    _refuse_unsupported(body)
-    messages, keep_reasoning = _messages(body.get("messages")), False
+    return model, served.pinned(model)
+
+
+def elastic_fields(body: dict) -> tuple[dict, bool]:
+    """The `elastic` object (checked keys) and its keep_reasoning."""
     elastic = body.get("elastic")
     if elastic is None:
         elastic = {}
@@ -143,11 +174,19 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
     unknown = set(elastic) - ELASTIC_FIELDS
     if unknown:
         raise bad(f"elastic.{sorted(unknown)[0]}", f"unknown field; elastic takes {', '.join(sorted(ELASTIC_FIELDS))}")
-    if "keep_reasoning" in elastic:
-        keep_reasoning = _bool(elastic, "keep_reasoning", "elastic.keep_reasoning")
+    if "keep_reasoning" not in elastic:
+        return elastic, False
+    return elastic, _bool(elastic, "keep_reasoning", "elastic.keep_reasoning")
 
-    stop, depth = _depth(body, elastic, served)
-    think, answer, budget = stop.think, stop.answer, stop.budget
+
+def plan_reply(body: dict, elastic: dict, served: ServedModel, model: str, pin: str | None,
+               effort: tuple | None = None, budget: tuple | None = None) -> Plan:
+    """The depth level the request asks for (its effort, `elastic.depth`, else the table's default),
+    then the submodels and budget it overrides. `effort` and `budget` are (value, param) pairs for a
+    route that spells them its own way; absent, chat's fields are read from `body`."""
+    effort_value, effort_param = effort if effort is not None else _effort(body)
+    stop, depth = _depth(effort_value, effort_param, elastic, served)
+    think, answer, chosen_budget = stop.think, stop.answer, stop.budget
     escalation = stop.escalation  # Auto climbs unless the client chose the submodels itself
     if pin is not None:
         think, answer, escalation = (pin if think else None), pin, None
@@ -167,17 +206,23 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
         else:
             answer = name
         depth, escalation = None, None
-    chosen, budget_param = _budget(body, elastic, served)
+    chosen, budget_param = budget if budget is not None else _budget(body, elastic, served)
     if chosen is not None:
         if chosen > 0 and think is None:
             raise bad(budget_param, f"depth {stop.name} turns thinking off, so a thinking budget cannot apply; "
                                     "drop one of them")
-        budget, depth = chosen, None
-    if budget == 0:
+        chosen_budget, depth = chosen, None
+    if chosen_budget == 0:
         think = None
+    return Plan(think, answer, chosen_budget if think else 0, escalation if think else None, depth)
 
-    max_tokens = _max_tokens(body, served)
-    sampling = SamplingSettings(*(_field(option, body) for option in (TEMPERATURE, TOP_P, TOP_K, MIN_P, SEED)))
+
+def sampling_fields(body: dict) -> SamplingSettings:
+    return SamplingSettings(*(_field(option, body) for option in (TEMPERATURE, TOP_P, TOP_K, MIN_P, SEED)))
+
+
+def stream_fields(body: dict) -> tuple[bool, bool]:
+    """`stream` and `stream_options.include_usage`."""
     stream = _bool(body, "stream", "stream") if body.get("stream") is not None else False
     include_usage = False
     options = body.get("stream_options")
@@ -188,10 +233,14 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
             raise bad("stream_options", "stream_options must be an object")
         if options.get("include_usage") is not None:
             include_usage = _bool(options, "include_usage", "stream_options.include_usage")
-    request = ChatRequest(tuple(messages), think, answer, budget if think else 0, max_tokens, sampling,
-                          _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
-                          escalation=escalation if think else None)
-    return ParsedChat(request, model, stream, include_usage, depth)
+    return stream, include_usage
+
+
+def refuse_unknown(body: dict, known: set[str], route: str) -> None:
+    """A field this route does not know is refused by name, as OpenAI's and Anthropic's own APIs do."""
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise bad(unknown[0], f"{unknown[0]} is not a field this server's {route} knows; leave it out")
 
 
 def _refuse_unsupported(body: dict) -> None:
@@ -261,7 +310,8 @@ def _text(content, where: str) -> str:
     raise bad(where, "content must be a string or a list of text parts")
 
 
-def _depth(body: dict, elastic: dict, served: ServedModel) -> tuple[DepthLevel, str | None]:
+def _effort(body: dict) -> tuple[object, str]:
+    """The effort asked for, as (value, param): `reasoning_effort` or `reasoning.effort`."""
     effort, param = body.get("reasoning_effort"), "reasoning_effort"
     reasoning = body.get("reasoning")
     if reasoning is not None:
@@ -271,6 +321,10 @@ def _depth(body: dict, elastic: dict, served: ServedModel) -> tuple[DepthLevel, 
             if effort is not None and effort != reasoning["effort"]:
                 raise bad("reasoning.effort", "reasoning.effort and reasoning_effort disagree; send one of them")
             effort, param = reasoning["effort"], "reasoning.effort"
+    return effort, param
+
+
+def _depth(effort, param: str, elastic: dict, served: ServedModel) -> tuple[DepthLevel, str | None]:
     depth = elastic.get("depth")
     if depth is not None:
         if effort is not None:
