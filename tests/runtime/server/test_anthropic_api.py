@@ -1,0 +1,155 @@
+"""/v1/messages in Anthropic's shape through the official `anthropic` client, on the demo."""
+
+import anthropic
+import pytest
+import requests
+
+from tests.paths import DEMO_NVFP4
+
+MODEL = DEMO_NVFP4.name
+QUESTION = [{"role": "user", "content": "What is 45 + 23?"}]
+THINK = {"type": "enabled", "budget_tokens": 24}
+
+
+def root(srv) -> str:
+    return srv.address.removesuffix("/v1")
+
+
+def client(srv, key="unused") -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=root(srv), api_key=key, max_retries=0, timeout=60)
+
+
+def create(srv, key="unused", **kw):
+    kw.setdefault("model", MODEL)
+    kw.setdefault("messages", QUESTION)
+    kw.setdefault("max_tokens", 80)
+    return client(srv, key).messages.create(**kw)
+
+
+def extra(obj, key):
+    return (obj.model_extra or {}).get(key)
+
+
+def test_a_message_with_thinking_enabled_has_a_thinking_block_then_text(demo_server):
+    m = create(demo_server, thinking=THINK, extra_body={"temperature": 0})
+    assert m.type == "message" and m.role == "assistant" and m.model == MODEL and m.id.startswith("msg_")
+    assert [b.type for b in m.content] == ["thinking", "text"]
+    thought, text = m.content
+    assert thought.thinking and thought.signature and text.text
+    assert m.stop_reason == "end_turn" and m.stop_sequence is None
+    assert m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0) > 0 and m.usage.output_tokens > 0
+    e = extra(m, "elastic")
+    assert e["thinking_budget"] == 24 and e["think_submodel"] and e["answer_submodel"] == "1.5M"
+
+
+@pytest.mark.parametrize("thinking", [None, {"type": "disabled"}])
+def test_no_thinking_unless_asked_as_in_anthropics_api(demo_server, thinking):
+    m = create(demo_server, max_tokens=20, **({"thinking": thinking} if thinking else {}))
+    assert [b.type for b in m.content] == ["text"] and extra(m, "elastic")["think_submodel"] is None
+
+
+def test_adaptive_thinking_and_effort_pick_a_depth_level(demo_server):
+    m = create(demo_server, thinking={"type": "adaptive"}, output_config={"effort": "low"})
+    assert extra(m, "elastic")["depth"] == "Quick" and m.content[0].type == "thinking"
+    omitted = create(demo_server, thinking={**THINK, "display": "omitted"})
+    assert omitted.content[0].type == "thinking" and omitted.content[0].thinking == ""
+
+
+def test_streamed_events_follow_anthropics_sequence_and_equal_the_whole_message(demo_server):
+    whole = create(demo_server, thinking=THINK, extra_body={"temperature": 0})
+    with client(demo_server).messages.stream(model=MODEL, messages=QUESTION, max_tokens=80, thinking=THINK,
+                                             extra_body={"temperature": 0}) as stream:
+        events = [e for e in stream if not e.type.startswith(("text", "thinking", "signature"))]  # the raw ones
+        final = stream.get_final_message()
+    kinds = [e.type for e in events]
+    assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
+    starts = [e.content_block.type for e in events if e.type == "content_block_start"]
+    assert starts == ["thinking", "text"]
+    deltas = [e.delta.type for e in events if e.type == "content_block_delta"]
+    first_text = deltas.index("text_delta")
+    assert set(deltas[:first_text]) == {"thinking_delta", "signature_delta"} and deltas[first_text - 1] == \
+        "signature_delta"
+    assert set(deltas[first_text:]) == {"text_delta"}
+    assert kinds.count("content_block_stop") == 2
+    assert [b.model_dump() for b in final.content] == [b.model_dump() for b in whole.content]
+    assert final.stop_reason == whole.stop_reason and final.usage.output_tokens == whole.usage.output_tokens
+
+
+def test_max_tokens_and_stop_sequences_end_the_message(demo_server):
+    short = create(demo_server, max_tokens=3)
+    assert short.stop_reason == "max_tokens" and short.usage.output_tokens == 3
+    full = create(demo_server, max_tokens=20, extra_body={"temperature": 0}).content[0].text
+    cut = full[2:4]
+    m = create(demo_server, max_tokens=20, stop_sequences=[cut], extra_body={"temperature": 0})
+    assert m.stop_reason == "stop_sequence" and m.stop_sequence == cut and m.content[0].text == full[:full.index(cut)]
+
+
+def test_system_and_a_past_thought_make_the_conversation(demo_server):
+    def input_tokens(**kw):
+        m = create(demo_server, max_tokens=1, **kw)
+        return m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0)
+
+    plain = input_tokens()
+    assert input_tokens(system="Answer with one number.") == input_tokens(
+        system=[{"type": "text", "text": "Answer with one"}, {"type": "text", "text": " number."}]) > plain
+    history = QUESTION + [{"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "45 + 23 = 68.", "signature": "x"}, {"type": "text", "text": "68."}]},
+        {"role": "user", "content": [{"type": "text", "text": "And 2 + 2?"}]}]
+    assert input_tokens(messages=history, extra_body={"elastic": {"keep_reasoning": True}}) > \
+        input_tokens(messages=history)
+
+
+def bad_request(srv, body: dict):
+    """The raw answer to a body the SDK might refuse to send (Anthropic's shape is checked here)."""
+    r = requests.post(root(srv) + "/v1/messages", json={"model": MODEL, "messages": QUESTION, "max_tokens": 8,
+                                                        **body})
+    return r.status_code, r.json()
+
+
+@pytest.mark.parametrize("fields, names", [
+    ({"max_tokens": None}, "max_tokens"),
+    ({"max_tokens": 0}, "max_tokens"),
+    ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens"),
+    ({"thinking": {"type": "sometimes"}}, "thinking.type"),
+    ({"thinking": {"type": "enabled", "budget_tokens": 0}}, "thinking.budget_tokens"),
+    ({"output_config": {"effort": "extreme"}}, "output_config.effort"),
+    ({"output_config": {"format": {"type": "json_schema", "schema": {}}}}, "output_config.format"),
+    ({"temperature": 9}, "temperature"),
+    ({"stop_sequences": "x"}, "stop_sequences"),
+    ({"messages": []}, "messages"),
+    ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "messages[0].content[0].type"),
+    ({"messages": QUESTION + [{"role": "assistant", "content": "The answer is"}]}, "messages[1]"),
+    ({"system": [{"type": "image"}]}, "system[0]"),
+    ({"metadata": {"tenant": "x"}}, "metadata"),
+    ({"container": "c"}, "container"),
+    ({"elastic": {"depth": "Deepest"}}, "elastic.depth"),
+])
+def test_fields_it_cannot_honour_get_400_in_anthropics_shape_naming_them(demo_server, fields, names):
+    status, body = bad_request(demo_server, fields)
+    assert status == 400 and body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"].startswith(names)
+
+
+def test_the_sdk_raises_anthropics_errors(demo_server, loading_server):
+    with pytest.raises(anthropic.NotFoundError) as err:
+        create(demo_server, model="claude-sonnet-4-5")
+    assert err.value.body["error"]["type"] == "not_found_error"
+    with pytest.raises(anthropic.BadRequestError) as err:
+        create(demo_server, thinking={"type": "enabled", "budget_tokens": 10 ** 7})
+    assert err.value.body["error"]["message"].startswith("thinking.budget_tokens")
+    with pytest.raises(anthropic.InternalServerError) as err:
+        create(loading_server)
+    assert err.value.status_code == 503 and err.value.body["error"]["type"] == "overloaded_error"
+
+
+def test_the_key_is_read_from_x_api_key_as_well_as_bearer(keyed_server):
+    assert create(keyed_server, key="s3cret-key", max_tokens=2).usage.output_tokens == 2  # x-api-key
+    with pytest.raises(anthropic.AuthenticationError) as err:
+        create(keyed_server, key="wrong-key", max_tokens=2)
+    assert err.value.body["error"]["type"] == "authentication_error"
+    bearer = anthropic.Anthropic(base_url=root(keyed_server), auth_token="s3cret-key", max_retries=0)
+    assert bearer.messages.create(model=MODEL, messages=QUESTION, max_tokens=2).usage.output_tokens == 2
+    r = requests.post(keyed_server.address + "/chat/completions", headers={"x-api-key": "s3cret-key"},
+                      json={"model": MODEL, "messages": QUESTION, "max_tokens": 1, "reasoning_effort": "none"})
+    assert r.status_code == 200  # one key check for every route
