@@ -7,20 +7,25 @@ The request is the chat route's in Anthropic's spelling: `system` becomes the fi
 depth: absent or "disabled", no thinking (Anthropic's default); "enabled" thinks under
 `budget_tokens`; "adaptive" thinks as the depth level decides. The level is the one
 `output_config.effort` names (chat's reasoning efforts: openai_api.py owns the mapping), else the
-depth table's default. Errors leave in Anthropic's shape, `{"type": "error", "error": {type, message}}`,
-and every field that cannot be honoured is refused by name.
+depth table's default. Client tools (`input_schema`) are offered in the chat form the runtime takes;
+a valid call is a tool_use block after the text (stop_reason tool_use), one the model got wrong is
+listed in `elastic.invalid_tool_calls`; tool_result blocks go back as the template's tool turns.
+Errors leave in Anthropic's shape, `{"type": "error", "error": {type, message}}`, and every field
+that cannot be honoured is refused by name.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import uuid
 from dataclasses import dataclass
 
-from ..events import END_OF_TURN, LENGTH, STOP_STRING, THINKING, Done, Prefill, Token
+from ..events import END_OF_TURN, LENGTH, STOP_STRING, THINKING, TOOL_CALLS, Done, Prefill, Token, ToolCall
 from ..generate import ChatRequest
 from ..options import MAX_NEW_TOKENS, THINKING_BUDGET
+from ..tool_calls import ToolSpecError, check_tools
 from .openai_api import (
     MAX_STOP_CHARS,
     MAX_STOPS,
@@ -31,7 +36,7 @@ from .openai_api import (
     bad,
     check_done,
     elastic_fields,
-    elastic_info,
+    elastic_with_calls,
     plan_reply,
     refuse_unknown,
     sampling_fields,
@@ -43,7 +48,7 @@ KNOWN = {"model", "messages", "max_tokens", "system", "stop_sequences", "stream"
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
                503: "overloaded_error"}
-STOP_REASONS = {END_OF_TURN: "end_turn", LENGTH: "max_tokens", STOP_STRING: "stop_sequence"}
+STOP_REASONS = {END_OF_TURN: "end_turn", LENGTH: "max_tokens", STOP_STRING: "stop_sequence", TOOL_CALLS: "tool_use"}
 
 
 def error_body(error: ApiError) -> dict:
@@ -76,18 +81,16 @@ def parse_messages(body, served: ServedModel) -> ParsedMessages:
     effort, budget, show = _thinking(body, elastic, served)
     plan = plan_reply({}, elastic, served, model, pin, effort=effort, budget=budget)
     stream = _bool(body, "stream", "stream") if body.get("stream") is not None else False
+    tools = _tools(body.get("tools"))
+    choice, name, parallel = _tool_choice(body.get("tool_choice"))
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling_fields(body),
                           _stop_sequences(body.get("stop_sequences")), truncate_history_thinking=not keep_reasoning,
-                          escalation=plan.escalation)
+                          escalation=plan.escalation, tools=tools, tool_choice=choice if tools else "none",
+                          tool_name=name, parallel_tool_calls=parallel)
     return ParsedMessages(request, model, stream, plan.depth, show)
 
 
 def _refuse_unsupported(body: dict) -> None:
-    if body.get("tools"):
-        raise bad("tools", "tool use is not supported by this server yet")
-    choice = body.get("tool_choice")
-    if choice is not None and not (isinstance(choice, dict) and choice.get("type") in ("auto", "none")):
-        raise bad("tool_choice", "tool use is not supported by this server yet")
     if body.get("service_tier") not in (None, "auto", "standard_only"):
         raise bad("service_tier", "service_tier must be auto or standard_only (this server has one tier)")
     metadata = body.get("metadata")
@@ -132,6 +135,52 @@ def _thinking(body: dict, elastic: dict, served: ServedModel) -> tuple[tuple, tu
         return effort, (_field(option, thinking, "thinking.budget_tokens", "budget_tokens"),
                         "thinking.budget_tokens"), show
     raise bad("thinking.type", "thinking.type must be enabled, adaptive or disabled")
+
+
+def _tools(value) -> tuple[dict, ...] | None:
+    """Anthropic's client tools ({name, description, input_schema}) in the chat form the runtime takes,
+    checked there (runtime/tool_calls.py check_tools). Anthropic's server tools (web search, bash...)
+    are refused: this server runs no tool itself."""
+    if not value:
+        return None
+    if not isinstance(value, list):
+        raise bad("tools", "tools must be a list of {name, description, input_schema} objects")
+    chat = []
+    for i, tool in enumerate(value):
+        if not isinstance(tool, dict) or tool.get("type", "custom") != "custom":
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            raise bad(f"tools[{i}].type", f"only client tools (name, input_schema) are supported, not "
+                                          f"{str(kind)[:40]!r}: this server runs no tool itself")
+        for key in sorted(set(tool) - {"type", "name", "description", "input_schema", "cache_control"}):
+            raise bad(f"tools[{i}].{key}", f"tools[{i}].{key} is not supported")
+        if tool.get("input_schema") is None:
+            raise bad(f"tools[{i}].input_schema", "a tool needs its input_schema")
+        chat.append({"type": "function", "function": {"name": tool.get("name"), "parameters": tool["input_schema"],
+                                                      **({"description": tool["description"]}
+                                                         if tool.get("description") is not None else {})}})
+    try:
+        return check_tools(chat)
+    except ToolSpecError as e:
+        param = e.param.replace(".function.parameters", ".input_schema").replace(".function.", ".")
+        raise bad(param, e.message) from None
+
+
+def _tool_choice(value) -> tuple[str, str | None, bool]:
+    """(tool_choice, forced tool name, parallel calls) as ChatRequest takes them."""
+    if value is None:
+        return "auto", None, True
+    kinds = {"auto": "auto", "any": "required", "tool": "required", "none": "none"}
+    if not isinstance(value, dict) or value.get("type") not in kinds:
+        raise bad("tool_choice", "tool_choice must be {type: auto}, {type: any}, {type: tool, name} or {type: none}")
+    for key in sorted(set(value) - {"type", "name", "disable_parallel_tool_use"}):
+        raise bad(f"tool_choice.{key}", f"tool_choice.{key} is not supported")
+    name = value.get("name") if value["type"] == "tool" else None
+    if value["type"] == "tool" and not isinstance(name, str):
+        raise bad("tool_choice.name", "tool_choice {type: tool} needs the tool's name")
+    single = value.get("disable_parallel_tool_use")
+    if single is not None and not isinstance(single, bool):
+        raise bad("tool_choice.disable_parallel_tool_use", "disable_parallel_tool_use must be true or false")
+    return kinds[value["type"]], name, not single
 
 
 def _stop_sequences(value) -> tuple[str, ...]:
@@ -193,9 +242,10 @@ def _messages(value) -> list[dict]:
 
 
 def _blocks(role: str, blocks: list, where: str) -> list[dict]:
-    """One message's blocks as chat messages: text (and a past thought) in the role's turn; a tool_use
-    or tool_result block needs tool use, which is not supported yet."""
-    texts, thought = [], None
+    """One message's blocks as chat messages: an assistant's text, thought and tool_use calls make one
+    turn; a user's tool_result blocks become tool messages, before the user's text (as Anthropic
+    orders them)."""
+    texts, thought, calls, results = [], None, [], []
     for j, block in enumerate(blocks):
         at = f"{where}[{j}]"
         kind = block.get("type") if isinstance(block, dict) else None
@@ -207,16 +257,45 @@ def _blocks(role: str, blocks: list, where: str) -> list[dict]:
             if not isinstance(block.get("thinking"), str):
                 raise bad(f"{at}.thinking", "a thinking block's thinking must be a string")
             thought = (thought or "") + block["thinking"]
-        elif kind in ("tool_use", "tool_result"):
-            raise bad(at, f"{kind} blocks need tool use, which this server does not support yet")
+        elif kind == "tool_use" and role == "assistant":
+            calls.append(_call(block, at))
+        elif kind == "tool_result" and role == "user":
+            results.append(_result(block, at))
         else:
             allowed = "text, thinking and tool_use" if role == "assistant" else "text and tool_result"
             raise bad(f"{at}.type", f"{str(kind)[:40]!r} blocks are not supported in a {role} message; "
                                     f"send {allowed} blocks")
+    if role == "user":
+        return results + ([{"role": "user", "content": "".join(texts)}] if texts or not results else [])
     message = {"role": role, "content": "".join(texts)}
     if thought:
         message["reasoning_content"] = thought
+    if calls:
+        message["tool_calls"] = calls
     return [message]
+
+
+def _call(block: dict, where: str) -> dict:
+    name, call_id, arguments = block.get("name"), block.get("id"), block.get("input", {})
+    if not isinstance(name, str) or not name:
+        raise bad(f"{where}.name", "a tool_use block needs the tool's name")
+    if not isinstance(call_id, str):
+        raise bad(f"{where}.id", "a tool_use block needs its id")
+    if not isinstance(arguments, dict):
+        raise bad(f"{where}.input", "a tool_use block's input must be an object")
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _result(block: dict, where: str) -> dict:
+    """A tool_result block as a tool message; a result marked is_error says so in its text."""
+    if not isinstance(block.get("tool_use_id"), str):
+        raise bad(f"{where}.tool_use_id", "a tool_result block needs the tool_use_id of its call")
+    content = block.get("content", "")
+    text = _text_blocks(content, f"{where}.content")
+    error = block.get("is_error")
+    if error is not None and not isinstance(error, bool):
+        raise bad(f"{where}.is_error", "is_error must be true or false")
+    return {"role": "tool", "content": f"Error: {text}" if error else text, "tool_call_id": block["tool_use_id"]}
 
 
 # ---------------------------------------------------------------------- the response
@@ -246,6 +325,7 @@ class MessagesApi:
         self.prompt: Prefill | None = None
         self.blocks = 0  # content blocks finished
         self.open: str | None = None  # "thinking" or "text": the block being streamed
+        self.blank = ""  # answer text before the text block opens: blank so far (line breaks around calls)
         self.text = ""
 
     def _message(self, content: list, done: Done | None) -> dict:
@@ -269,8 +349,10 @@ class MessagesApi:
         if done.think_submodel:
             thought = self._thinking_text(done.thinking_text)
             content.append({"type": "thinking", "thinking": thought, "signature": _signature(thought)})
-        content.append({"type": "text", "text": done.answer_text})
-        return {**self._message(content, done), "elastic": elastic_info(done, self.parsed.depth, queue_ms)}
+        if done.answer_text.strip() or not done.tool_calls:  # calls with blank text around them: no text block
+            content.append({"type": "text", "text": done.answer_text})
+        content += [_tool_use(c) for c in done.tool_calls]
+        return {**self._message(content, done), "elastic": elastic_with_calls(done, self.parsed.depth, queue_ms)}
 
     # ------------------------------------------------------------------ the stream
 
@@ -309,22 +391,43 @@ class MessagesApi:
             if self.prompt is None:
                 self.prompt = event
                 out.append(("message_start", {"type": "message_start", "message": self._message([], None)}))
-        elif isinstance(event, Token):
-            kind = "thinking" if event.phase == THINKING else "text"
-            if self.open != kind:
-                out += self._end() + self._begin(kind)
+        elif isinstance(event, Token) and event.phase == THINKING:
+            if self.open is None:
+                out += self._begin("thinking")
             out += self._delta(event.text)
+        elif isinstance(event, Token):
+            if self.open == "text":
+                out += self._delta(event.text)
+            else:  # a text block opens with its first text that is not blank (whole(): the same rule)
+                self.blank += event.text
+                if self.blank.strip():
+                    out += self._end() + self._begin("text") + self._delta(self.blank)
+                    self.blank = ""
         elif isinstance(event, Done):
             check_done(event)
-            if self.open != "text":  # a reply with no answer text still has its text block
-                out += self._end() + self._begin("text")
+            if not event.tool_calls and self.open != "text":  # a blank answer still has its text block
+                out += self._end() + self._begin("text") + self._delta(self.blank)
             out += self._end()
+            for call in event.tool_calls:  # after the text, as whole() orders them
+                out += self._tool_use(call)
             out.append(("message_delta", {"type": "message_delta",
                                           "delta": {"stop_reason": _stop_reason(event),
                                                     "stop_sequence": self._stop_sequence(event)},
                                           "usage": {"output_tokens": event.thinking_tokens + event.answer_tokens},
-                                          "elastic": elastic_info(event, self.parsed.depth, queue_ms)}))
+                                          "elastic": elastic_with_calls(event, self.parsed.depth, queue_ms)}))
             out.append(("message_stop", {"type": "message_stop"}))
+        return out
+
+    def _tool_use(self, call: ToolCall) -> list:
+        """A tool_use block: started with an empty input, the input's JSON in one delta, stopped."""
+        block = _tool_use(call)
+        start = {**block, "input": {}}
+        out = [("content_block_start", {"type": "content_block_start", "index": self.blocks, "content_block": start}),
+               ("content_block_delta", {"type": "content_block_delta", "index": self.blocks,
+                                        "delta": {"type": "input_json_delta",
+                                                  "partial_json": json.dumps(call.arguments, ensure_ascii=False)}}),
+               ("content_block_stop", {"type": "content_block_stop", "index": self.blocks})]
+        self.blocks += 1
         return out
 
     def failed(self, error: ApiError) -> list:
@@ -333,3 +436,7 @@ class MessagesApi:
 
 def _stop_reason(done: Done) -> str:
     return STOP_REASONS.get(done.finish_reason, "end_turn")
+
+
+def _tool_use(call: ToolCall) -> dict:
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}

@@ -23,7 +23,19 @@ from pathlib import Path
 
 from ..depth import DepthLevel, effort_levels, find_level, level_for_effort, table_default_level, usable_level
 from ..errors import UsageError
-from ..events import ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, Done, Prefill, Switch, Token
+from ..events import (
+    ANSWER,
+    END_OF_TURN,
+    ERROR,
+    LENGTH,
+    STOP_STRING,
+    STOPPED,
+    Done,
+    InvalidToolCall,
+    Prefill,
+    Switch,
+    Token,
+)
 from ..generate import ChatRequest
 from ..options import (
     MAX_NEW_TOKENS,
@@ -426,6 +438,16 @@ def elastic_info(done: Done, depth: str | None, queue_ms: float) -> dict:
     return {"depth": depth, "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
             "thinking_budget": done.thinking_budget, "budget_hit": done.budget_hit, "switch": switch,
             "ttft_ms": done.ttft_ms, "tokens_per_s": done.tokens_per_s, "queue_ms": round(queue_ms, 3)}
+
+
+def elastic_with_calls(done: Done, depth: str | None, queue_ms: float) -> dict:
+    """`elastic_info` and the tool calls the model tried that cannot run (reported, never dropped)."""
+    return {**elastic_info(done, depth, queue_ms), "invalid_tool_calls": [invalid_call(c) for c in
+                                                                           done.invalid_tool_calls]}
+
+
+def invalid_call(call: InvalidToolCall) -> dict:
+    return {"error": call.error, "name": call.name, "text": call.text}
 
 
 def check_done(done: Done) -> None:

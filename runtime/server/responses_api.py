@@ -8,24 +8,31 @@ The request is the chat route's in another spelling: `input` (a string, or messa
 function_call and function_call_output items) becomes the conversation, `instructions` its first
 system turn, `reasoning.effort` a depth level as chat's `reasoning_effort` does (openai_api.py owns
 the mapping). Nothing is stored, so `previous_response_id` and `store: true` are refused; a client
-that keeps its own history (Codex does) sends it back as items. The reply's output items are a
-reasoning item (the thought, as `summary_text` parts when `reasoning.summary` asks for a summary,
-else as `reasoning_text` content) and a message; streamed, each item is opened, filled by deltas
-and closed, between `response.created` and `response.completed` (`response.incomplete` when the
-output ran out of tokens).
+that keeps its own history (Codex does) sends it back as items. Function tools
+(`{"type": "function", "name", "parameters"}`) are offered in the chat form the runtime takes.
+
+The reply's output items are a reasoning item (the thought, as `summary_text` parts when
+`reasoning.summary` asks for a summary, else as `reasoning_text` content), a message (left out when
+the reply is calls with blank text around them), then one function_call item per valid call;
+streamed, each item is opened, filled by deltas and closed, between `response.created` and
+`response.completed` (`response.incomplete` when the output ran out of tokens). Calls go out after
+the message, when the reply ends (the runtime parses a call whole), so the streamed items are the
+whole response's in the same order. A call the model got wrong is listed in `elastic.invalid_tool_calls`.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import time
 import uuid
 from dataclasses import dataclass
 
-from ..events import LENGTH, THINKING, Done, Prefill, Token
+from ..events import LENGTH, THINKING, Done, Prefill, Token, ToolCall
 from ..generate import ChatRequest
 from ..options import MAX_NEW_TOKENS
+from ..tool_calls import ToolSpecError, check_tools
 from .openai_api import (
     ApiError,
     ServedModel,
@@ -34,7 +41,7 @@ from .openai_api import (
     bad,
     check_done,
     elastic_fields,
-    elastic_info,
+    elastic_with_calls,
     plan_reply,
     refuse_unknown,
     sampling_fields,
@@ -86,11 +93,15 @@ def parse_response(body, served: ServedModel) -> ParsedResponse:
     parallel = _bool(body, "parallel_tool_calls", "parallel_tool_calls") \
         if body.get("parallel_tool_calls") is not None else True
     sampling = sampling_fields(body)
+    tools, choice, name = _tools(body.get("tools")), *_tool_choice(body.get("tool_choice"))
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling,
-                          truncate_history_thinking=not keep_reasoning, escalation=plan.escalation)
+                          truncate_history_thinking=not keep_reasoning, escalation=plan.escalation,
+                          tools=tools, tool_choice=choice if tools else "none", tool_name=name,
+                          parallel_tool_calls=parallel)
     echo = {"instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
             "metadata": _metadata(body.get("metadata")), "parallel_tool_calls": parallel,
-            "temperature": sampling.temperature, "top_p": sampling.top_p, "tool_choice": "auto", "tools": [],
+            "temperature": sampling.temperature, "top_p": sampling.top_p,
+            "tool_choice": body.get("tool_choice") or "auto", "tools": body.get("tools") or [],
             "reasoning": {"effort": reasoning.get("effort"), "summary": summary}, "store": False,
             "text": {"format": {"type": "text"}}, "truncation": "disabled", "previous_response_id": None,
             "user": body.get("user") if isinstance(body.get("user"), str) else None}
@@ -112,12 +123,8 @@ def _refuse_unsupported(body: dict) -> None:
         raise bad("prompt", "stored prompt templates are not supported; send instructions and input")
     if body.get("top_logprobs") not in (None, 0):
         raise bad("top_logprobs", "log-probabilities are not returned by this server")
-    if body.get("tools"):
-        raise bad("tools", "tool calling is not supported by this server yet")
-    if body.get("tool_choice") not in (None, "none", "auto"):
-        raise bad("tool_choice", "tool calling is not supported by this server yet")
     if body.get("max_tool_calls") is not None:
-        raise bad("max_tool_calls", "tool calling is not supported by this server yet")
+        raise bad("max_tool_calls", "max_tool_calls is not supported (parallel_tool_calls: false allows one)")
     if body.get("truncation") not in (None, "disabled"):
         raise bad("truncation", "this server never drops part of the input; send truncation: disabled")
     if body.get("service_tier") not in (None, "auto", "default"):
@@ -160,6 +167,39 @@ def _metadata(value) -> dict:
     return value
 
 
+def _tools(value) -> tuple[dict, ...] | None:
+    """Responses' function tools ({type: function, name, description, parameters, strict}) in the
+    chat form the runtime takes, checked there (runtime/tool_calls.py check_tools)."""
+    if not value:
+        return None
+    if not isinstance(value, list):
+        raise bad("tools", "tools must be a list of {type: function, name, parameters} objects")
+    chat = []
+    for i, tool in enumerate(value):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            raise bad(f"tools[{i}].type", f"only function tools are supported here, not {str(kind)[:40]!r}")
+        for key in sorted(set(tool) - {"type", "name", "description", "parameters", "strict"}):
+            raise bad(f"tools[{i}].{key}", f"tools[{i}].{key} is not a field of a function tool")
+        if tool.get("strict") not in (None, True, False):
+            raise bad(f"tools[{i}].strict", "strict must be true or false")
+        chat.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters")
+                                                      if tool.get(k) is not None}})
+    try:
+        return check_tools(chat)
+    except ToolSpecError as e:
+        raise bad(e.param.replace(".function.", "."), e.message) from None
+
+
+def _tool_choice(value) -> tuple[str, str | None]:
+    """(tool_choice, forced tool name) as ChatRequest takes them."""
+    if value is None or value in ("auto", "none", "required"):
+        return value or "auto", None
+    if isinstance(value, dict) and value.get("type") == "function" and isinstance(value.get("name"), str):
+        return "required", value["name"]
+    raise bad("tool_choice", "tool_choice must be auto, none, required or {type: function, name: ...}")
+
+
 # ---------------------------------------------------------------------- input items -> the conversation
 
 
@@ -180,6 +220,7 @@ def _input(value) -> list[dict]:
         raise bad("input", "input must be a non-empty string or a non-empty list of items")
     messages: list[dict] = []
     reasoning: str | None = None  # a reasoning item's text, for the assistant turn it precedes
+    turn: dict | None = None  # the assistant turn that function_call items join
     for i, item in enumerate(value):
         where = f"input[{i}]"
         if not isinstance(item, dict):
@@ -194,18 +235,45 @@ def _input(value) -> list[dict]:
             if role == "assistant" and reasoning is not None:
                 message["reasoning_content"], reasoning = reasoning, None
             messages.append(message)
+            turn = message if role == "assistant" else None
         elif kind == "reasoning":
             reasoning = _reasoning_text(item, where)
         elif kind == "function_call":
-            raise bad(where, "function_call items need tool calling, which this server does not support yet")
+            if turn is None:  # calls with no assistant text before them make a turn of their own
+                turn = {"role": "assistant", "content": ""}
+                if reasoning is not None:
+                    turn["reasoning_content"], reasoning = reasoning, None
+                messages.append(turn)
+            turn.setdefault("tool_calls", []).append(_call(item, where))
         elif kind == "function_call_output":
-            raise bad(where, "function_call_output items need tool calling, which this server does not support yet")
+            output = item.get("output")
+            output = _content(output, f"{where}.output") if not isinstance(output, str) else output
+            if not isinstance(item.get("call_id"), str):
+                raise bad(f"{where}.call_id", "a function_call_output needs the call_id of its call")
+            messages.append({"role": "tool", "content": output, "tool_call_id": item["call_id"]})
+            turn = None
         else:
             raise bad(f"{where}.type", f"input items of type {str(kind)[:40]!r} are not supported; send message, "
                                        "reasoning, function_call or function_call_output items")
     if not any(m["role"] == "user" for m in messages):
         raise bad("input", "input must hold at least one user message")
     return messages
+
+
+def _call(item: dict, where: str) -> dict:
+    """A past function_call item as an assistant message's tool call (arguments as an object)."""
+    name, call_id, arguments = item.get("name"), item.get("call_id"), item.get("arguments", "{}")
+    if not isinstance(name, str) or not name:
+        raise bad(f"{where}.name", "a function_call needs the function's name")
+    if not isinstance(call_id, str):
+        raise bad(f"{where}.call_id", "a function_call needs its call_id")
+    try:
+        arguments = json.loads(arguments) if isinstance(arguments, str) else None
+    except ValueError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        raise bad(f"{where}.arguments", "arguments must be a JSON object, as a string")
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def _content(content, where: str) -> str:
@@ -281,6 +349,7 @@ class ResponsesApi:
         self.output: list[dict] = []  # finished items
         self.open: dict | None = None  # the item being streamed
         self.text = ""  # the open item's text so far
+        self.blank = ""  # answer text before the message opens: blank so far (line breaks around calls)
 
     # ------------------------------------------------------------------ the response object
 
@@ -291,7 +360,7 @@ class ResponsesApi:
                "incomplete_details": incomplete, **self.parsed.echo, "usage": None}
         if done is not None:
             out["usage"] = _usage(self.prompt, done)
-            out["elastic"] = elastic_info(done, self.parsed.depth, queue_ms)
+            out["elastic"] = elastic_with_calls(done, self.parsed.depth, queue_ms)
         return out
 
     def _reasoning_item(self, text: str, status: str) -> dict:
@@ -309,12 +378,18 @@ class ResponsesApi:
                 "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": [],
                                                   "logprobs": []}]}
 
+    def _call_item(self, call: ToolCall) -> dict:
+        return {"type": "function_call", "id": "fc_" + call.id.removeprefix("call_"), "call_id": call.id,
+                "name": call.name, "arguments": _json(call.arguments), "status": "completed"}
+
     def whole(self, prompt: Prefill | None, done: Done, queue_ms: float) -> dict:
         check_done(done)
         self.prompt = prompt
         if done.think_submodel:
             self.output.append(self._reasoning_item(done.thinking_text, "completed"))
-        self.output.append(self._message_item(done.answer_text, "completed"))
+        if done.answer_text.strip() or not done.tool_calls:  # calls with blank text around them: no message
+            self.output.append(self._message_item(done.answer_text, "completed"))
+        self.output += [self._call_item(c) for c in done.tool_calls]
         return self._response(_status(done), done, queue_ms)
 
     # ------------------------------------------------------------------ the stream
@@ -393,19 +468,40 @@ class ResponsesApi:
                 started = self._response("in_progress")
                 out += [self._event("response.created", response=started),
                         self._event("response.in_progress", response=started)]
-        elif isinstance(event, Token):
-            kind = "reasoning" if event.phase == THINKING else "message"
-            if self.open is None or self.open["type"] != kind:
-                out += self._end() + self._begin(kind)
+        elif isinstance(event, Token) and event.phase == THINKING:
+            if self.open is None:
+                out += self._begin("reasoning")
             out += self._delta(event.text)
+        elif isinstance(event, Token):
+            if self.open is not None and self.open["type"] == "message":
+                out += self._delta(event.text)
+            else:  # a message opens with its first text that is not blank (whole(): the same rule)
+                self.blank += event.text
+                if self.blank.strip():
+                    out += self._end() + self._begin("message") + self._delta(self.blank)
+                    self.blank = ""
         elif isinstance(event, Done):
             check_done(event)
-            if self.open is None or self.open["type"] != "message":  # a reply with no answer text has one
-                out += self._end() + self._begin("message")
+            if not event.tool_calls and (self.open is None or self.open["type"] != "message"):
+                out += self._end() + self._begin("message") + self._delta(self.blank)  # a blank answer
             out += self._end()
+            for call in event.tool_calls:  # after the message, as whole() orders them
+                out += self._call(self._call_item(call))
             status = _status(event)
             kind = "response.completed" if status == "completed" else "response.incomplete"
             out.append(self._event(kind, response=self._response(status, event, queue_ms)))
+        return out
+
+    def _call(self, item: dict) -> list:
+        """A function_call item: added with no arguments, its arguments in one delta, done."""
+        where = {"item_id": item["id"], "output_index": len(self.output)}
+        out = [self._event("response.output_item.added", output_index=len(self.output),
+                           item={**item, "arguments": "", "status": "in_progress"}),
+               self._event("response.function_call_arguments.delta", **where, delta=item["arguments"]),
+               self._event("response.function_call_arguments.done", **where, name=item["name"],
+                           arguments=item["arguments"]),
+               self._event("response.output_item.done", output_index=len(self.output), item=item)]
+        self.output.append(item)
         return out
 
     def failed(self, error: ApiError) -> list:
@@ -417,3 +513,7 @@ class ResponsesApi:
 
 def _status(done: Done) -> str:
     return "incomplete" if done.finish_reason == LENGTH else "completed"
+
+
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

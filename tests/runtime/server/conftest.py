@@ -41,3 +41,35 @@ def keyed_server(demo_engine):
     srv = ServerThread(queue, "127.0.0.1", 0, api_key="s3cret-key").start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def spell_replies(monkeypatch):
+    """`spell_replies(text)`: every reply the server starts from then on (with thinking off) answers
+    exactly `text` in the model's own tokens, then ends its turn: a tool call written deterministically,
+    through the real decode loop and parser."""
+    from dataclasses import replace
+
+    import torch
+
+    from runtime.server import jobs
+
+    real = jobs.stream_chat
+
+    def spell(text: str):
+        def steered(engine, request, controls=None):
+            assert request.think_submodel is None, "spell_replies steers replies that do not think"
+            target = engine.chat.encode(text) + [min(engine.chat.special.end_of_turn)]
+            start = []
+
+            def speller(context, logits):
+                start[:] = start or [len(context)]  # the first call is for the answer's first token
+                logits = torch.full_like(logits, float("-inf"))
+                logits[..., target[min(len(context) - start[0], len(target) - 1)]] = 0
+                return logits
+
+            return real(engine, replace(request, logits_processors=(speller,)), controls)
+
+        monkeypatch.setattr(jobs, "stream_chat", steered)
+
+    return spell

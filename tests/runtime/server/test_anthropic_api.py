@@ -1,9 +1,12 @@
 """/v1/messages in Anthropic's shape through the official `anthropic` client, on the demo."""
 
+import json
+
 import anthropic
 import pytest
 import requests
 
+from runtime.tool_calls import format_tool_call
 from tests.paths import DEMO_NVFP4
 
 MODEL = DEMO_NVFP4.name
@@ -153,3 +156,61 @@ def test_the_key_is_read_from_x_api_key_as_well_as_bearer(keyed_server):
     r = requests.post(keyed_server.address + "/chat/completions", headers={"x-api-key": "s3cret-key"},
                       json={"model": MODEL, "messages": QUESTION, "max_tokens": 1, "reasoning_effort": "none"})
     assert r.status_code == 200  # one key check for every route
+
+
+# ---------------------------------------------------------------------- tools
+
+ADD = {"name": "add_numbers", "description": "Adds the numbers in an expression.",
+       "input_schema": {"type": "object", "properties": {"expression": {"type": "string"}},
+                        "required": ["expression"]}}
+
+
+def test_a_tool_use_whole_and_streamed_and_its_result_fed_back(demo_server, spell_replies):
+    spell_replies("I will add them.\n" + format_tool_call("add_numbers", {"expression": "45+23"}))
+    m = create(demo_server, tools=[ADD], max_tokens=200)
+    assert m.stop_reason == "tool_use" and [b.type for b in m.content] == ["text", "tool_use"]
+    use = m.content[1]
+    assert use.name == "add_numbers" and use.input == {"expression": "45+23"} and use.id
+    with client(demo_server).messages.stream(model=MODEL, messages=QUESTION, max_tokens=200, tools=[ADD]) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    deltas = [e.delta for e in events if e.type == "content_block_delta" and e.delta.type == "input_json_delta"]
+    assert len(deltas) == 1 and json.loads(deltas[0].partial_json) == {"expression": "45+23"}
+    starts = [e.content_block for e in events if e.type == "content_block_start"]
+    assert [b.type for b in starts] == ["text", "tool_use"] and starts[1].input == {}
+    assert [b.model_dump() for b in final.content][1]["input"] == use.input and final.stop_reason == "tool_use"
+    # the client runs the tool and sends the result back: the conversation grows by both
+    spell_replies("45 + 23 = 68.")
+    history = QUESTION + [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]},
+                          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
+                                                        "content": "68"}]}]
+    answer = create(demo_server, messages=history, tools=[ADD], max_tokens=50)
+    assert [b.type for b in answer.content] == ["text"] and answer.content[0].text == "45 + 23 = 68."
+    assert answer.usage.input_tokens + answer.usage.cache_read_input_tokens > \
+        m.usage.input_tokens + m.usage.cache_read_input_tokens
+
+
+def test_a_malformed_call_is_reported_not_dropped(demo_server, spell_replies):
+    spell_replies(format_tool_call("add_numbers", {"wrong": "1"}))
+    m = create(demo_server, tools=[ADD], max_tokens=200)
+    assert m.stop_reason == "end_turn" and not [b for b in m.content if b.type == "tool_use"]
+    assert extra(m, "elastic")["invalid_tool_calls"][0]["name"] == "add_numbers"
+
+
+@pytest.mark.parametrize("fields, names", [
+    ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools[0].type"),
+    ({"tools": [{"name": "add"}]}, "tools[0].input_schema"),
+    ({"tools": [{**ADD, "name": "two words"}]}, "tools[0].name"),
+    ({"tools": [ADD], "tool_choice": {"type": "sometimes"}}, "tool_choice"),
+    ({"tools": [ADD], "tool_choice": {"type": "tool"}}, "tool_choice.name"),
+    ({"messages": [{"role": "user", "content": [{"type": "tool_result", "content": "1"}]}]},
+     "messages[0].content[0].tool_use_id"),
+    ({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "add", "input": "1+1"}]}, {"role": "user", "content": "y"}]},
+     "messages[1].content[0].input"),
+    ({"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "a", "input": {}}]}]},
+     "messages[0].content[0].type"),
+])
+def test_tool_fields_it_cannot_honour_get_400_naming_them(demo_server, fields, names):
+    status, body = bad_request(demo_server, fields)
+    assert status == 400 and body["error"]["message"].startswith(names)

@@ -1,11 +1,13 @@
 """/v1/responses (stateless) through the official `openai` client's `responses.create`, on the demo."""
 
 import base64
+import json
 
 import openai
 import pytest
 import requests
 
+from runtime.tool_calls import format_tool_call
 from tests.paths import DEMO_NVFP4
 
 MODEL = DEMO_NVFP4.name
@@ -138,3 +140,63 @@ def test_errors_are_in_openais_shape(demo_server, loading_server):
     with pytest.raises(openai.InternalServerError) as err:
         respond(loading_server)
     assert err.value.status_code == 503 and err.value.code == "model_loading"
+
+
+# ---------------------------------------------------------------------- tools
+
+ADD = {"type": "function", "name": "add_numbers", "description": "Adds the numbers in an expression.",
+       "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
+                      "required": ["expression"]}}
+
+
+def test_a_function_call_whole_and_streamed_and_its_output_fed_back(demo_server, spell_replies):
+    spell_replies("I will add them.\n" + format_tool_call("add_numbers", {"expression": "45+23"}))
+    kw = dict(tools=[ADD], reasoning={"effort": "none"}, max_output_tokens=200)
+    r = respond(demo_server, **kw)
+    assert r.status == "completed" and [i.type for i in r.output] == ["message", "function_call"]
+    call = r.output[1]
+    assert call.name == "add_numbers" and json.loads(call.arguments) == {"expression": "45+23"}
+    assert call.call_id.startswith("call_") and r.output_text.strip() == "I will add them."
+    events = list(respond(demo_server, stream=True, **kw))
+    kinds = [e.type for e in events]
+    i = kinds.index("response.function_call_arguments.delta")
+    assert kinds[i - 1:i + 3] == ["response.output_item.added", "response.function_call_arguments.delta",
+                                  "response.function_call_arguments.done", "response.output_item.done"]
+    assert events[i - 1].item.type == "function_call" and events[i - 1].item.arguments == ""
+    assert json.loads(events[i].delta) == {"expression": "45+23"} and events[i + 1].name == "add_numbers"
+    final = events[-1].response
+    assert [o.type for o in final.output] == ["message", "function_call"]
+    assert final.output[1].arguments == call.arguments and final.output_text == r.output_text
+    # the client runs the call and sends it back with its output: the conversation grows by both
+    spell_replies("45 + 23 = 68.")
+    history = [{"role": "user", "content": QUESTION}, call.model_dump(exclude_none=True),
+               {"type": "function_call_output", "call_id": call.call_id, "output": "68"}]
+    answer = respond(demo_server, input=history, tools=[ADD], reasoning={"effort": "none"}, max_output_tokens=50)
+    assert answer.output_text == "45 + 23 = 68." and [i.type for i in answer.output] == ["message"]
+    assert answer.usage.input_tokens > r.usage.input_tokens
+
+
+def test_a_malformed_call_is_reported_not_dropped(demo_server, spell_replies):
+    spell_replies(format_tool_call("add_numbers", {"wrong": "1"}))
+    r = respond(demo_server, tools=[ADD], reasoning={"effort": "none"}, max_output_tokens=200)
+    assert not [i for i in r.output if i.type == "function_call"]
+    bad_calls = extra(r, "elastic")["invalid_tool_calls"]
+    assert len(bad_calls) == 1 and bad_calls[0]["name"] == "add_numbers" and bad_calls[0]["error"]
+
+
+@pytest.mark.parametrize("fields, param", [
+    ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"tools": [{**ADD, "name": "no spaces allowed"}]}, "tools[0].name"),
+    ({"tools": [ADD, ADD]}, "tools[1].name"),
+    ({"tools": [{**ADD, "parameters": "x"}]}, "tools[0].parameters"),
+    ({"tools": [ADD], "tool_choice": {"type": "allowed_tools"}}, "tool_choice"),
+    ({"input": [{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "c", "name": "f",
+                                                   "arguments": "not json"}]}, "input[1].arguments"),
+    ({"input": [{"role": "user", "content": "x"}, {"type": "function_call_output", "output": "1"}]},
+     "input[1].call_id"),
+    ({"max_tool_calls": 2}, "max_tool_calls"),
+])
+def test_tool_fields_it_cannot_honour_get_400_naming_them(demo_server, fields, param):
+    with pytest.raises(openai.BadRequestError) as err:
+        respond(demo_server, **fields)
+    assert err.value.param == param
