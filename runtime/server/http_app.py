@@ -58,7 +58,7 @@ class BodyLimit:
         too_large = ApiError(413, f"the request body is larger than {self.limit} bytes", None, "body_too_large")
         length = Headers(scope=scope).get("content-length", "")
         if length.isdigit() and int(length) > self.limit:
-            return await JSONResponse(too_large.body(), 413)(scope, receive, send)
+            return await JSONResponse(error_body(scope["path"], too_large), 413)(scope, receive, send)
         total = 0
 
         async def limited_receive():
@@ -127,16 +127,20 @@ class _Server:
         self.jobs.discard(job)
 
 
-# ---------------------------------------------------------------------- errors, all in OpenAI's shape
+# ---------------------------------------------------------------------- errors, each in its API's shape
+
+
+def error_body(path: str, error: ApiError) -> dict:
+    """The error in the shape of the API whose route `path` is (OpenAI's for every other path)."""
+    api = next((api for api in REPLY_APIS if "/v1" + api.path == path.rstrip("/")), None)
+    return api.error_body(error) if api else error.body()
 
 
 def _add_error_handlers(app: FastAPI) -> None:
     """Every error leaves in the shape of the API whose route it came from (OpenAI's elsewhere)."""
-    apis = {"/v1" + api.path: api for api in REPLY_APIS}
 
     def answer(request, e: ApiError, headers=None) -> JSONResponse:
-        api = apis.get(request.url.path.rstrip("/"))
-        return JSONResponse(api.error_body(e) if api else e.body(), e.status, headers=headers)
+        return JSONResponse(error_body(request.url.path, e), e.status, headers=headers)
 
     @app.exception_handler(ApiError)
     async def _api_error(request, e: ApiError):

@@ -11,7 +11,7 @@ from tests.paths import DEMO_NVFP4
 
 @pytest.fixture(scope="session")
 def demo_engine():
-    return Engine.load(DEMO_NVFP4, device="cpu", max_context=1024)
+    return Engine.load(DEMO_NVFP4, device="cpu", max_context=4096)  # room for an agent's tools and system prompt
 
 
 @pytest.fixture(scope="session")

@@ -214,3 +214,9 @@ def test_a_malformed_call_is_reported_not_dropped(demo_server, spell_replies):
 def test_tool_fields_it_cannot_honour_get_400_naming_them(demo_server, fields, names):
     status, body = bad_request(demo_server, fields)
     assert status == 400 and body["error"]["message"].startswith(names)
+
+
+def test_a_body_too_large_is_refused_in_anthropics_shape(demo_server):
+    r = requests.post(root(demo_server) + "/v1/messages", data=b'{"x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
+                      headers={"content-type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["type"] == "request_too_large"

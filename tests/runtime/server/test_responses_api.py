@@ -200,3 +200,27 @@ def test_tool_fields_it_cannot_honour_get_400_naming_them(demo_server, fields, p
     with pytest.raises(openai.BadRequestError) as err:
         respond(demo_server, **fields)
     assert err.value.param == param
+
+
+def test_a_coding_agents_request_is_served(demo_server):
+    """As Codex CLI sends it: a long system prompt, several tools, tool_choice auto, store false, the
+    thought kept by the client as encrypted_content, streamed."""
+    tools = [{"type": "function", "name": name, "description": f"{what} in the workspace. " * 3, "strict": False,
+              "parameters": {"type": "object", "properties": {"path": {"type": "string"},
+                                                              "timeout_ms": {"type": "integer"}},
+                             "required": ["path"], "additionalProperties": False}}
+             for name, what in (("shell", "Runs a command"), ("read_file", "Reads a file"),
+                                ("apply_patch", "Applies a patch"))]
+    stream = client(demo_server).responses.create(
+        model=MODEL, instructions="You are a coding agent running in a terminal. " * 40, tools=tools,
+        tool_choice="auto", parallel_tool_calls=False, store=False, stream=True,
+        include=["reasoning.encrypted_content"], reasoning={"effort": "medium", "summary": "auto"},
+        prompt_cache_key="session-1", max_output_tokens=60,
+        input=[{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Be brief."}]},
+               {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List the files."}]}])
+    events = list(stream)
+    final = events[-1]
+    assert final.type in ("response.completed", "response.incomplete") and final.response.error is None
+    assert final.response.usage.input_tokens > 1000
+    assert {i.type for i in final.response.output} <= {"reasoning", "message", "function_call"}
+    assert final.response.output[0].type == "reasoning" and final.response.output[0].encrypted_content
