@@ -49,6 +49,7 @@ from .events import (
     Token,
     ToolCall,
 )
+from .grammar import Constraint, answer_grammar, check_grammar
 from .options import MAX_NEW_TOKENS
 from .sampling import DeviceSampler, SamplingSettings
 from .tool_calls import CALL_OPEN, Text, ToolCallError, ToolCallStream, opening_held, tool_schemas
@@ -79,6 +80,8 @@ class ChatRequest:
     tool_choice: str = "auto"  # TOOL_CHOICES: "none" offers no tool; "required" forces a call (grammar.py)
     tool_name: str | None = None  # the one tool a forced call must call (tool_choice "required")
     parallel_tool_calls: bool = True  # False: the reply ends at its first valid call
+    # The JSON schema the answer must follow (grammar.response_format_schema); None: free text
+    response_format: dict | None = None
     # A raw prompt (the server's /v1/completions): encoded as plain text instead of the messages in the
     # chat template, and continued by the answering submodel with no thinking and nothing stripped
     prompt: str | None = None
@@ -173,6 +176,10 @@ class _Reply:
         self.think_cap = hard_limit
         self._set_budget(request.thinking_budget if thinking else 0)
         self.sample = DeviceSampler(request.sampling, engine.model.device)
+        # Constrained decoding (a forced call, a response format): the answer only, never the thinking.
+        # The grammar is checked now; it is built when the answer starts, knowing the room it has left.
+        grammar = self._grammar(self.max_new)
+        self.constrained, self.constraint = grammar is not None, None
 
         self.context = list(self.prompt)
         self.phase = THINKING if self.think_sub else ANSWER
@@ -196,6 +203,10 @@ class _Reply:
         self.carried = ""  # raw answer text not yet parsed (a call that began inside the thinking)
         self.calls: list[ToolCall] = []
         self.invalid_calls: list[InvalidToolCall] = []
+        if self.phase == ANSWER:
+            self._constrain()
+        else:
+            check_grammar(grammar)  # a bad grammar fails the request now, not when the answer starts
 
     def _set_budget(self, budget: int | None) -> None:
         """Thinking ends at the first line end after `budget` tokens (all thinking so far counts)..."""
@@ -203,6 +214,21 @@ class _Reply:
         self.soft_limit = min(budget if budget is not None else self.think_cap, self.think_cap)
         # ...and never exceeds budget + GRACE_TOKENS tokens in all, nor the answer's reserve.
         self.hard_limit = max(self.soft_limit, min(self.soft_limit + GRACE_TOKENS - 2, self.think_cap))
+
+    def _grammar(self, room: int) -> str | None:
+        r = self.req
+        return answer_grammar(self.chat, self.tools, r.tool_choice, r.tool_name, r.parallel_tool_calls,
+                              r.response_format, room)
+
+    def _constrain(self) -> None:
+        """The answer starts here: from its first token, it follows the grammar (if any), whose text
+        values may use the room the reply has left."""
+        if not self.constrained:
+            return
+        room = self.max_new - self.counts[THINKING] - self.counts[ANSWER]
+        self.constraint = Constraint(self.chat, self._grammar(room), self.engine.model.config.vocab_size,
+                                     self.engine.model.device)
+        self.constraint.start(len(self.context))
 
     def _prompt(self, thinking: bool) -> list[int]:
         if self.req.prompt is not None:
@@ -255,8 +281,8 @@ class _Reply:
         yield self._done(error)
 
     def _steps(self, name: str, logits):
-        return sampled_steps(self.engine, name, logits, self.sample, self.req.logits_processors, self.context,
-                             self._watching)
+        processors = tuple(self.req.logits_processors) + ((self.constraint,) if self.constraint else ())
+        return sampled_steps(self.engine, name, logits, self.sample, processors, self.context, self._watching)
 
     def _watching(self) -> bool:
         """Signals are computed only while they can matter: an Auto thought with somewhere to climb."""
@@ -312,9 +338,13 @@ class _Reply:
             text, self.think_held = self.think_held + text, ""
             if CALL_OPEN in text:  # a call that starts inside the thinking ends it (as the real model does)
                 at = text.index(CALL_OPEN)
-                self.thinking_end, self.carried = "tool_call", text[at:]
+                self.thinking_end = "tool_call"
                 yield self._token(text[:at], token, latency)
-                yield from self._start_answer([])
+                if self.constrained:  # the grammar writes the call from the answer's start
+                    yield from self._start_answer(self._end_thinking_tokens())
+                else:  # the call goes on in the answer
+                    self.carried = text[at:]
+                    yield from self._start_answer([])
                 return
             keep = opening_held(text)
             text, self.think_held = text[:len(text) - keep], text[len(text) - keep:]
@@ -367,6 +397,7 @@ class _Reply:
             self.carried += self.decoder.flush()
         self.think_held = ""
         self.phase, self.decoder = ANSWER, self.chat.stream_decoder()
+        self._constrain()
         target = self.req.answer_submodel
         if target != self.current:
             yield self._switch(target, approximate=self.req.transplant)

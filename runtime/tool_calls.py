@@ -197,12 +197,21 @@ def tool_schemas(tools: Iterable[dict] | None) -> dict[str, dict] | None:
 
 
 def _types(schema: dict) -> list[str]:
-    kind = schema.get("type") if isinstance(schema, dict) else None
+    """The JSON types a schema declares: its `type`, else its anyOf / oneOf branches' (pydantic writes
+    Optional[int] as anyOf integer, null)."""
+    if not isinstance(schema, dict):
+        return []
+    kind = schema.get("type")
     if isinstance(kind, str):
         return [kind]
     if isinstance(kind, list):
         return [k for k in kind if isinstance(k, str)]
-    return []
+    out = []
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        for branch in branches if isinstance(branches, list) else []:
+            out += [k for k in _types(branch) if k not in out]
+    return out
 
 
 def convert_value(raw: str, schema: dict | None) -> Any:
