@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..events import END_OF_TURN, LENGTH, STOP_STRING, THINKING, TOOL_CALLS, Done, Prefill, Token, ToolCall
 from ..generate import ChatRequest
+from ..grammar import GrammarError, check_schema
 from ..options import MAX_NEW_TOKENS, THINKING_BUDGET
 from ..tool_calls import ToolSpecError, check_tools
 from .openai_api import (
@@ -44,7 +45,7 @@ from .openai_api import (
 )
 
 KNOWN = {"model", "messages", "max_tokens", "system", "stop_sequences", "stream", "temperature", "top_p", "top_k",
-         "thinking", "tools", "tool_choice", "metadata", "service_tier", "output_config", "elastic"}
+         "seed", "thinking", "tools", "tool_choice", "metadata", "service_tier", "output_config", "elastic"}
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
                503: "overloaded_error"}
@@ -86,7 +87,8 @@ def parse_messages(body, served: ServedModel) -> ParsedMessages:
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling_fields(body),
                           _stop_sequences(body.get("stop_sequences")), truncate_history_thinking=not keep_reasoning,
                           escalation=plan.escalation, tools=tools, tool_choice=choice if tools else "none",
-                          tool_name=name, parallel_tool_calls=parallel)
+                          tool_name=name, parallel_tool_calls=parallel,
+                          response_format=_format((body.get("output_config") or {}).get("format")))
     return ParsedMessages(request, model, stream, plan.depth, show)
 
 
@@ -107,9 +109,8 @@ def _thinking(body: dict, elastic: dict, served: ServedModel) -> tuple[tuple, tu
     if config is not None:
         if not isinstance(config, dict):
             raise bad("output_config", "output_config must be an object such as {\"effort\": \"low\"}")
-        for key in sorted(set(config) - {"effort"}):
-            hint = " (structured output is not supported here)" if key == "format" else ""
-            raise bad(f"output_config.{key}", f"output_config.{key} is not supported{hint}")
+        for key in sorted(set(config) - {"effort", "format"}):
+            raise bad(f"output_config.{key}", f"output_config.{key} is not supported")
         effort = (config.get("effort"), "output_config.effort")
     thinking = body.get("thinking")
     if thinking is None:  # Anthropic's default is no thinking; a depth or an effort asked for one
@@ -181,6 +182,21 @@ def _tool_choice(value) -> tuple[str, str | None, bool]:
     if single is not None and not isinstance(single, bool):
         raise bad("tool_choice.disable_parallel_tool_use", "disable_parallel_tool_use must be true or false")
     return kinds[value["type"]], name, not single
+
+
+def _format(value) -> dict | None:
+    """`output_config.format` ({"type": "json_schema", "schema"}) -> the JSON schema the answer must
+    follow (runtime/grammar.py bounds it), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("type") != "json_schema":
+        raise bad("output_config.format", "output_config.format must be {\"type\": \"json_schema\", \"schema\": ...}")
+    for key in sorted(set(value) - {"type", "schema"}):
+        raise bad(f"output_config.format.{key}", f"output_config.format.{key} is not supported")
+    try:
+        return check_schema(value.get("schema"), "output_config.format.schema")
+    except GrammarError as e:
+        raise bad(e.param, e.message) from None
 
 
 def _stop_sequences(value) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from ..events import LENGTH, THINKING, Done, Prefill, Token, ToolCall
 from ..generate import ChatRequest
+from ..grammar import GrammarError, check_schema
 from ..options import MAX_NEW_TOKENS
 from ..tool_calls import ToolSpecError, check_tools
 from .openai_api import (
@@ -94,16 +95,17 @@ def parse_response(body, served: ServedModel) -> ParsedResponse:
         if body.get("parallel_tool_calls") is not None else True
     sampling = sampling_fields(body)
     tools, choice, name = _tools(body.get("tools")), *_tool_choice(body.get("tool_choice"))
+    fmt = (body.get("text") or {}).get("format")
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling,
                           truncate_history_thinking=not keep_reasoning, escalation=plan.escalation,
                           tools=tools, tool_choice=choice if tools else "none", tool_name=name,
-                          parallel_tool_calls=parallel)
+                          parallel_tool_calls=parallel, response_format=_format(fmt))
     echo = {"instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
             "metadata": _metadata(body.get("metadata")), "parallel_tool_calls": parallel,
             "temperature": sampling.temperature, "top_p": sampling.top_p,
             "tool_choice": body.get("tool_choice") or "auto", "tools": body.get("tools") or [],
             "reasoning": {"effort": reasoning.get("effort"), "summary": summary}, "store": False,
-            "text": {"format": {"type": "text"}}, "truncation": "disabled", "previous_response_id": None,
+            "text": {"format": fmt or {"type": "text"}}, "truncation": "disabled", "previous_response_id": None,
             "user": body.get("user") if isinstance(body.get("user"), str) else None}
     return ParsedResponse(request, model, stream, plan.depth, echo, summary is not None, encrypted)
 
@@ -135,9 +137,6 @@ def _refuse_unsupported(body: dict) -> None:
             raise bad("text", "text must be an object such as {\"format\": {\"type\": \"text\"}}")
         for key in sorted(set(text) - {"format", "verbosity"}):
             raise bad(f"text.{key}", f"text.{key} is not supported")
-        fmt = text.get("format")
-        if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
-            raise bad("text.format", "only plain text output is supported (text.format type 'text')")
         if text.get("verbosity") not in (None, "medium"):
             raise bad("text.verbosity", "the model has one verbosity; leave text.verbosity out (or medium)")
     options = body.get("stream_options")
@@ -189,6 +188,31 @@ def _tools(value) -> tuple[dict, ...] | None:
         return check_tools(chat)
     except ToolSpecError as e:
         raise bad(e.param.replace(".function.", "."), e.message) from None
+
+
+def _format(value) -> dict | None:
+    """`text.format` -> the JSON schema the answer must follow (runtime/grammar.py bounds it), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad("text.format", "text.format must be an object such as {\"type\": \"json_schema\", ...}")
+    kind = value.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind != "json_schema":
+        raise bad("text.format.type", f"text.format type must be text, json_object or json_schema, not "
+                                      f"{str(kind)[:40]!r}")
+    for key in ("name", "description"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise bad(f"text.format.{key}", f"text.format.{key} must be a string")
+    if value.get("strict") not in (None, True, False):
+        raise bad("text.format.strict", "text.format.strict must be true or false")
+    try:
+        return check_schema(value.get("schema"), "text.format.schema")
+    except GrammarError as e:
+        raise bad(e.param, e.message) from None
 
 
 def _tool_choice(value) -> tuple[str, str | None]:

@@ -3,6 +3,7 @@
 import json
 
 import anthropic
+import jsonschema
 import pytest
 import requests
 
@@ -116,7 +117,9 @@ def bad_request(srv, body: dict):
     ({"thinking": {"type": "sometimes"}}, "thinking.type"),
     ({"thinking": {"type": "enabled", "budget_tokens": 0}}, "thinking.budget_tokens"),
     ({"output_config": {"effort": "extreme"}}, "output_config.effort"),
-    ({"output_config": {"format": {"type": "json_schema", "schema": {}}}}, "output_config.format"),
+    ({"output_config": {"format": {"type": "xml"}}}, "output_config.format"),
+    ({"output_config": {"format": {"type": "json_schema", "schema": {"type": "object", "if": {}}}}},
+     "output_config.format.schema.if"),
     ({"temperature": 9}, "temperature"),
     ({"stop_sequences": "x"}, "stop_sequences"),
     ({"messages": []}, "messages"),
@@ -188,6 +191,27 @@ def test_a_tool_use_whole_and_streamed_and_its_result_fed_back(demo_server, spel
     assert [b.type for b in answer.content] == ["text"] and answer.content[0].text == "45 + 23 = 68."
     assert answer.usage.input_tokens + answer.usage.cache_read_input_tokens > \
         m.usage.input_tokens + m.usage.cache_read_input_tokens
+
+
+@pytest.mark.parametrize("choice", [{"type": "any", "disable_parallel_tool_use": True},
+                                    {"type": "tool", "name": "add_numbers", "disable_parallel_tool_use": True}])
+def test_a_forced_tool_use_always_validates(demo_server, choice):
+    for seed in (1, 2):
+        m = create(demo_server, tools=[ADD], tool_choice=choice, max_tokens=120, extra_body={"seed": seed,
+                                                                                             "temperature": 1.0})
+        uses = [b for b in m.content if b.type == "tool_use"]
+        assert m.stop_reason == "tool_use" and uses and uses[0].name == "add_numbers"
+        jsonschema.validate(uses[0].input, ADD["input_schema"])
+
+
+def test_a_json_schema_format_gives_text_that_validates(demo_server):
+    schema = {"type": "object", "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 1000}},
+              "required": ["answer"],
+              "additionalProperties": False}
+    m = create(demo_server, max_tokens=400, thinking=THINK, output_config={"format": {"type": "json_schema",
+                                                                                      "schema": schema}})
+    assert m.content[0].type == "thinking"  # the thought is free; the answer follows the schema
+    jsonschema.validate(json.loads(m.content[1].text), schema)
 
 
 def test_a_malformed_call_is_reported_not_dropped(demo_server, spell_replies):

@@ -3,6 +3,7 @@
 import base64
 import json
 
+import jsonschema
 import openai
 import pytest
 import requests
@@ -111,7 +112,9 @@ def test_input_items_instructions_and_a_past_thought_make_the_conversation(demo_
     ({"store": True}, "store"),
     ({"background": True}, "background"),
     ({"include": ["file_search_call.results"]}, "include"),
-    ({"text": {"format": {"type": "json_object"}}}, "text.format"),
+    ({"text": {"format": {"type": "xml"}}}, "text.format.type"),
+    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object", "if": {}}}}},
+     "text.format.schema.if"),
     ({"text": {"verbosity": "low"}}, "text.verbosity"),
     ({"truncation": "auto"}, "truncation"),
     ({"top_logprobs": 3}, "top_logprobs"),
@@ -200,6 +203,30 @@ def test_tool_fields_it_cannot_honour_get_400_naming_them(demo_server, fields, p
     with pytest.raises(openai.BadRequestError) as err:
         respond(demo_server, **fields)
     assert err.value.param == param
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "name": "add_numbers"}])
+def test_a_forced_call_always_validates(demo_server, choice):
+    for seed in (1, 2):
+        r = respond(demo_server, tools=[ADD], tool_choice=choice, reasoning={"effort": "none"}, max_output_tokens=120,
+                    temperature=1.0, extra_body={"seed": seed})
+        calls = [i for i in r.output if i.type == "function_call"]
+        assert calls and calls[0].name == "add_numbers"
+        jsonschema.validate(json.loads(calls[0].arguments), ADD["parameters"])
+
+
+def test_a_json_schema_format_gives_output_that_validates(demo_server):
+    schema = {"type": "object", "properties": {"answer": {"type": "integer", "minimum": 0, "maximum": 1000},
+                                               "why": {"type": "string", "maxLength": 40}},
+              "required": ["answer", "why"], "additionalProperties": False}
+    fmt = {"type": "json_schema", "name": "sum", "schema": schema, "strict": True}
+    r = respond(demo_server, text={"format": fmt}, reasoning={"effort": "low"}, max_output_tokens=200, temperature=1.0)
+    jsonschema.validate(json.loads(r.output_text), schema)
+    assert r.output[0].type == "reasoning" and r.text.format.type == "json_schema"
+    events = list(respond(demo_server, text={"format": fmt}, reasoning={"effort": "none"}, max_output_tokens=200,
+                          stream=True))
+    jsonschema.validate(json.loads("".join(e.delta for e in events if e.type == "response.output_text.delta")),
+                        schema)
 
 
 def test_a_coding_agents_request_is_served(demo_server):
