@@ -49,7 +49,7 @@ from .events import (
     Token,
     ToolCall,
 )
-from .grammar import Constraint, answer_grammar, check_grammar
+from .grammar import Constraint, answer_grammar, call_room, check_grammar
 from .options import MAX_NEW_TOKENS
 from .sampling import DeviceSampler, SamplingSettings
 from .tool_calls import CALL_OPEN, Text, ToolCallError, ToolCallStream, opening_held, tool_schemas
@@ -226,6 +226,7 @@ class _Reply:
         if not self.constrained:
             return
         room = self.max_new - self.counts[THINKING] - self.counts[ANSWER]
+        self.call_room = call_room(room, self.req.parallel_tool_calls)
         self.constraint = Constraint(self.chat, self._grammar(room), self.engine.model.config.vocab_size,
                                      self.engine.model.device)
         self.constraint.start(len(self.context))
@@ -469,8 +470,10 @@ class _Reply:
                 event = ToolCall(f"call_{uuid.uuid4().hex[:24]}", p.name, p.arguments, len(self.calls),
                                  self._progress())
                 self.calls.append(event)
-                if not self.req.parallel_tool_calls and self.finish is None:
-                    self.finish = TOOL_CALLS
+                room = self.max_new - self.counts[THINKING] - self.counts[ANSWER]
+                one_only = not self.req.parallel_tool_calls
+                if self.finish is None and (one_only or (self.constraint is not None and room < self.call_room)):
+                    self.finish = TOOL_CALLS  # (constrained: another call might not finish in the room left)
             yield event
 
     # ------------------------------------------------------------------ the end

@@ -16,8 +16,9 @@ Two kinds of grammar, one Lark text each:
   the template's XML form (runtime/tool_calls.py), `<tool_call>\\n<function=NAME>\\n` then one
   `<parameter=P>\\nVALUE\\n</parameter>\\n` per parameter (the schema's required ones always, in
   its order), each VALUE of its schema's type: text for a string (never holding `</parameter>` or
-  `</tool_call>`, and short enough that a call's text values all fit in the `room` the answer has
-  left, so a forced call ends before the reply's token limit unless its JSON values run long),
+  `</tool_call>`, and short enough that a call's text values all fit in its share of the `room`
+  the answer has left (`call_room`), so a forced call ends before the reply's token limit unless
+  its JSON values run long),
   JSON for anything else (llguidance's JSON-schema compiler, written as `json.dumps` writes it,
   an unbounded integer within JSON's safe range);
 - `response_format` `json_object` or `json_schema` (strict or not: the output always validates),
@@ -41,6 +42,7 @@ from .tool_calls import CALL_CLOSE, CALL_OPEN, format_tool_call, tool_schemas
 
 MAX_SCHEMA_BYTES = 64 << 10  # one schema, as JSON
 MAX_SCHEMA_DEPTH = 32
+JSON_VALUE_TOKENS = 16  # what a JSON parameter's value is expected to take (its schema bounds it, or not)
 SAFE_INT = 2 ** 53 - 1  # JSON's safe integer range: an integer with no bounds gets these (bounded digits)
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}  # as json.dumps
 # Keywords the grammar honours (llguidance's JSON compiler implements them) or that only annotate.
@@ -159,7 +161,7 @@ def answer_grammar(chat, tools=None, tool_choice: str = "auto", tool_name: str |
     calls = None
     if tools and tool_choice != "none":
         offered = [t for t in tools if _name(t) == tool_name] if tool_name else list(tools)
-        calls = _calls_rules(chat, offered, parallel, room)
+        calls = _calls_rules(chat, offered, parallel, call_room(room, parallel))
     if forced:
         return "start: LEAD calls\n" + calls
     if response_format is None:
@@ -172,6 +174,13 @@ def answer_grammar(chat, tools=None, tool_choice: str = "auto", tool_name: str |
 
 def _name(tool: dict) -> str:
     return tool.get("function", tool)["name"]
+
+
+def call_room(room: int, parallel: bool) -> int:
+    """The tokens one constrained call may take: all the answer's room, or half of it when calls may
+    follow one another (the decode loop ends the reply when the room left is less: a call that
+    could not finish is never begun)."""
+    return room // 2 if parallel else room
 
 
 def _calls_rules(chat, tools: list[dict], parallel: bool, room: int) -> str:
@@ -202,7 +211,7 @@ def _value_tokens(chat, name: str, params: list, room: int) -> int:
     fixed = len(chat.tokenizer.encode(skeleton, add_special_tokens=False)) if chat is not None else len(skeleton)
     texts = sum(1 for _, prop, _ in params if "string" in _types(prop) or not _types(prop))
     json_values = len(params) - texts
-    return max(1, (room - fixed - 8 * json_values) // max(1, texts))
+    return max(1, (room - fixed - JSON_VALUE_TOKENS * json_values) // max(1, texts))
 
 
 def _parameters(schema: dict, where: str) -> list[tuple[str, dict, bool]]:
@@ -266,18 +275,35 @@ def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens:
         rules.append(f"{rule.upper()}: /(?s:.{span})/ & ~/(?s:.*(<\\/parameter>|<\\/tool_call>).*)/")
         rules.append(f"{rule}[max_tokens={max_tokens}]: {rule.upper()}")
         return f"{rule} {_lit(end)}"
-    return f"{_json(_bounded(prop))} {_lit(end)}"
+    return f"{_json(prop)} {_lit(end)}"
 
 
-def _bounded(prop: dict) -> dict:
-    """An integer with no bounds gets JSON's safe range, so its digits are bounded."""
-    if prop.get("type") == "integer":
-        return {"minimum": -SAFE_INT, "maximum": SAFE_INT, **prop}
-    return prop
+def _bounded(node):
+    """A copy of a schema in which every integer with no bounds gets JSON's safe range, so its digits
+    are bounded. (A number's are not: its fraction may run on until the reply's token limit.)"""
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key in SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {k: _bounded(v) for k, v in value.items()}
+        elif key in SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_bounded(v) for v in value]
+        elif key in SCHEMA_VALUES:
+            out[key] = _bounded(value)
+        else:
+            out[key] = value
+    kind = node.get("type")
+    if kind == "integer" or (isinstance(kind, list) and "integer" in kind):
+        if "minimum" not in node and "exclusiveMinimum" not in node:
+            out["minimum"] = -SAFE_INT
+        if "maximum" not in node and "exclusiveMaximum" not in node:
+            out["maximum"] = SAFE_INT
+    return out
 
 
 def _json(schema: dict) -> str:
-    return "%json " + json.dumps({**schema, "x-guidance": JSON_STYLE}, ensure_ascii=False)
+    return "%json " + json.dumps({**_bounded(schema), "x-guidance": JSON_STYLE}, ensure_ascii=False)
 
 
 def _lit(text: str) -> str:

@@ -37,7 +37,7 @@ from .openai_api import (
     bad,
     check_done,
     elastic_fields,
-    elastic_with_calls,
+    elastic_info,
     plan_reply,
     refuse_unknown,
     sampling_fields,
@@ -368,7 +368,7 @@ class MessagesApi:
         if done.answer_text.strip() or not done.tool_calls:  # calls with blank text around them: no text block
             content.append({"type": "text", "text": done.answer_text})
         content += [_tool_use(c) for c in done.tool_calls]
-        return {**self._message(content, done), "elastic": elastic_with_calls(done, self.parsed.depth, queue_ms)}
+        return {**self._message(content, done), "elastic": elastic_info(done, self.parsed.depth, queue_ms)}
 
     # ------------------------------------------------------------------ the stream
 
@@ -430,7 +430,7 @@ class MessagesApi:
                                           "delta": {"stop_reason": _stop_reason(event),
                                                     "stop_sequence": self._stop_sequence(event)},
                                           "usage": {"output_tokens": event.thinking_tokens + event.answer_tokens},
-                                          "elastic": elastic_with_calls(event, self.parsed.depth, queue_ms)}))
+                                          "elastic": elastic_info(event, self.parsed.depth, queue_ms)}))
             out.append(("message_stop", {"type": "message_stop"}))
         return out
 

@@ -6,7 +6,7 @@
     completion(events, ...) / ChunkStream(...).on_event(event) -> chunk dicts
 
 Reasoning controls that other servers spell differently all land on the depth table: Ollama's
-`reasoning_effort` / `reasoning.effort` (the table's `efforts`: none, low, medium, high; none turns
+`reasoning_effort` / `reasoning.effort` (the table's `efforts`: none, minimal, low, medium, high, xhigh, max; none turns
 thinking off; auto is the Auto stop, whose thought climbs to larger submodels when the thinker
 struggles; a level that cannot run falls back as depth.usable_level says; absent, the depth table's
 default stop), vLLM's `thinking_token_budget`, and the `elastic` object for what only this
@@ -30,11 +30,12 @@ from ..events import (
     LENGTH,
     STOP_STRING,
     STOPPED,
+    TOOL_CALLS,
     Done,
-    InvalidToolCall,
     Prefill,
     Switch,
     Token,
+    ToolCall,
 )
 from ..generate import ChatRequest
 from ..options import (
@@ -50,11 +51,13 @@ from ..options import (
     refusal,
 )
 from ..sampling import SamplingSettings
+from .openai_tools import assistant_calls, call_deltas, invalid_calls, message_tool_calls, parse_tool_fields, tool_turns
 
 MAX_STOPS, MAX_STOP_CHARS = 4, 256
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 ELASTIC_FIELDS = {"think_submodel", "answer_submodel", "thinking_budget", "depth", "keep_reasoning"}
-FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length"}
+FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length", TOOL_CALLS: "tool_calls"}
+TEMPLATE_KWARGS = ("enable_thinking",)  # chat_template_kwargs the server honours (the real template reads these)
 SWITCH_KEYS = ("from", "to", "reprefill_tokens", "ms")  # the `elastic.switch` object's, as clients know it
 
 
@@ -122,6 +125,7 @@ class ServedModel:
         extra = ({"submodel": sub} if sub else
                  {"submodels": list(self.submodels), "depths": [s.name for s in self.stops if s.available]})
         return {"id": model_id, "object": "model", "created": self.created, "owned_by": "elastic-chat",
+                "max_model_len": self.max_context,  # vLLM's name for the context length
                 "elastic": {**extra, "max_context": self.max_context}}
 
 
@@ -141,6 +145,7 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
     """Checks every field this server reads and maps the request onto a `ChatRequest`."""
     model, pin = served_model(body, served)
     _refuse_unsupported(body)
+    tools = parse_tool_fields(body)
     messages = _messages(body.get("messages"))
     elastic, keep_reasoning = elastic_fields(body)
     plan = plan_reply(body, elastic, served, model, pin)
@@ -149,7 +154,9 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
     stream, include_usage = stream_fields(body)
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling,
                           _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
-                          escalation=plan.escalation)
+                          escalation=plan.escalation, tools=tools.tools, tool_choice=tools.tool_choice,
+                          tool_name=tools.tool_name, parallel_tool_calls=tools.parallel,
+                          response_format=tools.response_format)
     return ParsedChat(request, model, stream, include_usage, plan.depth)
 
 
@@ -224,6 +231,11 @@ def plan_reply(body: dict, elastic: dict, served: ServedModel, model: str, pin: 
             raise bad(budget_param, f"depth {stop.name} turns thinking off, so a thinking budget cannot apply; "
                                     "drop one of them")
         chosen_budget, depth = chosen, None
+    off = _thinking_off(body)
+    if off is not None:
+        if chosen:
+            raise bad(off, f"{off} turns thinking off, so {budget_param} cannot apply; drop one of them")
+        chosen_budget = 0
     if chosen_budget == 0:
         think = None
     return Plan(think, answer, chosen_budget if think else 0, escalation if think else None, depth)
@@ -259,18 +271,10 @@ def _refuse_unsupported(body: dict) -> None:
     """Fields that would change the reply in a way this engine cannot: refused, never silently ignored."""
     if body.get("n") not in (None, 1):
         raise bad("n", "this server returns one choice per request (n must be 1)")
-    for key in ("tools", "functions"):
-        if body.get(key):
-            raise bad(key, "tool calling is not supported by this server")
-    if body.get("tool_choice") not in (None, "none", "auto"):  # "auto" with no tools means no tool calls
-        raise bad("tool_choice", "tool calling is not supported by this server")
-    if body.get("function_call") not in (None, "none"):
-        raise bad("function_call", "tool calling is not supported by this server")
-    if body.get("logprobs") or body.get("top_logprobs"):
-        raise bad("logprobs", "log-probabilities are not returned by this server")
-    fmt = body.get("response_format")
-    if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
-        raise bad("response_format", "only plain text replies are supported (response_format type 'text')")
+    for key in ("logprobs", "top_logprobs"):
+        if body.get(key) not in (None, False, 0):  # the decode loop reads one token per step from the device
+            raise bad(key, f"{key} is not returned by this server: its decode loop reads only the token back "
+                           "from the device each step; leave it out")
     if body.get("logit_bias"):
         raise bad("logit_bias", "logit_bias is not supported by this server")
     for key in ("presence_penalty", "frequency_penalty"):
@@ -288,14 +292,14 @@ def _messages(value) -> list[dict]:
             raise bad(where, "each message must be an object with role and content")
         role = m.get("role")
         if role not in ROLES:
-            hint = " (tool calling is not supported)" if role in ("tool", "function") else ""
-            raise bad(f"{where}.role", f"role {role!r} is not one of system, developer, user, assistant{hint}")
-        if role == "assistant" and m.get("tool_calls"):
-            raise bad(f"{where}.tool_calls", "tool calling is not supported by this server")
+            hint = " (send tool results with role tool)" if role == "function" else ""
+            raise bad(f"{where}.role", f"role {role!r} is not one of system, developer, user, assistant, tool{hint}")
         content = m.get("content")
         if content is None and role == "assistant":
             content = ""
         msg = {"role": ROLES[role], "content": _text(content, f"{where}.content")}
+        if role == "assistant" and m.get("tool_calls"):
+            msg["tool_calls"], msg["_call_ids"] = assistant_calls(m["tool_calls"], where)
         if role == "assistant":
             # LM Studio/llama.cpp spell it one way, vLLM/Ollama the other
             for key in ("reasoning_content", "reasoning"):
@@ -306,7 +310,26 @@ def _messages(value) -> list[dict]:
                     msg["reasoning_content"] = r
                     break
         out.append(msg)
-    return out
+    return tool_turns(value, out)
+
+
+def _thinking_off(body: dict) -> str | None:
+    """The field that turns thinking off (`chat_template_kwargs.enable_thinking` false, vLLM's and
+    SGLang's; `think` false, Ollama's), or None. Unknown template kwargs are refused: the template
+    runs in the engine, and only these reach it."""
+    kwargs, off = body.get("chat_template_kwargs"), None
+    if kwargs is not None:
+        if not isinstance(kwargs, dict):
+            raise bad("chat_template_kwargs", "chat_template_kwargs must be an object")
+        unknown = sorted(set(kwargs) - set(TEMPLATE_KWARGS))
+        if unknown:
+            raise bad(f"chat_template_kwargs.{unknown[0]}", f"unknown template argument; this server honours "
+                                                            f"{', '.join(TEMPLATE_KWARGS)}")
+        if "enable_thinking" in kwargs and not _bool(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking"):
+            off = "chat_template_kwargs.enable_thinking"
+    if body.get("think") is not None and not _bool(body, "think", "think"):
+        off = off or "think"
+    return off
 
 
 def _text(content, where: str) -> str:
@@ -435,19 +458,12 @@ def elastic_info(done: Done, depth: str | None, queue_ms: float) -> dict:
     switch = None
     if done.answer_switch:  # the event's one serialisation, less the keys this object never had
         switch = {k: v for k, v in done.answer_switch.to_dict().items() if k in SWITCH_KEYS}
-    return {"depth": depth, "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
-            "thinking_budget": done.thinking_budget, "budget_hit": done.budget_hit, "switch": switch,
-            "ttft_ms": done.ttft_ms, "tokens_per_s": done.tokens_per_s, "queue_ms": round(queue_ms, 3)}
-
-
-def elastic_with_calls(done: Done, depth: str | None, queue_ms: float) -> dict:
-    """`elastic_info` and the tool calls the model tried that cannot run (reported, never dropped)."""
-    return {**elastic_info(done, depth, queue_ms), "invalid_tool_calls": [invalid_call(c) for c in
-                                                                           done.invalid_tool_calls]}
-
-
-def invalid_call(call: InvalidToolCall) -> dict:
-    return {"error": call.error, "name": call.name, "text": call.text}
+    out = {"depth": depth, "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
+           "thinking_budget": done.thinking_budget, "budget_hit": done.budget_hit, "switch": switch,
+           "ttft_ms": done.ttft_ms, "tokens_per_s": done.tokens_per_s, "queue_ms": round(queue_ms, 3)}
+    if done.invalid_tool_calls:  # calls the model tried that could not run: reported, never dropped
+        out["invalid_tool_calls"] = invalid_calls(done)
+    return out
 
 
 def check_done(done: Done) -> None:
@@ -463,8 +479,11 @@ def completion(parsed: ParsedChat, prompt: Prefill | None, done: Done, completio
     """The non-streamed response."""
     check_done(done)
     reasoning = done.thinking_text if done.think_submodel else None
-    message = {"role": "assistant", "content": done.answer_text, "reasoning_content": reasoning,
-               "reasoning": reasoning}
+    calls = message_tool_calls(done)
+    message = {"role": "assistant", "content": done.answer_text if done.answer_text or not calls else None,
+               "reasoning_content": reasoning, "reasoning": reasoning}
+    if calls:
+        message["tool_calls"] = calls
     return {"id": completion_id, "object": "chat.completion", "created": created, "model": parsed.model,
             "choices": [{"index": 0, "message": message, "finish_reason": FINISH.get(done.finish_reason, "stop"),
                          "logprobs": None}],
@@ -504,6 +523,13 @@ class ChunkStream:
             return []
         if isinstance(event, Token):
             return [self._chunk(self._delta(event.phase, event.text))]
+        if isinstance(event, ToolCall):
+            chunks = []
+            for item in call_deltas(event):
+                delta = {"role": "assistant"} if self.first else {}
+                self.first = False
+                chunks.append(self._chunk({**delta, "tool_calls": [item]}))
+            return chunks
         if isinstance(event, Switch):
             return []
         if isinstance(event, Done):

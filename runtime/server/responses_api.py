@@ -42,7 +42,7 @@ from .openai_api import (
     bad,
     check_done,
     elastic_fields,
-    elastic_with_calls,
+    elastic_info,
     plan_reply,
     refuse_unknown,
     sampling_fields,
@@ -384,7 +384,7 @@ class ResponsesApi:
                "incomplete_details": incomplete, **self.parsed.echo, "usage": None}
         if done is not None:
             out["usage"] = _usage(self.prompt, done)
-            out["elastic"] = elastic_with_calls(done, self.parsed.depth, queue_ms)
+            out["elastic"] = elastic_info(done, self.parsed.depth, queue_ms)
         return out
 
     def _reasoning_item(self, text: str, status: str) -> dict:
