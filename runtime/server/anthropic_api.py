@@ -43,6 +43,7 @@ from .openai_api import (
     sampling_fields,
     served_model,
 )
+from .openai_tools import ToolFields, checked_tool_fields
 
 KNOWN = {"model", "messages", "max_tokens", "system", "stop_sequences", "stream", "temperature", "top_p", "top_k",
          "seed", "thinking", "tools", "tool_choice", "metadata", "service_tier", "output_config", "elastic"}
@@ -82,13 +83,13 @@ def parse_messages(body, served: ServedModel) -> ParsedMessages:
     effort, budget, show = _thinking(body, elastic, served)
     plan = plan_reply({}, elastic, served, model, pin, effort=effort, budget=budget)
     stream = _bool(body, "stream", "stream") if body.get("stream") is not None else False
-    tools = _tools(body.get("tools"))
-    choice, name, parallel = _tool_choice(body.get("tool_choice"))
+    tools = _tool_fields(body.get("tools"), body.get("tool_choice"),
+                         _format((body.get("output_config") or {}).get("format")))
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling_fields(body),
                           _stop_sequences(body.get("stop_sequences")), truncate_history_thinking=not keep_reasoning,
-                          escalation=plan.escalation, tools=tools, tool_choice=choice if tools else "none",
-                          tool_name=name, parallel_tool_calls=parallel,
-                          response_format=_format((body.get("output_config") or {}).get("format")))
+                          escalation=plan.escalation, tools=tools.tools, tool_choice=tools.tool_choice,
+                          tool_name=tools.tool_name, parallel_tool_calls=tools.parallel,
+                          response_format=tools.response_format)
     return ParsedMessages(request, model, stream, plan.depth, show)
 
 
@@ -166,22 +167,30 @@ def _tools(value) -> tuple[dict, ...] | None:
         raise bad(param, e.message) from None
 
 
-def _tool_choice(value) -> tuple[str, str | None, bool]:
-    """(tool_choice, forced tool name, parallel calls) as ChatRequest takes them."""
-    if value is None:
-        return "auto", None, True
+def _tool_fields(tools, choice, schema: dict | None) -> ToolFields:
+    """`tools` and `tool_choice` ({type: auto | any | tool | none}, disable_parallel_tool_use) as the
+    runtime takes them, with a forced tool among those offered and a grammar that compiles."""
+    tools = _tools(tools)
+    names = [t["function"]["name"] for t in tools or ()]
     kinds = {"auto": "auto", "any": "required", "tool": "required", "none": "none"}
-    if not isinstance(value, dict) or value.get("type") not in kinds:
+    if choice is None:
+        choice = {"type": "auto"}
+    if not isinstance(choice, dict) or choice.get("type") not in kinds:
         raise bad("tool_choice", "tool_choice must be {type: auto}, {type: any}, {type: tool, name} or {type: none}")
-    for key in sorted(set(value) - {"type", "name", "disable_parallel_tool_use"}):
+    for key in sorted(set(choice) - {"type", "name", "disable_parallel_tool_use"}):
         raise bad(f"tool_choice.{key}", f"tool_choice.{key} is not supported")
-    name = value.get("name") if value["type"] == "tool" else None
-    if value["type"] == "tool" and not isinstance(name, str):
-        raise bad("tool_choice.name", "tool_choice {type: tool} needs the tool's name")
-    single = value.get("disable_parallel_tool_use")
+    name = choice.get("name") if choice["type"] == "tool" else None
+    if choice["type"] == "tool" and name not in names:
+        offered = ", ".join(names) or "none"
+        raise bad("tool_choice.name", f"{str(name)[:64]!r} is not an offered tool (offered: {offered})")
+    if choice["type"] == "any" and not names:
+        raise bad("tool_choice", "tool_choice {type: any} needs tools to choose from")
+    single = choice.get("disable_parallel_tool_use")
     if single is not None and not isinstance(single, bool):
         raise bad("tool_choice.disable_parallel_tool_use", "disable_parallel_tool_use must be true or false")
-    return kinds[value["type"]], name, not single
+    fields = ToolFields(tools, kinds[choice["type"]] if tools else "none", name, not single, schema)
+    return checked_tool_fields(fields, lambda param: param.replace(".function.parameters", ".input_schema")
+                               .replace(".function.", "."))
 
 
 def _format(value) -> dict | None:

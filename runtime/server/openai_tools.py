@@ -60,10 +60,21 @@ def parse_tool_fields(body: dict) -> ToolFields:
         raise _bad("parallel_tool_calls", "parallel_tool_calls must be true or false")
     try:
         schema = response_format_schema(body.get("response_format"))
-        check_grammar(answer_grammar(None, tools, choice, name, parallel, schema))
     except GrammarError as e:
         raise _bad(e.param, e.message) from None
-    return ToolFields(tools, choice, name, parallel, schema)
+    return checked_tool_fields(ToolFields(tools, choice, name, parallel, schema))
+
+
+def checked_tool_fields(fields: ToolFields, rename=lambda param: param) -> ToolFields:
+    """The fields, however a route spelled them: the grammar they make must compile, so a schema the
+    engine cannot follow is a 400 before the reply begins (`rename` turns chat's param names into the
+    route's)."""
+    try:
+        check_grammar(answer_grammar(None, fields.tools, fields.tool_choice, fields.tool_name, fields.parallel,
+                                     fields.response_format))
+    except GrammarError as e:
+        raise _bad(rename(e.param), e.message) from None
+    return fields
 
 
 def _tool_choice(value, names: list[str]) -> tuple[str, str | None]:

@@ -48,6 +48,7 @@ from .openai_api import (
     sampling_fields,
     served_model,
 )
+from .openai_tools import ToolFields, checked_tool_fields
 
 KNOWN = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
          "stream", "reasoning", "tools", "tool_choice", "parallel_tool_calls", "store", "previous_response_id",
@@ -94,12 +95,12 @@ def parse_response(body, served: ServedModel) -> ParsedResponse:
     parallel = _bool(body, "parallel_tool_calls", "parallel_tool_calls") \
         if body.get("parallel_tool_calls") is not None else True
     sampling = sampling_fields(body)
-    tools, choice, name = _tools(body.get("tools")), *_tool_choice(body.get("tool_choice"))
     fmt = (body.get("text") or {}).get("format")
+    tools = _tool_fields(body.get("tools"), body.get("tool_choice"), parallel, _format(fmt))
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling,
                           truncate_history_thinking=not keep_reasoning, escalation=plan.escalation,
-                          tools=tools, tool_choice=choice if tools else "none", tool_name=name,
-                          parallel_tool_calls=parallel, response_format=_format(fmt))
+                          tools=tools.tools, tool_choice=tools.tool_choice, tool_name=tools.tool_name,
+                          parallel_tool_calls=tools.parallel, response_format=tools.response_format)
     echo = {"instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
             "metadata": _metadata(body.get("metadata")), "parallel_tool_calls": parallel,
             "temperature": sampling.temperature, "top_p": sampling.top_p,
@@ -215,13 +216,23 @@ def _format(value) -> dict | None:
         raise bad(e.param, e.message) from None
 
 
-def _tool_choice(value) -> tuple[str, str | None]:
-    """(tool_choice, forced tool name) as ChatRequest takes them."""
-    if value is None or value in ("auto", "none", "required"):
-        return value or "auto", None
-    if isinstance(value, dict) and value.get("type") == "function" and isinstance(value.get("name"), str):
-        return "required", value["name"]
-    raise bad("tool_choice", "tool_choice must be auto, none, required or {type: function, name: ...}")
+def _tool_fields(tools, choice, parallel: bool, schema: dict | None) -> ToolFields:
+    """`tools` and `tool_choice` (auto, none, required or {type: function, name}) as the runtime takes
+    them, with a forced tool among those offered and a grammar that compiles."""
+    tools = _tools(tools)
+    names = [t["function"]["name"] for t in tools or ()]
+    name = None
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        choice, name = "required", choice["name"]
+        if name not in names:
+            offered = ", ".join(names) or "none"
+            raise bad("tool_choice.name", f"{name[:64]!r} is not an offered tool (offered: {offered})")
+    elif choice not in (None, "auto", "none", "required"):
+        raise bad("tool_choice", "tool_choice must be auto, none, required or {type: function, name: ...}")
+    if choice == "required" and not names:
+        raise bad("tool_choice", "tool_choice 'required' needs tools to choose from")
+    fields = ToolFields(tools, (choice or "auto") if tools else "none", name, parallel, schema)
+    return checked_tool_fields(fields, lambda param: param.replace(".function.", "."))
 
 
 # ---------------------------------------------------------------------- input items -> the conversation

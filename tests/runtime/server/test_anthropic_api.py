@@ -227,6 +227,10 @@ def test_a_malformed_call_is_reported_not_dropped(demo_server, spell_replies):
     ({"tools": [{**ADD, "name": "two words"}]}, "tools[0].name"),
     ({"tools": [ADD], "tool_choice": {"type": "sometimes"}}, "tool_choice"),
     ({"tools": [ADD], "tool_choice": {"type": "tool"}}, "tool_choice.name"),
+    ({"tools": [ADD], "tool_choice": {"type": "tool", "name": "multiply"}}, "tool_choice.name"),
+    ({"tool_choice": {"type": "any"}}, "tool_choice"),
+    ({"tools": [{**ADD, "input_schema": {"type": "object", "properties": {"x": {"type": "string", "format": "date"}}}}],
+      "tool_choice": {"type": "any"}}, "tools[0].input_schema.properties.x.format"),
     ({"messages": [{"role": "user", "content": [{"type": "tool_result", "content": "1"}]}]},
      "messages[0].content[0].tool_use_id"),
     ({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": [

@@ -251,3 +251,15 @@ def test_a_coding_agents_request_is_served(demo_server):
     assert final.response.usage.input_tokens > 1000
     assert {i.type for i in final.response.output} <= {"reasoning", "message", "function_call"}
     assert final.response.output[0].type == "reasoning" and final.response.output[0].encrypted_content
+
+
+@pytest.mark.parametrize("fields, param", [
+    ({"tools": [ADD], "tool_choice": {"type": "function", "name": "multiply"}}, "tool_choice.name"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tools": [{**ADD, "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "date"}}}}],
+      "tool_choice": "required"}, "tools[0].parameters.properties.x.format"),
+])
+def test_a_forced_call_that_cannot_be_made_is_refused_before_the_reply(demo_server, fields, param):
+    with pytest.raises(openai.BadRequestError) as err:
+        respond(demo_server, **fields)
+    assert err.value.param == param
