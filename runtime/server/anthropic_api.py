@@ -43,7 +43,7 @@ from .openai_api import (
     sampling_fields,
     served_model,
 )
-from .openai_tools import ToolFields, checked_tool_fields
+from .openai_tools import ToolFields, checked_tool_fields, in_call_order
 
 KNOWN = {"model", "messages", "max_tokens", "system", "stop_sequences", "stream", "temperature", "top_p", "top_k",
          "seed", "thinking", "tools", "tool_choice", "metadata", "service_tier", "output_config", "elastic"}
@@ -244,7 +244,7 @@ def _text_blocks(value, where: str) -> str:
 def _messages(value) -> list[dict]:
     if not isinstance(value, list) or not value:
         raise bad("messages", "messages must be a non-empty list of {role, content} objects")
-    out = []
+    out, call_ids = [], []  # the ids of the calls the assistant turn before made
     for i, m in enumerate(value):
         where = f"messages[{i}]"
         if not isinstance(m, dict):
@@ -256,20 +256,22 @@ def _messages(value) -> list[dict]:
         content = m.get("content")
         if isinstance(content, str):
             out.append({"role": role, "content": content})
+            call_ids = []
             continue
         if not isinstance(content, list):
             raise bad(f"{where}.content", "content must be a string or a list of content blocks")
-        out += _blocks(role, content, f"{where}.content")
+        out += _blocks(role, content, f"{where}.content", call_ids)
+        call_ids = [c["id"] for c in out[-1].get("tool_calls", ())] if role == "assistant" else []
     if value[-1].get("role") != "user":
         raise bad(f"messages[{len(value) - 1}]", "the last message must be the user's: this server cannot "
                                                  "continue a partial assistant reply (prefill)")
     return out
 
 
-def _blocks(role: str, blocks: list, where: str) -> list[dict]:
+def _blocks(role: str, blocks: list, where: str, call_ids: list[str]) -> list[dict]:
     """One message's blocks as chat messages: an assistant's text, thought and tool_use calls make one
-    turn; a user's tool_result blocks become tool messages, before the user's text (as Anthropic
-    orders them)."""
+    turn; a user's tool_result blocks become tool messages answering `call_ids` (the turn before's
+    calls), in their order, before the user's text (as Anthropic orders them)."""
     texts, thought, calls, results = [], None, [], []
     for j, block in enumerate(blocks):
         at = f"{where}[{j}]"
@@ -291,7 +293,8 @@ def _blocks(role: str, blocks: list, where: str) -> list[dict]:
             raise bad(f"{at}.type", f"{str(kind)[:40]!r} blocks are not supported in a {role} message; "
                                     f"send {allowed} blocks")
     if role == "user":
-        return results + ([{"role": "user", "content": "".join(texts)}] if texts or not results else [])
+        turns = in_call_order(results, call_ids) if results else []
+        return turns + ([{"role": "user", "content": "".join(texts)}] if texts or not results else [])
     message = {"role": role, "content": "".join(texts)}
     if thought:
         message["reasoning_content"] = thought
@@ -311,7 +314,7 @@ def _call(block: dict, where: str) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-def _result(block: dict, where: str) -> dict:
+def _result(block: dict, where: str) -> tuple[str, str, dict]:
     """A tool_result block as a tool message; a result marked is_error says so in its text."""
     if not isinstance(block.get("tool_use_id"), str):
         raise bad(f"{where}.tool_use_id", "a tool_result block needs the tool_use_id of its call")
@@ -320,7 +323,8 @@ def _result(block: dict, where: str) -> dict:
     error = block.get("is_error")
     if error is not None and not isinstance(error, bool):
         raise bad(f"{where}.is_error", "is_error must be true or false")
-    return {"role": "tool", "content": f"Error: {text}" if error else text, "tool_call_id": block["tool_use_id"]}
+    message = {"role": "tool", "content": f"Error: {text}" if error else text}
+    return f"{where}.tool_use_id", block["tool_use_id"], message
 
 
 # ---------------------------------------------------------------------- the response

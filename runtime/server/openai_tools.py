@@ -161,6 +161,20 @@ def tool_turns(raw: list, converted: list[dict]) -> list[dict]:
     return out
 
 
+def in_call_order(results: list[tuple[str, str, dict]], call_ids: list[str]) -> list[dict]:
+    """Tool results, as (param, call id, tool message), answering an assistant turn's calls `call_ids`:
+    each answers one of them, at most once, and they are put in the calls' order (the template links a
+    result to its call by order). For the routes that spell results their own way."""
+    by_call: dict[str, dict] = {}
+    for param, call_id, message in results:
+        if call_id not in call_ids:
+            raise _bad(param, f"{call_id[:64]!r} is not the id of a call in the assistant turn before it")
+        if call_id in by_call:
+            raise _bad(param, "two tool results answer the same call")
+        by_call[call_id] = message
+    return [by_call[c] for c in call_ids if c in by_call]
+
+
 # ---------------------------------------------------------------------- the response
 
 

@@ -48,7 +48,7 @@ from .openai_api import (
     sampling_fields,
     served_model,
 )
-from .openai_tools import ToolFields, checked_tool_fields
+from .openai_tools import ToolFields, checked_tool_fields, in_call_order
 
 KNOWN = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
          "stream", "reasoning", "tools", "tool_choice", "parallel_tool_calls", "store", "previous_response_id",
@@ -256,12 +256,16 @@ def _input(value) -> list[dict]:
     messages: list[dict] = []
     reasoning: str | None = None  # a reasoning item's text, for the assistant turn it precedes
     turn: dict | None = None  # the assistant turn that function_call items join
+    results: list = []  # function_call_output items answering `turn`'s calls, put in order when the run ends
     for i, item in enumerate(value):
         where = f"input[{i}]"
         if not isinstance(item, dict):
             raise bad(where, "each input item must be an object (a message, reasoning, function_call or "
                              "function_call_output)")
         kind = item.get("type", "message")
+        if kind != "function_call_output" and results:
+            messages += in_call_order(results, [c["id"] for c in turn["tool_calls"]])
+            results, turn = [], None
         if kind == "message":
             role = item.get("role")
             if role not in ROLES:
@@ -285,11 +289,14 @@ def _input(value) -> list[dict]:
             output = _content(output, f"{where}.output") if not isinstance(output, str) else output
             if not isinstance(item.get("call_id"), str):
                 raise bad(f"{where}.call_id", "a function_call_output needs the call_id of its call")
-            messages.append({"role": "tool", "content": output, "tool_call_id": item["call_id"]})
-            turn = None
+            if turn is None or not turn.get("tool_calls"):
+                raise bad(where, "a function_call_output must follow the function_call items it answers")
+            results.append((f"{where}.call_id", item["call_id"], {"role": "tool", "content": output}))
         else:
             raise bad(f"{where}.type", f"input items of type {str(kind)[:40]!r} are not supported; send message, "
                                        "reasoning, function_call or function_call_output items")
+    if results:
+        messages += in_call_order(results, [c["id"] for c in turn["tool_calls"]])
     if not any(m["role"] == "user" for m in messages):
         raise bad("input", "input must hold at least one user message")
     return messages

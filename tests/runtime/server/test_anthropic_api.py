@@ -234,6 +234,10 @@ def test_a_malformed_call_is_reported_not_dropped(demo_server, spell_replies):
     ({"messages": [{"role": "user", "content": [{"type": "tool_result", "content": "1"}]}]},
      "messages[0].content[0].tool_use_id"),
     ({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "add", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "1"}]}]},
+     "messages[2].content[0].tool_use_id"),
+    ({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": [
         {"type": "tool_use", "id": "t1", "name": "add", "input": "1+1"}]}, {"role": "user", "content": "y"}]},
      "messages[1].content[0].input"),
     ({"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "a", "input": {}}]}]},

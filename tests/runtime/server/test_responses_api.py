@@ -8,6 +8,8 @@ import openai
 import pytest
 import requests
 
+from runtime.server.openai_api import ServedModel
+from runtime.server.responses_api import parse_response
 from runtime.tool_calls import format_tool_call
 from tests.paths import DEMO_NVFP4
 
@@ -187,8 +189,31 @@ def test_a_malformed_call_is_reported_not_dropped(demo_server, spell_replies):
     assert len(bad_calls) == 1 and bad_calls[0]["name"] == "add_numbers" and bad_calls[0]["error"]
 
 
+def test_outputs_go_back_in_their_calls_order(demo_engine):
+    """The template links a result to its call by order, so results sent in another order are put in
+    their calls' order."""
+    calls = [{"type": "function_call", "call_id": f"call_{n}", "name": "add_numbers",
+              "arguments": json.dumps({"expression": f"{n}+{n}"})} for n in (1, 2)]
+    outputs = [{"type": "function_call_output", "call_id": f"call_{n}", "output": str(2 * n)} for n in (1, 2)]
+    body = {"model": MODEL, "tools": [ADD], "input": [{"role": "user", "content": QUESTION}] + calls + outputs[::-1]}
+    messages = parse_response(body, ServedModel.from_engine(demo_engine)).request.messages
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool"]
+    assert [c["function"]["arguments"] for c in messages[1]["tool_calls"]] == [{"expression": "1+1"},
+                                                                                {"expression": "2+2"}]
+    assert [m["content"] for m in messages[2:]] == ["2", "4"]
+
+
 @pytest.mark.parametrize("fields, param", [
     ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"input": [{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "c1", "name": "f",
+                                                   "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c2", "output": "1"}]}, "input[2].call_id"),
+    ({"input": [{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "c1", "name": "f",
+                                                   "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": "1"},
+                {"type": "function_call_output", "call_id": "c1", "output": "2"}]}, "input[3].call_id"),
+    ({"input": [{"role": "user", "content": "x"}, {"type": "function_call_output", "call_id": "c1", "output": "1"}]},
+     "input[1]"),
     ({"tools": [{**ADD, "name": "no spaces allowed"}]}, "tools[0].name"),
     ({"tools": [ADD, ADD]}, "tools[1].name"),
     ({"tools": [{**ADD, "parameters": "x"}]}, "tools[0].parameters"),
