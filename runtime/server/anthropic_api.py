@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 import uuid
 from dataclasses import dataclass
 
@@ -350,7 +349,6 @@ class MessagesApi:
 
     def __init__(self, parsed: ParsedMessages):
         self.parsed, self.id = parsed, "msg_" + uuid.uuid4().hex[:24]
-        self.created = int(time.time())
         self.prompt: Prefill | None = None
         self.blocks = 0  # content blocks finished
         self.open: str | None = None  # "thinking" or "text": the block being streamed

@@ -86,8 +86,9 @@ def parse_response(body, served: ServedModel) -> ParsedResponse:
     for key in sorted(set(reasoning) - {"effort", "summary", "generate_summary"}):
         raise bad(f"reasoning.{key}", f"reasoning.{key} is not supported; reasoning takes effort and summary")
     summary = reasoning.get("summary", reasoning.get("generate_summary"))
-    if summary not in (None, "auto", "concise", "detailed"):
-        raise bad("reasoning.summary", "reasoning.summary must be auto, concise or detailed")
+    if summary not in (None, "none", "auto", "concise", "detailed"):
+        raise bad("reasoning.summary", "reasoning.summary must be auto, concise, detailed or none")
+    summary = None if summary == "none" else summary  # Codex's spelling of no summary
     plan = plan_reply({"reasoning": {"effort": reasoning["effort"]}} if reasoning.get("effort") is not None else {},
                       elastic, served, model, pin)
     max_tokens = _field(MAX_NEW_TOKENS.within(high=served.max_context), body, "max_output_tokens", "max_output_tokens")
