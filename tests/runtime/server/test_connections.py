@@ -213,7 +213,8 @@ def test_bad_limits_are_refused_in_one_line(limits):
 
 
 def test_the_key_is_compared_in_constant_time_in_every_form_read(engine, monkeypatch):
-    """Every comparison goes through compare_digest, on digests of one length whatever was sent."""
+    """Every comparison goes through compare_digest, on digests of one length whatever was sent, for
+    both forms read: `Authorization: Bearer KEY` and Anthropic's `x-api-key: KEY`."""
     compared = []
 
     def spy(a, b):
@@ -226,13 +227,16 @@ def test_the_key_is_compared_in_constant_time_in_every_form_read(engine, monkeyp
     try:
         for header, ok in (("Bearer s3cret-key", True), ("bearer s3cret-key", True), ("BEARER  s3cret-key ", True),
                            ("Bearer s3cret-kez", False), ("Bearer s3cret", False), ("Bearer " + "s" * 5000, False),
-                           ("Bearer s3cret-key-and-more", False), ("Bearer", False), ("Bearer ", False)):
+                           ("Bearer s3cret-key-and-more", False), ("Bearer", False), ("Bearer ", False),
+                           ("x-api-key s3cret-key", True), ("x-api-key s3cret-kez", False),
+                           ("x-api-key " + "s" * 5000, False)):
             before = len(compared)
-            r = requests.get(url, headers={"Authorization": header}, timeout=CLIENT_BOUND_S)
+            name, _, value = header.partition(" ") if header.startswith("x-api-key") else ("Authorization", "", header)
+            r = requests.get(url, headers={name: value}, timeout=CLIENT_BOUND_S)
             assert (r.status_code == 200) == ok, header
             assert len(compared) == before + 1 and compared[-1] == (32, 32), header
         for headers in ({"Authorization": "Basic czNjcmV0LWtleQ=="}, {"Authorization": "s3cret-key"},
-                        {"x-api-key": "s3cret-key"}, {"api-key": "s3cret-key"}, {}):
+                        {"api-key": "s3cret-key"}, {}):
             assert requests.get(url, headers=headers, timeout=CLIENT_BOUND_S).status_code == 401, headers
     finally:
         srv.stop()
