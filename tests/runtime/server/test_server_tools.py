@@ -170,3 +170,26 @@ def test_refusals_name_their_field(server, fields, param):
     with pytest.raises(openai.BadRequestError) as err:
         ask(server, **fields)
     assert err.value.status_code == 400 and err.value.param == param and err.value.message
+
+
+def test_the_response_shapes_of_calls_whole_and_streamed():
+    from runtime.events import Done, InvalidToolCall, ToolCall
+    from runtime.generate import ChatRequest
+    from runtime.server.openai_api import ChunkStream, ParsedChat, completion
+
+    call = ToolCall("call_1", "add_numbers", {"a": 1, "b": 2, "note": "x" * 100}, 0)
+    bad = InvalidToolCall("no tool is called 'sub'", "<tool_call>...", "sub", {}, 0)
+    done = Done("tool_calls", "", "", None, "1.5M", 0, tool_calls=(call,), invalid_tool_calls=(bad,))
+    parsed = ParsedChat(ChatRequest(tuple(QUESTION), None, "1.5M"), MODEL, False, False, None)
+    r = completion(parsed, None, done, "chatcmpl-1", 0, 0.0)
+    choice = r["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    assert choice["message"]["tool_calls"] == [{"id": "call_1", "type": "function", "function": {
+        "name": "add_numbers", "arguments": json.dumps(call.arguments)}}]
+    assert r["elastic"]["invalid_tool_calls"] == [{"error": bad.error, "name": "sub", "text": bad.text}]
+    chunks = ChunkStream(parsed, "chatcmpl-1", 0).on_event(call)
+    items = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks]
+    assert len(items) > 2 and items[0]["id"] == "call_1" and items[0]["function"] == {"name": "add_numbers",
+                                                                                      "arguments": ""}
+    assert "".join(i["function"]["arguments"] for i in items) == json.dumps(call.arguments)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
