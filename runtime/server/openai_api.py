@@ -214,7 +214,7 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
                           _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
                           escalation=escalation if think else None, tools=tools.tools, tool_choice=tools.tool_choice,
                           tool_name=tools.tool_name, parallel_tool_calls=tools.parallel,
-                          response_format=tools.response_format)
+                          strict_tools=tools.strict, response_format=tools.response_format)
     return ParsedChat(request, model, stream, include_usage, depth)
 
 

@@ -160,6 +160,9 @@ ASSISTANT = {"role": "assistant", "content": None, "tool_calls": [
         "type": "object", "properties": {f"p{i}": {"type": "string", "description": "d" * 100}
                                          for i in range(800)}}}}}, "response_format.json_schema.schema"),
     ({"response_format": {"type": "grammar"}}, "response_format.type"),
+    ({"tools": [{"type": "function", "function": {"name": "t", "strict": True, "parameters": {
+        "type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}}}}]},
+     "tools[0].function.parameters.properties.x.uniqueItems"),
     ({"logprobs": True}, "logprobs"),
     ({"top_logprobs": 3}, "top_logprobs"),
     ({"extra_body": {"chat_template_kwargs": {"reasoning_mode": "x"}}}, "chat_template_kwargs.reasoning_mode"),
