@@ -196,3 +196,40 @@ def test_the_response_shapes_of_calls_whole_and_streamed():
                                                                                       "arguments": ""}
     assert "".join(i["function"]["arguments"] for i in items) == json.dumps(call.arguments)
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+
+
+def agent_tools(strict: bool) -> list[dict]:
+    """Tools as coding agents send them (Codex's shell, an editor's patch and reads, a pydantic model's
+    schema with titles, $defs and Optional fields), with OpenAI's `strict` on or off."""
+    def tool(name, description, properties, required):
+        return {"type": "function", "function": {"name": name, "description": description, "strict": strict,
+                                                 "parameters": {"type": "object", "properties": properties,
+                                                                "required": required,
+                                                                "additionalProperties": False}}}
+    return [
+        tool("shell", "Runs a command.", {"command": {"type": "array", "items": {"type": "string"}},
+                                          "workdir": {"type": "string"}, "timeout_ms": {"type": "number"}},
+             ["command"]),
+        tool("apply_patch", "Applies a patch.", {"input": {"type": "string", "description": "the patch"}}, ["input"]),
+        tool("read_file", "Reads a file.", {"path": {"title": "Path", "type": "string"},
+                                            "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}],
+                                                      "title": "Limit", "default": None}}, ["path", "limit"]),
+        tool("search", "Searches the code.", {"query": {"type": "string"}, "filters": {
+            "type": "array", "items": {"$ref": "#/$defs/Filter"}}}, ["query"]),
+        tool("update_plan", "Updates the plan.", {"steps": {"type": "array", "items": {"type": "object", "properties": {
+            "step": {"type": "string"}, "status": {"enum": ["pending", "in_progress", "completed"]}},
+            "required": ["step", "status"], "additionalProperties": False}}}, ["steps"]),
+    ]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_coding_agents_request_is_served(server, strict):
+    tools = agent_tools(strict)
+    tools[3]["function"]["parameters"]["$defs"] = {"Filter": {"type": "object", "properties": {
+        "field": {"type": "string"}, "value": {"type": "string"}}, "required": ["field", "value"]}}
+    system = ("You are a coding agent working in a repository. Read before you write, keep changes small, "
+              "run the tests, and explain what you did. ") * 12
+    chunks = list(ask(server, messages=[{"role": "system", "content": system}] + QUESTION, tools=tools,
+                      tool_choice="auto", reasoning_effort="low", max_tokens=48, seed=8, stream=True))
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finish and finish[-1] in ("stop", "length", "tool_calls")
