@@ -221,7 +221,7 @@ def _generate(args) -> int:
     from .store.planner import check_cpu_fit
     from .store.submodel_tables import folder_table
 
-    tools = _read_tools(args.tools) if args.tools else None  # before the load: a bad file fails fast
+    tools, strict = _read_tools(args.tools) if args.tools else (None, False)  # before the load: fail fast
     engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
                          table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit)
     parent = engine.submodels_by_size()[-1]
@@ -239,7 +239,7 @@ def _generate(args) -> int:
         [{"role": "user", "content": args.prompt}]
     request = ChatRequest(tuple(messages), think, answer, budget, args.max_new_tokens,
                           SamplingSettings(args.temperature, args.top_p, args.top_k, args.min_p, args.seed),
-                          transplant=args.transplant, escalation=escalation, tools=tools)
+                          transplant=args.transplant, escalation=escalation, tools=tools, strict_tools=strict)
     printer = _JsonPrinter() if args.json else _TextPrinter()
     for event in stream_chat(engine, request):
         if isinstance(event, Token):
@@ -257,13 +257,20 @@ def _generate(args) -> int:
 MAX_TOOLS_FILE = 4 << 20
 
 
-def _read_tools(path: str) -> tuple[dict, ...]:
-    """The --tools file: a JSON list of OpenAI-style tools, checked as a request's are."""
+def _read_tools(path: str) -> tuple[tuple[dict, ...], bool]:
+    """The --tools file: a JSON list of OpenAI-style tools, checked as a request's are (and its
+    schemas too when a tool is `strict`); the tools and whether any is strict."""
+    from .grammar import GrammarError, answer_grammar, check_grammar
     from .json_file import JsonFileError, read_json_file
-    from .tool_calls import ToolSpecError, check_tools
+    from .tool_calls import ToolSpecError, check_tools, strict_tools
 
     try:
-        return check_tools(read_json_file(path, MAX_TOOLS_FILE, kind=list))
+        raw = read_json_file(path, MAX_TOOLS_FILE, kind=list)
+        tools, strict = check_tools(raw), strict_tools(raw)
+        check_grammar(answer_grammar(None, tools, strict=strict))
+        return tools, strict
+    except GrammarError as e:
+        raise UsageError(f"--tools {printable(path)}: {e}") from None
     except FileNotFoundError:
         raise UsageError(f"--tools {printable(path)}: no such file") from None
     except JsonFileError as e:

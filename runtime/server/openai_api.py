@@ -158,7 +158,7 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
                           _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
                           escalation=plan.escalation, tools=tools.tools, tool_choice=tools.tool_choice,
                           tool_name=tools.tool_name, parallel_tool_calls=tools.parallel,
-                          response_format=tools.response_format)
+                          strict_tools=tools.strict, response_format=tools.response_format)
     return ParsedChat(request, model, stream, include_usage, plan.depth, cache_key(body.get("prompt_cache_key")))
 
 
