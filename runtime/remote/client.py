@@ -274,7 +274,7 @@ class _Call:
         text = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
         if not isinstance(text, str):
             text = data.get("detail") if isinstance(data, dict) and isinstance(data.get("detail"), str) else None
-        return show(one_line(text), MESSAGE_CHARS) if text else ""
+        return show(text, MESSAGE_CHARS) if text else ""
 
     def expect(self, kind: str) -> None:
         got = (self.response.getheader("Content-Type") or "").split(";")[0].strip().lower()
@@ -320,6 +320,10 @@ class _Call:
             if self.stopped:
                 raise RemoteStopped("stopped")
             if not chunk:
+                if self.response.length:  # read1 ends quietly where the body is shorter than it said
+                    raise RemoteError(f"the server at {self.server.address} dropped the connection mid-answer "
+                                      f"({self.response.length} bytes short of the length it announced); the "
+                                      "reply was cut there")
                 return
             waited = t.between_chunks
             yield chunk

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from ..controls import Controls
 from ..depth import effort_levels
-from ..errors import ElasticError, one_line, show
+from ..errors import ElasticError, show
 from ..events import (
     ANSWER,
     END_OF_TURN,
@@ -65,7 +65,7 @@ class _Chunk:
         error = data.get("error")
         if error is not None:
             said = error.get("message") if isinstance(error, dict) else error
-            raise RemoteError(f"the server at {address} failed mid-reply: {show(one_line(said), 200)}; the reply "
+            raise RemoteError(f"the server at {address} failed mid-reply: {show(said, 200)}; the reply "
                               "was cut there")
         choices = data.get("choices")
         if not isinstance(choices, list) or len(choices) > 1:
