@@ -36,6 +36,10 @@ class RemoteStatus:
     max_context: int
     context_known: bool  # False: the server did not say, and max_context is this program's default
 
+    # What the window shows where a local engine shows its compute and decode paths.
+    compute_path = property(lambda self: f"remote: {self.address}")
+    decode_path = property(lambda self: f"on the server ({self.mode})")
+
 
 def list_models(server: RemoteServer, stop: Callable[[], bool] | None = None) -> dict[str, dict]:
     """The server's models (id -> entry), checked."""
