@@ -243,8 +243,9 @@ def probe_server(url: str, api_key: str | None) -> list[str]:
     """Worker thread: the model ids a server lists (runtime/remote), checked."""
     from runtime.remote.client import RemoteServer
     from runtime.remote.engine import list_models
+    from runtime.remote.models import choices
 
-    return list(list_models(RemoteServer(url, api_key or None)))
+    return choices(list_models(RemoteServer(url, api_key or None)))
 
 
 def _same_folder(a, b) -> bool:

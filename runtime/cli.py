@@ -262,12 +262,13 @@ def _remote_engine(args):
     """The `--remote` server's model (probed with /v1/models), held like a local engine."""
     from .remote.client import RemoteServer
     from .remote.engine import RemoteEngine, list_models
+    from .remote.models import choices
 
     if args.transplant:
         raise UsageError("--transplant works on a local checkpoint only (a remote server re-prefills)")
     server = RemoteServer(args.remote, args.api_key)
     if not args.model:
-        ids = ", ".join(printable(i) for i in list(list_models(server))[:12])
+        ids = ", ".join(printable(i) for i in choices(list_models(server))[:12])
         raise UsageError(f"--remote needs --model: the server at {server.address} has {ids}")
     return RemoteEngine.connect(server, args.model)
 

@@ -10,6 +10,7 @@ groups them, so one choice in the window drives the whole depth slider.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import show
@@ -89,16 +90,36 @@ def _names(value, what: str) -> tuple[str, ...]:
 
 
 def choices(listing: dict[str, dict]) -> list[str]:
-    """The ids a user may choose: every listed id (an `ID:SUBMODEL` one pins that submodel alone)."""
-    return list(listing)
+    """The ids a user may choose: every listed id (an `ID:SUBMODEL` one pins that submodel alone), and
+    `ID` for two or more `ID:SUBMODEL` ids whose `ID` is not listed itself (a router in front of two
+    servers lists only theirs)."""
+    groups = [i.split(":", 1)[0] for i in listing if ":" in i]
+    extra = [g for g in dict.fromkeys(groups) if g not in listing and len(_siblings(listing, g)) >= 2]
+    return list(listing) + extra
+
+
+def _siblings(listing: dict[str, dict], model_id: str) -> list[tuple[str, str]]:
+    """(submodel, id) of each `model_id:SUBMODEL` id, smallest first when every name is a size such as
+    12B or 0.5M, else in the server's order."""
+    found = [(i[len(model_id) + 1:], i) for i in listing if i.startswith(model_id + ":")]
+    found = [(s, i) for s, i in found if s and ":" not in s and len(s) <= MAX_SUBMODEL_CHARS]
+    sizes = [_size(s) for s, _ in found]
+    if None not in sizes:
+        found = [pair for _, pair in sorted(zip(sizes, found), key=lambda t: t[0])]
+    return found
+
+
+def _size(name: str) -> float | None:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([KMBT])", name.strip(), re.IGNORECASE)
+    return float(match[1]) * 1000 ** "KMBT".index(match[2].upper()) if match else None
 
 
 def describe(listing: dict[str, dict], model_id: str) -> RemoteModel:
     """The chosen model, grouped with its `ID:SUBMODEL` siblings when it has any."""
-    if model_id not in listing:
+    if model_id not in choices(listing):
         shown = ", ".join(show(i, 60) for i in list(listing)[:8])
         raise RemoteError(f"the server has no model {show(model_id)}; it lists {shown}")
-    entry = listing[model_id]
+    entry = listing.get(model_id, {})
     context = _context(entry)
     elastic = entry.get("elastic") if isinstance(entry.get("elastic"), dict) else None
     if elastic is not None and "submodels" in elastic:  # another Elastic Chat: it runs the depth itself
@@ -110,8 +131,7 @@ def describe(listing: dict[str, dict], model_id: str) -> RemoteModel:
         if not (isinstance(ceiling, int) and not isinstance(ceiling, bool) and 0 < ceiling <= MAX_CONTEXT):
             ceiling = None
         return RemoteModel(model_id, ELASTIC, subs, tuple((s, model_id) for s in subs), context, ceiling, depths)
-    siblings = [(i[len(model_id) + 1:], i) for i in listing if i.startswith(model_id + ":")]
-    siblings = [(s, i) for s, i in siblings if s and ":" not in s and len(s) <= MAX_SUBMODEL_CHARS]
+    siblings = _siblings(listing, model_id)
     if len(siblings) >= 2:
         contexts = [c for _, i in siblings if (c := _context(listing[i])) is not None]
         return RemoteModel(model_id, PAIRS, tuple(s for s, _ in siblings), tuple(siblings),

@@ -16,7 +16,7 @@ from runtime.events import END_OF_TURN, ERROR, STOPPED, Done, Switch, Token
 from runtime.generate import ChatRequest
 from runtime.remote.client import RemoteError, RemoteServer, Timeouts, parse_base_url
 from runtime.remote.engine import RemoteEngine
-from runtime.remote.models import PAIRS, SINGLE
+from runtime.remote.models import PAIRS, SINGLE, choices, describe, parse_listing
 from runtime.remote.sse import SseError, SseLimits, events
 from runtime.sampling import SamplingSettings
 from tests.remote_stub import RemoteStub, chunk, sse
@@ -72,6 +72,13 @@ def test_llama_cpp_context_and_pairs_are_grouped():
         engine = RemoteEngine.connect(RemoteServer(stub.url), "star")
     assert engine.model.mode == PAIRS and engine.submodels_by_size() == ["small", "big"]
     assert engine.max_context == 2048 and engine.model.model_id("big") == "star:big"
+
+
+def test_a_router_listing_only_sized_submodels_offers_their_group_smallest_first():
+    listing = parse_listing({"data": [{"id": "star:30B"}, {"id": "star:12B"}, {"id": "other"}]})
+    assert choices(listing) == ["star:30B", "star:12B", "other", "star"]
+    model = describe(listing, "star")
+    assert (model.mode, model.submodels, model.model_id("12B")) == (PAIRS, ("12B", "30B"), "star:12B")
 
 
 @pytest.mark.parametrize("listing, words", [
