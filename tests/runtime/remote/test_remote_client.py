@@ -3,6 +3,7 @@ dropped mid-stream, lying sizes, junk SSE, error statuses, a dead address; and t
 server gets (one model; `ID:SUBMODEL` pairs). Each failure is one line in the reply's Done, with the
 text that came before it kept; nothing hangs (every wait is bounded by the client's timeouts)."""
 
+import json
 import re
 import socket
 import threading
@@ -273,3 +274,19 @@ def test_sse_bounds():
         list(events([b"data: 1234\ndata: 5678\ndata: 9\n\n"], SseLimits(event_bytes=10)))
     with pytest.raises(SseError, match="not UTF-8"):
         list(events([b"data: \xff\n\n"]))
+
+
+# ---------------------------------------------------------------------- the command line
+
+
+def test_generate_remote_names_the_models_it_needs_one_of_in_one_line(capsys):
+    from runtime import cli
+
+    with RemoteStub([{"id": "star"}, {"id": "other"}], answer_script("hi")) as stub:
+        assert cli.main(["generate", "--remote", stub.url, "--prompt", "hi"]) == 2
+        assert "--remote needs --model: the server at 127.0.0.1:" in capsys.readouterr().err
+        assert cli.main(["generate", "--remote", stub.url, "--model", "star", "--prompt", "hi", "--json"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["type"] for line in lines] == ["token", "done"]
+    assert cli.main(["generate", "--checkpoint", "x", "--model", "star", "--prompt", "hi"]) == 2
+    assert "go with --remote" in capsys.readouterr().err
