@@ -29,8 +29,8 @@ class RemoteStub:
     """`script(body) -> list of steps`: bytes (sent as they are), ("sleep", s), ("status", code, body),
     ("drop",) (the socket closes mid-answer), ("length", n) (a Content-Length header of n)."""
 
-    def __init__(self, models: list[dict], script=None, models_raw: bytes | None = None):
-        self.models, self.script, self.models_raw = models, script, models_raw
+    def __init__(self, models: list[dict], script=None, models_raw: bytes | None = None, models_delay: float = 0.0):
+        self.models, self.script, self.models_raw, self.models_delay = models, script, models_raw, models_delay
         self.bodies: list[dict] = []
         self.hangups = threading.Event()
         self.on_headers = None  # called with each request's headers
@@ -46,6 +46,7 @@ class RemoteStub:
                 self._seen()
                 if self.path != "/v1/models":
                     return self._send(404, b'{"error": {"message": "no such route"}}')
+                time.sleep(stub.models_delay)
                 raw = stub.models_raw or json.dumps({"object": "list", "data": stub.models}).encode()
                 self._send(200, raw)
 

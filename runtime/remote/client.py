@@ -55,6 +55,7 @@ class Timeouts:
     connect: float = 10.0
     first_byte: float = 300.0  # a long prompt on a busy GPU server takes a while to prefill
     between_chunks: float = 60.0
+    answer: float = 30.0  # a plain JSON answer (/v1/models): nothing to compute, so no reason to wait long
 
 
 def parse_base_url(url) -> tuple[str, str, int, str]:
@@ -107,7 +108,7 @@ class RemoteServer:
 
     def get_json(self, path: str, stop: Callable[[], bool] | None = None) -> dict:
         """GET `path` (under /v1): its JSON object."""
-        with _Call(self, "GET", path, None, stop) as call:
+        with _Call(self, "GET", path, None, stop, self.timeouts.answer) as call:
             call.expect("application/json")
             raw = call.read_all(MAX_JSON_BYTES)
         try:
@@ -141,8 +142,9 @@ class _Call:
     """One request on its own connection, with the watcher that enforces `stop`."""
 
     def __init__(self, server: RemoteServer, method: str, path: str, body: dict | None,
-                 stop: Callable[[], bool] | None):
+                 stop: Callable[[], bool] | None, wait: float | None = None):
         self.server, self.method, self.path, self.body, self.stop = server, method, path, body, stop
+        self.wait = min(wait, server.timeouts.first_byte) if wait else server.timeouts.first_byte
         self.conn: http.client.HTTPConnection | None = None
         self.response: http.client.HTTPResponse | None = None
         self.done = threading.Event()
@@ -174,7 +176,7 @@ class _Call:
             except TimeoutError:
                 raise RemoteError(f"the server at {s.address} did not accept a connection within {t.connect:g} s: "
                                   "check the address and that the machine is on") from None
-            self.conn.sock.settimeout(t.first_byte)
+            self.conn.sock.settimeout(self.wait)
             self.conn.request(self.method, s.prefix + self.path, body=data, headers=headers)
             self.response = self.conn.getresponse()
         except RemoteError:
@@ -216,7 +218,7 @@ class _Call:
         if self.stopped:
             return RemoteStopped("stopped")
         if isinstance(e, TimeoutError | socket.timeout):
-            return RemoteError(f"the server at {s.address} did not answer within {s.timeouts.first_byte:g} s: "
+            return RemoteError(f"the server at {s.address} did not answer within {self.wait:g} s: "
                                "it may be overloaded; try again, or check it")
         if isinstance(e, ConnectionRefusedError):
             return RemoteError(f"nothing answers at {s.address} (connection refused): start the server, or check "
@@ -288,7 +290,7 @@ class _Call:
             raise RemoteError(f"the server at {self.server.address} announced an answer of {show(length)} bytes "
                               f"for {self.path}; more than the {limit} this program reads")
         parts, size = [], 0
-        for chunk in self.chunks(first_timeout=self.server.timeouts.first_byte):
+        for chunk in self.chunks(first_timeout=self.wait):
             size += len(chunk)
             if size > limit:
                 raise RemoteError(f"the server at {self.server.address} sent more than {limit} bytes for "

@@ -95,6 +95,12 @@ def test_a_listing_that_lies_is_refused_in_one_line(listing, words):
             RemoteEngine.connect(RemoteServer(stub.url), "star")
 
 
+def test_a_listing_that_never_comes_is_one_line_after_the_answer_timeout():
+    with RemoteStub([{"id": "star"}], models_delay=2.0) as stub:
+        with pytest.raises(RemoteError, match="did not answer within 0.3 s"):
+            RemoteEngine.connect(RemoteServer(stub.url, timeouts=Timeouts(first_byte=60.0, answer=0.3)), "star")
+
+
 def test_an_unknown_model_names_what_the_server_has():
     with RemoteStub([{"id": "star"}, {"id": "other"}]) as stub:
         with pytest.raises(RemoteError, match="has no model 'gpt'.*'star', 'other'"):
