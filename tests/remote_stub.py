@@ -27,7 +27,8 @@ def sse(obj) -> bytes:
 
 class RemoteStub:
     """`script(body) -> list of steps`: bytes (sent as they are), ("sleep", s), ("status", code, body),
-    ("drop",) (the socket closes mid-answer), ("length", n) (a Content-Length header of n)."""
+    ("drop",) (the socket closes mid-answer), ("length", n) (a Content-Length header of n), ("close",)
+    (no length, no chunks: `Connection: close` and the body ends when the socket does)."""
 
     def __init__(self, models: list[dict], script=None, models_raw: bytes | None = None, models_delay: float = 0.0):
         self.models, self.script, self.models_raw, self.models_delay = models, script, models_raw, models_delay
@@ -65,7 +66,11 @@ class RemoteStub:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 length = next((s[1] for s in steps if isinstance(s, tuple) and s[0] == "length"), None)
-                if length is not None:
+                if ("close",) in steps:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                    length = -1  # raw writes, no final chunk
+                elif length is not None:
                     self.send_header("Content-Length", str(length))
                 else:
                     self.send_header("Transfer-Encoding", "chunked")
@@ -76,6 +81,8 @@ class RemoteStub:
                             self._write(step, chunked=length is None)
                         elif step[0] == "sleep":
                             time.sleep(step[1])
+                        elif step[0] in ("close", "length", "status"):
+                            continue
                         elif step[0] == "drop":
                             self.wfile.flush()
                             self.connection.shutdown(2)

@@ -146,6 +146,9 @@ class _Call:
         self.server, self.method, self.path, self.body, self.stop = server, method, path, body, stop
         self.wait = min(wait, server.timeouts.first_byte) if wait else server.timeouts.first_byte
         self.conn: http.client.HTTPConnection | None = None
+        # The socket, kept here: http.client drops its own reference when an answer says Connection: close
+        # (the answer's file still reads from it), and the timeouts and the stop watcher need it throughout.
+        self.sock: socket.socket | None = None
         self.response: http.client.HTTPResponse | None = None
         self.done = threading.Event()
         self.stopped = False
@@ -176,7 +179,8 @@ class _Call:
             except TimeoutError:
                 raise RemoteError(f"the server at {s.address} did not accept a connection within {t.connect:g} s: "
                                   "check the address and that the machine is on") from None
-            self.conn.sock.settimeout(self.wait)
+            self.sock = self.conn.sock
+            self.sock.settimeout(self.wait)
             self.conn.request(self.method, s.prefix + self.path, body=data, headers=headers)
             self.response = self.conn.getresponse()
         except RemoteError:
@@ -204,7 +208,7 @@ class _Call:
         while not self.done.wait(POLL_S):
             if self.stop():
                 self.stopped = True
-                sock = self.conn.sock if self.conn is not None else None
+                sock = self.sock
                 if sock is not None:
                     try:
                         sock.shutdown(socket.SHUT_RDWR)
@@ -302,11 +306,12 @@ class _Call:
         """The body as it arrives: the first read may wait `first_timeout` (the first token), every later
         one `between_chunks`. The end of the body ends it; a stop raises RemoteStopped."""
         t = self.server.timeouts
-        sock = self.conn.sock
         waited = first_timeout or t.first_byte
         while True:
-            if sock is not None:
-                sock.settimeout(waited)
+            try:
+                self.sock.settimeout(waited)
+            except OSError:  # closed under us (a stop): the read below says so
+                pass
             try:
                 chunk = self.response.read1(READ)
             except BaseException as e:

@@ -207,6 +207,7 @@ def test_error_statuses_are_one_line_each(status, extra, words):
     ([sse(chunk(content="par")), ("drop",)], "dropped the connection|ended the stream"),
     ([("length", 100000), sse(chunk(content="par")), ("drop",)], "dropped the connection"),  # lies about its size
     ([sse(chunk(content="par"))], "ended the stream before the reply ended"),  # no finish, no [DONE]
+    ([("close",), sse(chunk(content="par")), ("sleep", 1.0)], "sent nothing for 0.3 s"),  # Connection: close
     ([sse(chunk(content="par")), b"junk line\n\n"], "broken stream \\(a line is not an SSE field"),
     ([sse(chunk(content="par")), b"data: {not json\n\n"], "broken stream \\(an event is not JSON"),
     ([sse(chunk(content="par")), sse([1, 2])], "not a JSON object"),
@@ -225,8 +226,9 @@ def test_a_misbehaving_stream_ends_the_reply_in_one_line_keeping_what_came(steps
         assert done.answer_text == "par"
 
 
-def test_stop_mid_stream_shuts_the_connection_and_keeps_the_partial_reply():
-    steps = [sse(chunk(content="par")), ("sleep", 30.0), sse(chunk(content="t"))]
+@pytest.mark.parametrize("framing", [[], [("close",)]])  # chunked, or a body that ends with the connection
+def test_stop_mid_stream_shuts_the_connection_and_keeps_the_partial_reply(framing):
+    steps = framing + [sse(chunk(content="par")), ("sleep", 30.0), sse(chunk(content="t"))]
     controls = Controls()
     slow = Timeouts(connect=2.0, first_byte=60.0, between_chunks=60.0)
     with RemoteStub([{"id": "star"}], lambda b: steps) as stub:
