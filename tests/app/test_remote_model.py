@@ -51,3 +51,42 @@ def test_the_window_chats_on_a_remote_server_and_survives_one_that_dies(qtbot, h
     assert reply.content == "partial reply" and reply.meta["finish_reason"] == "error"
     assert "dropped the connection" in error.args[0] and "\n" not in error.args[0]
     assert w.error.isVisible() and w.send_button.isEnabled()
+
+
+def test_the_add_server_dialog_probes_says_where_the_key_goes_and_adds_a_usable_row(qtbot, home, monkeypatch):
+    import keyring
+    from keyring.backends import fail
+
+    from app.models_controller import ModelsController
+    from app.widgets.model_manager import ModelManager
+    from tests.paths import PROBES
+
+    monkeypatch.setattr(keyring, "get_keyring", lambda: fail.Keyring())  # no OS keyring: the file keeps it
+    models = ModelsController(probe_file=str(PROBES / "rtx5090.json"))
+    try:
+        manager = ModelManager(models=models)
+        qtbot.addWidget(manager)
+        with RemoteStub([{"id": "star", "max_model_len": 4096}, {"id": "star:12B"}]) as stub:
+            dialog = manager.add_server()
+            assert "No system keyring" in dialog.key_note.text() and not dialog.add_button.isEnabled()
+            dialog.url.setText("http://127.0.0.1:1")  # nothing listens on port 1
+            dialog.probe()
+            qtbot.waitUntil(lambda: "nothing answers" in dialog.message.text(), timeout=30000)
+            assert not dialog.add_button.isEnabled()
+            dialog.url.setText(stub.url)
+            dialog.key.setText("sk-team")
+            dialog.probe()
+            qtbot.waitUntil(dialog.add_button.isEnabled, timeout=30000)
+            assert [dialog.model.itemText(i) for i in range(dialog.model.count())] == ["star", "star:12B"]
+            with qtbot.waitSignal(models.sig_changed, timeout=30000):
+                dialog.add_button.click()
+        spec = f"remote+{stub.url}#star"
+        qtbot.waitUntil(lambda: models.row(spec) is not None, timeout=60000)
+        row = models.row(spec)
+        assert row.title.startswith("star on 127.0.0.1:") and "key in remote_servers.json" in row.path_text
+        assert models.actions(spec)["Use"] and models.actions(spec)["Delete"] and not models.actions(spec)["Verify"]
+        with qtbot.waitSignal(models.sig_use, timeout=5000) as used:
+            models.use(spec)
+        assert used.args == [spec, ""] and models.row(spec).status == "active"
+    finally:
+        models.shutdown()
