@@ -401,7 +401,9 @@ def completion(parsed: ParsedChat, prompt: Prefill | None, done: Done, completio
 class ChunkStream:
     """Maps the engine's events onto `chat.completion.chunk` objects: one chunk per Token (its text may
     be empty: a special token, or half a character still to come), then one with the finish reason
-    and the `elastic` object, then, when asked for, one with the usage and no choices. The runtime's
+    and the `elastic` object, then, when asked for, one with the usage and no choices. A switch gets no
+    chunk of its own: the next token's chunk carries it as `elastic.switch` (Switch.to_dict), which a
+    remote client (runtime/remote/reply.py) turns back into the same event. The runtime's
     Token texts, joined, are the reply's texts, so the chunks carry them as they come."""
 
     def __init__(self, parsed: ParsedChat, completion_id: str, created: int):
