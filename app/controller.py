@@ -126,6 +126,7 @@ class ChatController(QObject):
         self.interrupted = self._mark_interrupted()
         self.current: int | None = None
         self.depth = settings.depth
+        self._settings_problem = ""  # the last reason settings could not be saved (said once)
         self.editing: int | None = None
         self.loaded: LoadedModel | None = None
         self.replies: dict[int, Reply] = {}  # request id -> reply, oldest first
@@ -216,7 +217,9 @@ class ChatController(QObject):
         """The chat's depth for the next reply; while the reply shown thinks, the rest of its thought too."""
         if self.loaded is None or any(s.name == name for s in self.loaded.levels):
             self.depth = name
-            self.settings.depth = name
+            if self.settings.depth != name:
+                self.settings.depth = name
+                self.save_settings()
             self.sig_depth.emit(name)
             self._steer_depth(name)
 
@@ -559,6 +562,15 @@ class ChatController(QObject):
                                                             thinking, meta, True))
         self.sig_busy.emit(bool(self.replies))
         self.refresh_conversations()
+
+    def save_settings(self) -> None:
+        """Writes the settings now: every change is saved when it is made, so a kill loses none. A
+        failure is one line for the user (once per reason), never an exception."""
+        problem = self.settings.save(self.settings_path)
+        if problem and problem != self._settings_problem:
+            self.sig_error.emit(f"{problem}. Free space or fix the folder's permissions; "
+                                "the change applies until you quit.", "")
+        self._settings_problem = problem
 
     # ------------------------------------------------------------------ shutdown
 
