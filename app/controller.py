@@ -161,8 +161,7 @@ class ChatController(QObject):
         for conv in self.history.conversations()[:5]:
             for m in self.history.messages(conv.id):
                 if m.role == "assistant" and not m.complete:
-                    self.history.update_message(m.id, m.content, m.thinking, {**m.meta, "finish_reason": INTERRUPTED},
-                                                complete=True)
+                    self.history.finish_message(m.id, {**m.meta, "finish_reason": INTERRUPTED})
                     count += 1
         if count:
             log.info("marked %d reply(ies) interrupted by the last session's end", count)
@@ -529,6 +528,7 @@ class ChatController(QObject):
                 self.sig_stream.emit(r.conversation_id, r.message_id, "".join(r.answer), "".join(r.thinking),
                                      r.submodel, r.phase == "thinking")
 
+    @_refuses_read_only
     def _persist(self) -> None:
         for r in self.replies.values():
             if not r.removed:
@@ -557,7 +557,10 @@ class ChatController(QObject):
         if r.removed:
             self.sig_busy.emit(bool(self.replies))
             return
-        self.history.update_message(r.message_id, answer, thinking, meta, complete=True)
+        try:
+            self.history.update_message(r.message_id, answer, thinking, meta, complete=True)
+        except HistoryReadOnly as e:  # a full disk: the reply is shown, the banner says it is not saved
+            self.sig_error.emit(str(e), "")
         self.sig_reply_done.emit(r.conversation_id, Message(r.message_id, r.conversation_id, "assistant", answer,
                                                             thinking, meta, True))
         self.sig_busy.emit(bool(self.replies))

@@ -89,6 +89,16 @@ def _screens() -> list:
     return [primary, *(s for s in QGuiApplication.screens() if s is not primary)] if primary else []
 
 
+def restore_frame(window: QWidget, s: WindowState) -> int:
+    """Puts a top-level `window` where `s` says, fitted onto the screens there are; its inside's width."""
+    x, y, width, height = place(s, [_rect(sc.availableGeometry()) for sc in _screens()])
+    window.resize(width, height)
+    window.move(x, y)  # a top-level's position is its frame's
+    if s.maximized:
+        window.setWindowState(window.windowState() | Qt.WindowState.WindowMaximized)
+    return width
+
+
 def frame_of(window: QWidget) -> tuple[int, int, int, int, int, int]:
     """x, y of the frame's corner, the inside's width and height, and what the frame adds (when maximized:
     the normal size and place, so a restart un-maximizes to where the user had it)."""
@@ -323,16 +333,14 @@ class MainWindow(QMainWindow):
     def _restore_geometry(self) -> None:
         """Last session's frame and sidebar width, fitted onto the screens there are now (window_state.place)."""
         s = WindowState.load(self.data_dir)
-        x, y, width, height = place(s, [_rect(sc.availableGeometry()) for sc in _screens()])
-        self.resize(width, height)
-        self.move(x, y)  # a top-level's position is its frame's
+        width = restore_frame(self, s)
         self.split.setSizes([min(s.sidebar, width // 2), max(200, width - s.sidebar)])
-        if s.maximized:
-            self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
 
     def _save_geometry(self) -> None:
         """The frame the user left: its corner (frameGeometry), the inside's size (geometry), what the frame adds."""
-        WindowState(*frame_of(self), maximized=self.isMaximized(), sidebar=self.split.sizes()[0]).save(self.data_dir)
+        x, y, width, height, frame_width, frame_height = frame_of(self)
+        WindowState(x, y, width, height, self.isMaximized(), self.split.sizes()[0], frame_width,
+                    frame_height).save(self.data_dir)
 
     # ------------------------------------------------------------------ model
 
