@@ -386,7 +386,8 @@ class History:
                                                   f"substr(thinking, 1, {MAX_SHOWN_CHARS})"
         rows = self.db.execute(f"SELECT id, conversation_id, role, {texts}, meta, complete, length(content),"
                                " length(thinking) FROM messages WHERE conversation_id=? ORDER BY id", (cid,)).fetchall()
-        return [Message(r[0], r[1], _text(r[2], "user"), _cut(_text(r[3]), r[7]), _cut(_text(r[4]), r[8]),
+        cut = (lambda text, _length: text) if full else _cut
+        return [Message(r[0], r[1], _text(r[2], "user"), cut(_text(r[3]), r[7]), cut(_text(r[4]), r[8]),
                         _meta(r[5])[0], _flag(r[6])) for r in rows]
 
     def add_message(self, cid: int, role: str, content: str, thinking: str = "", meta: dict | None = None,
@@ -439,9 +440,9 @@ class History:
 
 def _cut(text: str, length) -> str:
     """`text` (the first MAX_SHOWN_CHARS of a message) with a line saying what is not shown."""
-    if not isinstance(length, int) or length <= len(text):
+    if not isinstance(length, int) or length <= MAX_SHOWN_CHARS:  # (a BLOB's length counts bytes, not characters)
         return text
-    return (f"{text}\n\n[… {length - len(text):,} more characters are not shown here. "
+    return (f"{text}\n\n[… {length - MAX_SHOWN_CHARS:,} more characters are not shown here. "
             "Copy conversation (in the Chat menu) copies the whole message.]")
 
 

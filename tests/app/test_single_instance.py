@@ -206,3 +206,35 @@ def test_a_silent_connection_is_closed(qapp, qtbot, tmp_path):
         server.close()
         lock.release()
     assert MAX_MESSAGE < 100
+
+
+@pytest.mark.slow
+def test_two_real_launches_at_once_leave_one_app(qapp, tmp_path):
+    """The entry point itself, twice at the same instant, three times: one window stays, the other
+    launch says the app is running and exits 0."""
+    from app.single_instance import ask_running_instance
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HF_HUB_OFFLINE": "1"}
+    script = f"import sys; sys.path.insert(0, {str(ROOT)!r})\nfrom app.main import main\nsys.exit(main(sys.argv[1:]))"
+    for i in range(3):
+        data = tmp_path / f"data{i}"
+        procs = [subprocess.Popen([sys.executable, "-c", script, "--data-dir", str(data)], env=env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) for _ in range(2)]
+        try:
+            deadline = time.monotonic() + 300
+            while all(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            gone = [p for p in procs if p.poll() is not None]
+            assert len(gone) == 1, "neither launch gave way"
+            assert gone[0].returncode == 0 and "already running" in gone[0].stdout.read()
+            stays = next(p for p in procs if p is not gone[0])
+            status = None
+            while time.monotonic() < deadline and not (status or "").startswith("ok"):
+                status = ask_running_instance(paths.socket_path(data), "status", 500)
+                time.sleep(0.2)
+            assert status and "visible=True" in status and stays.poll() is None
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+                    p.wait(timeout=60)
