@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from runtime.paths import data_dir, log_file
 
     from . import crash
-    from .single_instance import InstanceServer, ask_until_answered
+    from .single_instance import ask_until_answered
     from .state.data_files import check_data_files, prepare_data_folder
     from .state.settings import Settings
 
@@ -55,30 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         print("Elastic Chat is already running; its window was raised." if reply == "raised" else
               "Elastic Chat is already running (it did not answer; it may still be starting).")
         return 0
-    shown: dict = {"window": None, "raised": 0}
-
-    def bring_to_front():
-        window = shown["window"]
-        if window is None:
-            return  # still starting: the window shows itself
-        shown["raised"] += 1
-        window.showNormal()
-        window.raise_()
-        window.activateWindow()
-        logging.getLogger("elastic-chat").info("raised by a second launch")
-
-    def status() -> str:
-        window = shown["window"]
-        if window is None:
-            return "starting"
-        return f"ok visible={window.isVisible()} raised={shown['raised']} title={window.windowTitle()}"
-    server = None
-    if instance is not None:
-        try:
-            server = InstanceServer(instance, status)
-            server.sig_raise.connect(bring_to_front)
-        except OSError as e:
-            instance_problem = str(e)
+    shown = _Shown()
+    server, problem = _serve(instance, shown) if instance is not None else (None, "")
+    instance_problem = instance_problem or problem
     if instance_problem:
         logging.getLogger("elastic-chat").warning("single instance: %s", instance_problem)
 
@@ -97,13 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     if instance_problem:
         notice = " ".join(x for x in (notice, f"A second launch cannot find this window: {instance_problem}.") if x)
     window = MainWindow(folder, settings, settings_path, args.checkpoint, args.probe, notice=notice)
-    shown["window"] = window
+    shown.window = window
     window.show()
     logging.getLogger("elastic-chat").info("window shown")
     code = app.exec()
     if server is not None:
         server.close()
-    shown["window"] = None
+    shown.window = None
     _delete_now(window)  # the window and every child it owns go now, while the application object exists
     window = None
     gc.collect()  # wrappers in reference cycles go now too, not in PySide's teardown at the interpreter's exit
@@ -112,6 +91,40 @@ def main(argv: list[str] | None = None) -> int:
     if instance is not None:
         instance.release()  # last: a launch from now on is the app
     return code
+
+
+class _Shown:
+    """The window a later launch raises and asks about; None until it exists and once it is gone."""
+
+    def __init__(self):
+        self.window, self.raised = None, 0
+
+    def bring_to_front(self) -> None:
+        if self.window is None:
+            return  # still starting: the window shows itself
+        self.raised += 1
+        self.window.showNormal()
+        self.window.raise_()
+        self.window.activateWindow()
+        logging.getLogger("elastic-chat").info("raised by a second launch")
+
+    def status(self) -> str:
+        if self.window is None:
+            return "starting"
+        return f"ok visible={self.window.isVisible()} raised={self.raised} title={self.window.windowTitle()}"
+
+
+def _serve(instance, shown: _Shown):
+    """The instance socket for the lock's holder, before the window exists (a later launch gets an
+    answer at once); (None, why) when it cannot listen."""
+    from .single_instance import InstanceServer
+
+    try:
+        server = InstanceServer(instance, shown.status)
+    except OSError as e:
+        return None, str(e)
+    server.sig_raise.connect(shown.bring_to_front)
+    return server, ""
 
 
 def _claim_instance(folder: Path):
