@@ -126,6 +126,7 @@ class ChatController(QObject):
         self.interrupted = self._mark_interrupted()
         self.current: int | None = None
         self.depth = settings.depth
+        self._settings_problem = ""  # the last reason settings could not be saved (said once)
         self.editing: int | None = None
         self.loaded: LoadedModel | None = None
         self.replies: dict[int, Reply] = {}  # request id -> reply, oldest first
@@ -160,8 +161,7 @@ class ChatController(QObject):
         for conv in self.history.conversations()[:5]:
             for m in self.history.messages(conv.id):
                 if m.role == "assistant" and not m.complete:
-                    self.history.update_message(m.id, m.content, m.thinking, {**m.meta, "finish_reason": INTERRUPTED},
-                                                complete=True)
+                    self.history.finish_message(m.id, {**m.meta, "finish_reason": INTERRUPTED})
                     count += 1
         if count:
             log.info("marked %d reply(ies) interrupted by the last session's end", count)
@@ -217,7 +217,9 @@ class ChatController(QObject):
         """The chat's depth for the next reply; while the reply shown thinks, the rest of its thought too."""
         if self.loaded is None or any(s.name == name for s in self.loaded.levels):
             self.depth = name
-            self.settings.depth = name
+            if self.settings.depth != name:
+                self.settings.depth = name
+                self.save_settings()
             self.sig_depth.emit(name)
             self._steer_depth(name)
 
@@ -527,6 +529,7 @@ class ChatController(QObject):
                 self.sig_stream.emit(r.conversation_id, r.message_id, "".join(r.answer), "".join(r.thinking),
                                      r.submodel, r.phase == "thinking")
 
+    @_refuses_read_only
     def _persist(self) -> None:
         for r in self.replies.values():
             if not r.removed:
@@ -555,11 +558,23 @@ class ChatController(QObject):
         if r.removed:
             self.sig_busy.emit(bool(self.replies))
             return
-        self.history.update_message(r.message_id, answer, thinking, meta, complete=True)
+        try:
+            self.history.update_message(r.message_id, answer, thinking, meta, complete=True)
+        except HistoryReadOnly as e:  # a full disk: the reply is shown, the banner says it is not saved
+            self.sig_error.emit(str(e), "")
         self.sig_reply_done.emit(r.conversation_id, Message(r.message_id, r.conversation_id, "assistant", answer,
                                                             thinking, meta, True))
         self.sig_busy.emit(bool(self.replies))
         self.refresh_conversations()
+
+    def save_settings(self) -> None:
+        """Writes the settings now: every change is saved when it is made, so a kill loses none. A
+        failure is one line for the user (once per reason), never an exception."""
+        problem = self.settings.save(self.settings_path)
+        if problem and problem != self._settings_problem:
+            self.sig_error.emit(f"{problem}. Free space or fix the folder's permissions; "
+                                "the change applies until you quit.", "")
+        self._settings_problem = problem
 
     # ------------------------------------------------------------------ shutdown
 

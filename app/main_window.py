@@ -28,7 +28,7 @@ from .controller import ChatController
 from .demo_banner import demo_banner
 from .models_controller import ModelsController
 from .state.settings import Settings
-from .state.window_state import WindowState
+from .state.window_state import WindowState, place
 from .theme import apply_theme
 from .widgets.chat_view import ChatView
 from .widgets.depth_slider import DepthSlider, slider_stops
@@ -77,6 +77,37 @@ class InputBox(QPlainTextEdit):
             self.on_send()
             return
         super().keyPressEvent(event)
+
+
+def _rect(r: QRect) -> tuple[int, int, int, int]:
+    return r.x(), r.y(), r.width(), r.height()
+
+
+def _screens() -> list:
+    """The screens, the primary first (window_state.place falls back to it)."""
+    primary = QGuiApplication.primaryScreen()
+    return [primary, *(s for s in QGuiApplication.screens() if s is not primary)] if primary else []
+
+
+def restore_frame(window: QWidget, s: WindowState) -> int:
+    """Puts a top-level `window` where `s` says, fitted onto the screens there are; its inside's width."""
+    x, y, width, height = place(s, [_rect(sc.availableGeometry()) for sc in _screens()])
+    window.resize(width, height)
+    window.move(x, y)  # a top-level's position is its frame's
+    if s.maximized:
+        window.setWindowState(window.windowState() | Qt.WindowState.WindowMaximized)
+    return width
+
+
+def frame_of(window: QWidget) -> tuple[int, int, int, int, int, int]:
+    """x, y of the frame's corner, the inside's width and height, and what the frame adds (when maximized:
+    the normal size and place, so a restart un-maximizes to where the user had it)."""
+    frame, inside = window.frameGeometry(), window.geometry()
+    left, top = inside.x() - frame.x(), inside.y() - frame.y()
+    extra_w, extra_h = frame.width() - inside.width(), frame.height() - inside.height()
+    if window.isMaximized():
+        inside = window.normalGeometry()
+    return inside.x() - left, inside.y() - top, inside.width(), inside.height(), extra_w, extra_h
 
 
 def _banner(name: str) -> QLabel:
@@ -300,23 +331,16 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ window state
 
     def _restore_geometry(self) -> None:
-        """Last session's size, position and sidebar width, fitted to the screens there are now."""
+        """Last session's frame and sidebar width, fitted onto the screens there are now (window_state.place)."""
         s = WindowState.load(self.data_dir)
-        screen = QGuiApplication.primaryScreen()
-        area = screen.availableGeometry() if screen is not None else QRect(0, 0, 1280, 720)
-        width, height = min(s.width, area.width()), min(s.height, area.height())
-        self.resize(width, height)
-        if s.x is not None and s.y is not None:
-            rect = QRect(s.x, s.y, width, height)
-            if any(sc.availableGeometry().intersects(rect) for sc in QGuiApplication.screens()):
-                self.move(s.x, s.y)
+        width = restore_frame(self, s)
         self.split.setSizes([min(s.sidebar, width // 2), max(200, width - s.sidebar)])
-        if s.maximized:
-            self.setWindowState(self.windowState() | Qt.WindowState.WindowMaximized)
 
     def _save_geometry(self) -> None:
-        g = self.normalGeometry() if self.isMaximized() else self.geometry()
-        WindowState(g.x(), g.y(), g.width(), g.height(), self.isMaximized(), self.split.sizes()[0]).save(self.data_dir)
+        """The frame the user left: its corner (frameGeometry), the inside's size (geometry), what the frame adds."""
+        x, y, width, height, frame_width, frame_height = frame_of(self)
+        WindowState(x, y, width, height, self.isMaximized(), self.split.sizes()[0], frame_width,
+                    frame_height).save(self.data_dir)
 
     # ------------------------------------------------------------------ model
 
@@ -515,20 +539,27 @@ class MainWindow(QMainWindow):
         demo = next(v.path for v in load_catalog().variants if v.bundled)
         is_demo = Path(folder).resolve() == Path(demo).resolve()
         self.settings.active_model = "" if is_demo else folder
+        self.controller.save_settings()
         self.load_model(folder, resident, is_demo)
 
     def open_settings(self, tab: int = 0) -> None:
         dialog = SettingsDialog(self, self.settings, *self.controller.conversation_settings(),
                                 server_address=self.controller.server.status().address)
         dialog.tabs.setCurrentIndex(tab)
-        if dialog.exec() == QDialog.DialogCode.Accepted:
+        try:
+            if dialog.exec() != QDialog.DialogCode.Accepted:
+                return
             before = self.settings.models_dir
             dialog.apply(self.settings)
-            if self.settings.models_dir != before:
-                self._set_models_dir(self.settings.models_dir)
-            self.controller.set_conversation_settings(*dialog.conversation_values())
-            self.apply_appearance()
-            self.controller.apply_server_settings()
+            conversation = dialog.conversation_values()
+        finally:
+            dialog.deleteLater()  # one owner, one lifetime: the dialog goes now, not with the window at exit
+        self.controller.save_settings()  # now, not at quit: a kill must not lose the API key
+        if self.settings.models_dir != before:
+            self._set_models_dir(self.settings.models_dir)
+        self.controller.set_conversation_settings(*conversation)
+        self.apply_appearance()
+        self.controller.apply_server_settings()
 
     def apply_appearance(self) -> None:
         """The settings' theme and font size, for the whole application."""
@@ -563,7 +594,6 @@ class MainWindow(QMainWindow):
             os.environ["ELASTIC_CHAT_MODELS"] = folder
         else:
             os.environ.pop("ELASTIC_CHAT_MODELS", None)
-        self.settings.save(self.controller.settings_path)
         self.show_error(f"Models are now kept in {folder or 'the default folder'}. Models downloaded before stay "
                         "where they were: import their folders in the model manager, or move them.", kind="banner")
         self.models.refresh()

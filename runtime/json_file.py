@@ -12,6 +12,7 @@ message says why without naming the file (the caller names it in its own words).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -24,14 +25,21 @@ class JsonFileError(ValueError):
     """A JSON file that cannot be used; the message is a phrase such as "not valid JSON (line 1: ...)"."""
 
 
-def read_json_file(path: Path | str, max_bytes: int, kind: type = dict, object_hook=None) -> object:
-    """The JSON value in `path`, which must be of type `kind` (dict, list; None: any)."""
+def read_json_file(path: Path | str, max_bytes: int, kind: type = dict, object_hook=None,
+                   follow_links: bool = True) -> object:
+    """The JSON value in `path`, which must be of type `kind` (dict, list; None: any). With
+    `follow_links` False a link is refused ("a link, not a file"): the app's own files, where a
+    link can only have been planted (a checkpoint's files are links in the hub's cache)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)  # a FIFO must not block open
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
         raise
     except OSError as e:
+        if not follow_links and e.errno == errno.ELOOP:
+            raise JsonFileError("a link, not a file") from None
         raise JsonFileError(_os_reason(e)) from None
     try:
         with os.fdopen(fd, "rb") as src:

@@ -7,9 +7,12 @@ store and the installers alike.
     models_dir()      downloaded checkpoints and imported.json: ELASTIC_CHAT_MODELS, else data_dir()/models
                       (the app sets ELASTIC_CHAT_MODELS from its settings' models folder)
     log_file(data)    data/elastic-chat.log
-    instance_name(data), socket_path(data)
-                      the single-instance lock: a local socket per user and data folder (Qt puts it in the
-                      temporary folder on Linux and macOS; on Windows it is a named pipe)
+    instance_name(data), socket_folders(data), socket_path(data)
+                      the single-instance lock file and socket, one per user and data folder, in a folder
+                      only the user can enter: $XDG_RUNTIME_DIR/elastic-chat, else data/run, else (a
+                      path too long for a socket) the temporary folder's elastic-chat-<uid>; the app
+                      (app/single_instance.py) uses the first it can make 0700 and owns. On Windows the
+                      socket is a named pipe and the lock file lives in data/run.
 
 The installers ask this file, not a copy of its rules: `python -I runtime/paths.py` prints the folders,
 `--purgeable` the folders `--uninstall --purge` may delete. It runs on any Python 3.8 or newer, without
@@ -60,10 +63,35 @@ def instance_name(data: Path) -> str:
     return f"elastic-chat-{getpass.getuser()}-{key}"
 
 
+SOCKET_FOLDER = "run"  # inside the data folder
+MAX_SOCKET_PATH = 100  # sockaddr_un holds 104 (macOS) or 108 (Linux) bytes with the final NUL
+
+
+def socket_folders(data: Path) -> list[Path]:
+    """The private folders that may hold the lock and the socket, best first (see the module's docstring)."""
+    folders = []
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR", "")
+    if sys.platform != "win32" and runtime_dir and Path(runtime_dir).is_absolute():
+        folders.append(Path(runtime_dir) / "elastic-chat")
+    folders.append(Path(data) / SOCKET_FOLDER)
+    if sys.platform != "win32":
+        folders.append(Path(tempfile.gettempdir()) / f"elastic-chat-{os.getuid()}")
+    return folders
+
+
+def socket_file_name(data: Path) -> str:
+    """The socket's (and, with .lock, the lock file's) name in one of `socket_folders`."""
+    return "i-" + instance_name(data).rsplit("-", 1)[1]
+
+
 def socket_path(data: Path) -> str:
-    """Where that socket is: Qt's QLocalServer puts a plain name in the temporary folder, or a named pipe on Windows."""
+    """Where the socket is: in the first of `socket_folders` whose path is short enough for a socket
+    (the app may use a later one when that folder is not the user's alone), or a named pipe on Windows."""
     name = instance_name(data)
-    return rf"\\.\pipe\{name}" if sys.platform == "win32" else str(Path(tempfile.gettempdir()) / name)
+    if sys.platform == "win32":
+        return rf"\\.\pipe\{name}"
+    return next((str(p) for f in socket_folders(data) if len(str(p := f / socket_file_name(data))) <= MAX_SOCKET_PATH),
+                str(socket_folders(data)[-1] / socket_file_name(data)))
 
 
 def purge_problem(folder: Path) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from runtime.paths import LOG_FILE
 
 from .history import History
+from .private_files import make_private_folder, open_append
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def check_data_files(data: DataFolder | Path, settings: Settings) -> list[str]:
 def _unusable(folder: Path) -> str:
     """Why the app cannot keep its files in `folder` ("" when it can), found by trying."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        make_private_folder(folder)
     except FileExistsError:
         return "it is a file, not a folder"
     except NotADirectoryError:
@@ -98,14 +99,13 @@ def _unusable(folder: Path) -> str:
 
 def _free_log(folder: Path) -> str:
     """The log must open for appending, or logging.basicConfig raises before any window: a log file
-    that cannot be written (or a folder in its place) is renamed aside, never deleted."""
+    that cannot be written (or a link, a FIFO or a folder in its place) is renamed aside, never deleted."""
     path = folder / LOG
     if not path.exists() and not path.is_symlink():
         return ""
     try:
-        if path.is_file():
-            with open(path, "ab"):
-                return ""
+        open_append(path).close()  # a link, a FIFO or a folder there is refused, never written through
+        return ""
     except OSError:
         pass
     aside = folder / f"elastic-chat.unwritable-{time.strftime('%Y%m%d-%H%M%S')}.log"
@@ -122,15 +122,19 @@ def _copy_readable(source: Path, temp: Path) -> list[str]:
     copied = []
     for names, label in (((HISTORY, HISTORY + "-wal"), "chats"), ((SETTINGS,), "settings")):
         try:
-            if not (source / names[0]).is_file():
+            if not _plain_file(source / names[0]):
                 continue
             for name in names:
-                if (source / name).is_file():
+                if _plain_file(source / name):
                     shutil.copyfile(source / name, temp / name)
             copied.append(label)
         except OSError as e:
             log.warning("could not copy %s from %s: %s", label, source, e)
     return copied
+
+
+def _plain_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()  # a planted link is not copied through
 
 
 def _why(e: OSError) -> str:

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .private_files import make_file_private
 from .settings import check_sampling
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,17 @@ DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 
 class HistoryReadOnly(RuntimeError):
     """A write to a history that is open read-only; str(e) is one line for the window."""
+
+
+class HistoryFull(HistoryReadOnly):
+    """A write that the disk had no room for (nothing was written); str(e) is one line for the window."""
+
+    def __init__(self):
+        super().__init__("The disk is full: free some space, then send again. Your message is kept in the box.")
+
+
+MAX_SHOWN_CHARS = 200_000  # of one message's text read to show; the rest stays in the file (export_text has all)
+READ_SECONDS = 30.0  # a hostile file's query (a recursive view, a huge table) is stopped after this
 
 
 class _Damaged(Exception):
@@ -113,6 +125,12 @@ class History:
         self.read_only = ""  # why writes are refused; "" while the history is writable
         self.moved_aside: Path | None = None  # where an unreadable file went
         self.db = self._open()
+        if not self.read_only:  # the chats are the user's alone: 0600, like every file of the data folder
+            for suffix in ("", "-wal", "-shm"):
+                try:
+                    make_file_private(Path(f"{self.path}{suffix}"))
+                except OSError as e:
+                    log.warning("could not make %s private: %s", f"{self.path.name}{suffix}", e)
         self._note_bad_json()
 
     def close(self) -> None:
@@ -165,6 +183,7 @@ class History:
         db = sqlite3.connect(str(self.path), isolation_level=None, timeout=5)  # explicit transactions
         try:  # read-only checks first: a file that is not ours must reach the side unchanged, byte for byte
             _check_pages(db)
+            _refuse_code(db)
             current = _version(db)
             if current > SCHEMA_VERSION:
                 raise _Newer(current)
@@ -274,8 +293,22 @@ class History:
             def __enter__(self):
                 db.execute("BEGIN IMMEDIATE")
 
-            def __exit__(self, exc_type, *exc):
-                db.execute("ROLLBACK" if exc_type else "COMMIT")
+            def __exit__(self, exc_type, exc, tb):
+                if exc_type is None:
+                    try:
+                        db.execute("COMMIT")
+                    except sqlite3.Error as e:
+                        if db.in_transaction:
+                            db.execute("ROLLBACK")
+                        if _is_full(e):
+                            raise HistoryFull() from e
+                        raise
+                    return False
+                if db.in_transaction:  # SQLite ends some transactions itself (a full disk)
+                    db.execute("ROLLBACK")
+                if issubclass(exc_type, sqlite3.Error) and _is_full(exc):
+                    raise HistoryFull() from exc
+                return False
         return Tx()
 
     def _writable(self) -> None:
@@ -346,11 +379,16 @@ class History:
 
     # ------------------------------------------------------------------ messages
 
-    def messages(self, cid: int) -> list[Message]:
-        rows = self.db.execute("SELECT id, conversation_id, role, content, thinking, meta, complete FROM messages"
-                               " WHERE conversation_id=? ORDER BY id", (cid,)).fetchall()
-        return [Message(r[0], r[1], _text(r[2], "user"), _text(r[3]), _text(r[4]), _meta(r[5])[0], _flag(r[6]))
-                for r in rows]
+    def messages(self, cid: int, full: bool = False) -> list[Message]:
+        """The chat's messages, each text cut at MAX_SHOWN_CHARS (a 7 MB message kept the window from
+        opening) with a line saying how much is not shown; `full`: the whole texts (export_text)."""
+        texts = "content, thinking" if full else f"substr(content, 1, {MAX_SHOWN_CHARS}), " \
+                                                  f"substr(thinking, 1, {MAX_SHOWN_CHARS})"
+        rows = self.db.execute(f"SELECT id, conversation_id, role, {texts}, meta, complete, length(content),"
+                               " length(thinking) FROM messages WHERE conversation_id=? ORDER BY id", (cid,)).fetchall()
+        cut = (lambda text, _length: text) if full else _cut
+        return [Message(r[0], r[1], _text(r[2], "user"), cut(_text(r[3]), r[7]), cut(_text(r[4]), r[8]),
+                        _meta(r[5])[0], _flag(r[6])) for r in rows]
 
     def add_message(self, cid: int, role: str, content: str, thinking: str = "", meta: dict | None = None,
                     complete: bool = True) -> Message:
@@ -376,6 +414,12 @@ class History:
                 self.db.execute("UPDATE messages SET content=?, thinking=?, meta=?, complete=? WHERE id=?",
                                 (content, thinking, json.dumps(meta), int(complete), mid))
 
+    def finish_message(self, mid: int, meta: dict) -> None:
+        """Marks a reply complete with `meta`, its text as stored (it may be longer than `messages` shows)."""
+        self._writable()
+        with self._tx():
+            self.db.execute("UPDATE messages SET meta=?, complete=1 WHERE id=?", (json.dumps(meta), mid))
+
     def delete_messages_from(self, cid: int, mid: int) -> None:
         """Removes message `mid` and everything after it (edit and regenerate start over from there)."""
         self._writable()
@@ -385,7 +429,7 @@ class History:
     def export_text(self, cid: int) -> str:
         conv = self.conversation(cid)
         lines = [f"# {conv.title}", ""]
-        for m in self.messages(cid):
+        for m in self.messages(cid, full=True):
             lines += [f"**{m.role}**:", "", m.content, ""]
         return "\n".join(lines)
 
@@ -393,6 +437,14 @@ class History:
 # ---------------------------------------------------------------------- rows -> values, whatever they hold
 # SQLite keeps any type in any column, so a hand-edited or damaged row can hold a number where text
 # belongs, bytes that are not UTF-8, or NULL; each is turned into what the app expects.
+
+def _cut(text: str, length) -> str:
+    """`text` (the first MAX_SHOWN_CHARS of a message) with a line saying what is not shown."""
+    if not isinstance(length, int) or length <= MAX_SHOWN_CHARS:  # (a BLOB's length counts bytes, not characters)
+        return text
+    return (f"{text}\n\n[… {length - MAX_SHOWN_CHARS:,} more characters are not shown here. "
+            "Copy conversation (in the Chat menu) copies the whole message.]")
+
 
 def _text(value, default: str = "") -> str:
     if value is None:
@@ -541,6 +593,24 @@ def _check_pages(db: sqlite3.Connection) -> None:
         raise _Damaged("its pages are damaged: " + _text(rows[0][0])[:80] if rows else "its pages are damaged")
 
 
+def _refuse_code(db: sqlite3.Connection) -> None:
+    """Views and triggers run code on every read or write (an endless recursive view kept the window
+    from opening); Elastic Chat never makes any, so a file that has them is not one of its histories."""
+    rows = db.execute("SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger') LIMIT 3").fetchall()
+    if rows:
+        raise _Damaged(f"it holds a {rows[0][0]} ({_text(rows[0][1])[:40]}), which Elastic Chat never writes")
+
+
+def _is_full(e: BaseException) -> bool:
+    return getattr(e, "sqlite_errorname", "") == "SQLITE_FULL" or "disk is full" in str(e).lower()
+
+
+def _bound_reads(db: sqlite3.Connection, seconds: float = READ_SECONDS) -> None:
+    """Interrupts any statement on `db` (a hostile file's copy) once `seconds` have passed."""
+    deadline = time.monotonic() + seconds
+    db.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
+
+
 def _version(db: sqlite3.Connection) -> int:
     if not db.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone():
         return 0
@@ -597,6 +667,7 @@ def _read_only_connection(path: Path) -> sqlite3.Connection:
             continue
         try:
             src.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            _bound_reads(src)
             return src
         except sqlite3.Error as e:
             src.close()
@@ -681,6 +752,9 @@ def _copy_chats(src: sqlite3.Connection, dst: sqlite3.Connection) -> tuple[int, 
 
     def rows(table: str, wanted: dict):
         try:
+            kind = src.execute("SELECT type FROM sqlite_master WHERE name=?", (table,)).fetchone()
+            if kind is None or kind[0] != "table":  # a view of that name is code, not chats: never run it
+                return
             have = {r[1] for r in src.execute(f"PRAGMA table_info({table})")}
         except sqlite3.Error:
             damaged.append((table, None))

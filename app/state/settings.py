@@ -1,4 +1,7 @@
-"""App settings (no Qt): a JSON file in the user data folder, written atomically.
+"""App settings (no Qt): a JSON file in the user data folder, private to the user (it holds the
+server's API key) and written atomically (app/state/private_files.py) each time a setting changes,
+so a kill or a crash loses nothing: the window saves them when the Settings dialog is accepted, a
+model is chosen or the depth moves, not only at a clean quit.
 
 The file is input from outside (a hand edit, another version, a damaged disk), so every field is
 checked by type and range (`FIELDS`, `SAMPLING_FIELDS`: numbers by their option in runtime/options.py,
@@ -39,6 +42,8 @@ from runtime.options import (
     Option,
     refusal,
 )
+
+from .private_files import make_private_folder, read_bounded, write_private
 
 log = logging.getLogger(__name__)
 THEMES = ("system", "light", "dark")
@@ -148,11 +153,9 @@ class Settings:
         data = {**{k: v for k, v in self.unknown.items() if k != "sampling"}, **asdict(self)}
         data.pop("problem")
         data["sampling"] = {**self.unknown.get("sampling", {}), **data["sampling"]}
-        tmp = path.with_suffix(".tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(data, indent=2) + "\n")
-            os.replace(tmp, path)
+            make_private_folder(path.parent)
+            write_private(path, (json.dumps(data, indent=2) + "\n").encode())
         except (OSError, TypeError, ValueError) as e:
             message = f"Settings could not be saved to {path} ({_why(e)})"
             log.warning(message)
@@ -298,7 +301,8 @@ def _take(target, name: str, value, check, label: str, bad: list[str]) -> None:
 
 
 def _read_object(path: Path) -> dict:
-    return read_json_file(path, MAX_FILE_BYTES)  # ValueError (JsonFileError) says why in a few words
+    # ValueError (JsonFileError) says why in a few words; a planted link is refused, not read through
+    return read_json_file(path, MAX_FILE_BYTES, follow_links=False)
 
 
 def _free_name(path: Path, suffix: str) -> Path:
@@ -318,7 +322,7 @@ def _keep_copy(path: Path) -> str:
     """Copies the file as it was before the next save rewrites the bad values with defaults."""
     kept = _free_name(path, ".broken")
     try:
-        kept.write_bytes(path.read_bytes())
+        write_private(kept, read_bounded(path, MAX_FILE_BYTES)[:MAX_FILE_BYTES])
     except OSError as e:
         return f"(The file as it was could not be copied: {_why(e)}.)"
     return f"The file as it was is kept as {kept.name}."

@@ -1,10 +1,20 @@
 """The Settings dialog: defaults for every chat, this chat's system prompt and sampling, and the
-local server."""
+local server.
+
+Ownership: the window makes one dialog per opening and deletes it as soon as it closes
+(`MainWindow.open_settings`); nothing outside it keeps a reference, and its own connections go to
+its methods, never to lambdas holding `self`. A lambda that holds the dialog is a Python reference
+cycle through a Qt connection: the dialog then outlived the window until the interpreter's exit,
+where PySide tore it down after the application object, deleting Qt-owned children directly (the
+"shared QObject was deleted directly" seen at every quit after Settings, then a segfault or a heap
+corruption abort).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from PySide6.QtCore import Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -52,8 +62,7 @@ class SettingsDialog(QDialog):
 
         self.models_dir = QLineEdit(settings.models_dir or str(models_dir()))
         browse = QPushButton("Browse…")
-        browse.clicked.connect(lambda: self.models_dir.setText(
-            QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text()) or self.models_dir.text()))
+        browse.clicked.connect(self._browse_models_dir)
         row = QHBoxLayout()
         row.addWidget(self.models_dir, 1)
         row.addWidget(browse)
@@ -80,6 +89,12 @@ class SettingsDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
+
+    @Slot()
+    def _browse_models_dir(self) -> None:
+        chosen = QFileDialog.getExistingDirectory(self, "Models folder", self.models_dir.text())
+        if chosen:
+            self.models_dir.setText(chosen)
 
     def accept(self) -> None:
         """OK keeps the dialog open while the server's values cannot be used (its note says why)."""

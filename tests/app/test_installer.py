@@ -7,7 +7,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from app.launcher import DESKTOP_FILE, install, uninstall
 from app.single_instance import ask_running_instance
-from runtime.paths import instance_name
+from runtime.paths import socket_path
 from tests.paths import ROOT
 
 EXECUTABLE = Path(sys.executable).with_name("elastic-chat")
@@ -50,7 +49,7 @@ def exec_command(entry: Path) -> list[str]:
     return shlex.split(line[len("Exec="):])
 
 
-def wait_for(name: str, message: str = "ping", seconds: float = 60) -> str | None:
+def wait_for(name: str, message: str = "status", seconds: float = 60) -> str | None:
     end = time.time() + seconds
     while time.time() < end:
         reply = ask_running_instance(name, message, 300)
@@ -75,7 +74,7 @@ def test_the_launcher_starts_the_app_and_a_second_launch_raises_it(qapp, entry, 
     command = exec_command(entry)
     first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        name = instance_name(home)
+        name = socket_path(home)
         status = wait_for(name)
         assert status is not None and "visible=True" in status and "title=Elastic Chat" in status
         second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
@@ -90,11 +89,12 @@ def test_the_launcher_starts_the_app_and_a_second_launch_raises_it(qapp, entry, 
 @pytest.mark.slow
 def test_a_stale_lock_from_a_crash_does_not_block_the_next_start(qapp, app_env):
     env, home = app_env
-    name = instance_name(home)
-    stale = Path(tempfile.gettempdir()) / name
+    name = socket_path(home)
+    stale = Path(name)
+    stale.parent.mkdir(parents=True, mode=0o700)
     with socket.socket(socket.AF_UNIX) as s:  # what a crashed instance leaves: a socket nobody listens on
         s.bind(str(stale))
-    assert stale.exists() and ask_running_instance(name, "ping", 300) is None
+    assert stale.exists() and ask_running_instance(name, "status", 300) is None
     proc = subprocess.Popen([str(EXECUTABLE)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         status = wait_for(name)

@@ -1,5 +1,6 @@
 """The app's folders on each OS (runtime/paths.py), which the app, the store and the installers all ask."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,19 @@ def test_the_data_folder_on_each_os(bare, monkeypatch, platform, env, expected):
 def test_one_instance_name_per_data_folder(tmp_path):
     a, b = paths.instance_name(tmp_path / "a"), paths.instance_name(tmp_path / "b")
     assert a != b and a == paths.instance_name(tmp_path / "a" / ".." / "a")
-    assert paths.socket_path(tmp_path / "a").endswith(a)
+    assert paths.socket_path(tmp_path / "a").endswith(paths.socket_file_name(tmp_path / "a"))
+    assert paths.socket_path(tmp_path / "a") != paths.socket_path(tmp_path / "b")
+
+
+def test_the_socket_lives_in_a_folder_of_the_users(tmp_path, monkeypatch):
+    """Not in the shared temporary folder, where another user could take its name first."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    assert Path(paths.socket_path(tmp_path)).parent == tmp_path / "run"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "xdg"))
+    assert Path(paths.socket_path(tmp_path)).parent == tmp_path / "xdg" / "elastic-chat"
+    deep = tmp_path / ("d" * 120)  # too long for a socket's address: the user's folder in the temporary one
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    assert Path(paths.socket_path(deep)).parent.name == f"elastic-chat-{os.getuid()}"
 
 
 def test_purge_refuses_what_is_not_the_apps_own(tmp_path):

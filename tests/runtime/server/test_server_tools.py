@@ -35,7 +35,7 @@ ANSWER = {"type": "object", "properties": {"sum": {"type": "integer", "minimum":
 @pytest.fixture(scope="module")
 def server():
     queue = EngineQueue(max_waiting=1)
-    queue.set_engine(Engine.load(DEMO_NVFP4, device="cpu", max_context=2048))
+    queue.set_engine(Engine.load(DEMO_NVFP4, device="cpu", max_context=4096))  # room for an agent's tools and system prompt
     srv = ServerThread(queue, "127.0.0.1", 0).start()
     yield srv
     srv.stop()
@@ -123,7 +123,7 @@ def test_thinking_off_and_the_new_effort_names(server):
 
 def test_models_carry_the_context_length(server):
     models = openai.OpenAI(base_url=server.address, api_key="x").models.list()
-    assert all(extra(m, "max_model_len") == 2048 for m in models.data)
+    assert all(extra(m, "max_model_len") == 4096 for m in models.data)
 
 
 def bad_schema(parameters):

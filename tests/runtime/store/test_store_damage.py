@@ -217,3 +217,38 @@ def test_download_into_the_models_folder_itself_is_refused(home):
                           str(home / "models")], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "ELASTIC_CHAT_HOME": str(home)})
     assert out.returncode == 2 and "--dest is the models folder itself" in out.stderr
+
+
+def _in_time(fn, seconds: float = 30.0):
+    """fn() in a thread: a read that blocks (a FIFO) fails the test instead of hanging the suite."""
+    import threading
+
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "it hung"
+    return out[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "folder"])
+def test_imported_json_that_is_not_a_plain_file_never_hangs_list_or_delete(home, kind):
+    """A FIFO as imported.json hung `models list` and `models delete`."""
+    good(home)
+    path = home / "models" / "imported.json"
+    {"fifo": lambda: os.mkfifo(path), "dev-zero": lambda: path.symlink_to("/dev/zero"),
+     "folder": lambda: path.mkdir()}[kind]()
+    models = {m.name: m for m in _in_time(list_models)}
+    assert "is damaged" in models["imported.json"].problem and models["nvidia--Good"].problem == ""
+    assert "deleted nvidia--Good" in _in_time(lambda: delete("nvidia--Good"))
+
+
+@pytest.mark.parametrize("part", ["download.json", "download.journal"])
+def test_a_download_record_that_is_a_fifo_never_hangs_list_or_delete(home, part):
+    folder = good(home)
+    record = record_path(folder)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(record.parent / part)
+    models = {m.name: m for m in _in_time(list_models)}
+    assert "\n" not in models["nvidia--Good"].problem
+    assert "deleted nvidia--Good" in _in_time(lambda: delete("nvidia--Good"))
