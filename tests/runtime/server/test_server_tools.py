@@ -35,7 +35,7 @@ ANSWER = {"type": "object", "properties": {"sum": {"type": "integer", "minimum":
 @pytest.fixture(scope="module")
 def server():
     queue = EngineQueue(max_waiting=1)
-    queue.set_engine(Engine.load(DEMO_NVFP4, device="cpu", max_context=4096))  # room for an agent's tools and system prompt
+    queue.set_engine(Engine.load(DEMO_NVFP4, device="cpu", max_context=4096))  # an agent's tools fit
     srv = ServerThread(queue, "127.0.0.1", 0).start()
     yield srv
     srv.stop()
