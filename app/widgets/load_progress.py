@@ -9,7 +9,7 @@ between tensors.
 from __future__ import annotations
 
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QWidget
 
 STEPS = 1000  # the bar's resolution (bytes do not fit a QProgressBar's int)
 
@@ -24,12 +24,16 @@ class LoadProgress(QWidget):
         self.bar.setTextVisible(False)
         self.bar.setAccessibleName("Model loading progress")
         self.text = QLabel("")
+        # the line takes the width there is and asks for none: a long model name or progress line must
+        # not widen the window (a window widened while loading stays wide, past the screen's edge)
+        self.text.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.bar.setMinimumWidth(80)
         self.cancel = QPushButton("Cancel")
         self.cancel.setToolTip("Stop loading this model (nothing stays loaded)")
         self.cancel.clicked.connect(self._cancel)
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.text)
+        row.addWidget(self.text, 3)
         row.addWidget(self.bar, 1)
         row.addWidget(self.cancel)
         self.name = ""
@@ -39,7 +43,7 @@ class LoadProgress(QWidget):
         """A load of model `name` began."""
         self.name = name
         self.bar.setValue(0)
-        self.text.setText(f"Loading {name}…")
+        self._say(f"Loading {name}…")
         self.cancel.setEnabled(True)
         self.setVisible(True)
 
@@ -47,7 +51,11 @@ class LoadProgress(QWidget):
     def update_progress(self, p) -> None:
         """`p`: a runtime.checkpoint.reader.LoadProgress."""
         self.bar.setValue(round(STEPS * p.fraction))
-        self.text.setText(f"{self.name}: {p.line()}")
+        self._say(f"{self.name}: {p.line()}")
+
+    def _say(self, line: str) -> None:
+        self.text.setText(line)
+        self.text.setToolTip(line)  # the whole line, where the label is too narrow for it
 
     def finish(self) -> None:
         self.setVisible(False)
@@ -55,5 +63,5 @@ class LoadProgress(QWidget):
     @Slot()
     def _cancel(self) -> None:
         self.cancel.setEnabled(False)
-        self.text.setText(f"Cancelling the load of {self.name}…")
+        self._say(f"Cancelling the load of {self.name}…")
         self.sig_cancel.emit()
