@@ -196,8 +196,9 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
 
 def _refuse_unsupported(body: dict) -> None:
     """Fields that would change the reply in a way this engine cannot: refused, never silently ignored."""
-    if body.get("n") not in (None, 1):
-        raise bad("n", "this server returns one choice per request (n must be 1)")
+    n = body.get("n")
+    if n is not None and (type(n) is not int or n != 1):  # true and 1.0 equal 1 in Python, not in JSON's types
+        raise bad("n", refusal("n", n, "1: this server returns one choice per request"))
     for key in ("tools", "functions"):
         if body.get(key):
             raise bad(key, "tool calling is not supported by this server")
@@ -205,15 +206,17 @@ def _refuse_unsupported(body: dict) -> None:
         raise bad("tool_choice", "tool calling is not supported by this server")
     if body.get("function_call") not in (None, "none"):
         raise bad("function_call", "tool calling is not supported by this server")
-    if body.get("logprobs") or body.get("top_logprobs"):
-        raise bad("logprobs", "log-probabilities are not returned by this server")
+    top = body.get("top_logprobs")
+    if body.get("logprobs") not in (None, False) or (top is not None and (type(top) is not int or top != 0)):
+        raise bad("logprobs", "log-probabilities are not returned by this server (leave logprobs out)")
     fmt = body.get("response_format")
     if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
         raise bad("response_format", "only plain text replies are supported (response_format type 'text')")
     if body.get("logit_bias"):
         raise bad("logit_bias", "logit_bias is not supported by this server")
     for key in ("presence_penalty", "frequency_penalty"):
-        if body.get(key) not in (None, 0, 0.0):
+        value = body.get(key)
+        if value is not None and (isinstance(value, bool) or value not in (0, 0.0)):  # false equals 0
             raise bad(key, f"{key} is not supported by this server (leave it out or 0)")
 
 
@@ -335,7 +338,12 @@ def _stops(value) -> tuple[str, ...]:
 
 def _field(option: Option, source: dict, param: str | None = None, key: str | None = None):
     """A numeric field checked by its option (runtime/options.py), as the CLI and the app check it;
-    the option's default when absent or null."""
+    the option's default when absent or null. An integer field refuses 4.0 as OpenAI does (the
+    registry counts it as whole for settings files; a request's JSON says what it sends)."""
+    value = source.get(key or option.name)
+    if option.kind is int and isinstance(value, float):
+        raise bad(param or option.name, refusal(param or option.name, value, option.rule + ", written without "
+                                                "a decimal point"))
     try:
         return option.read(source, param, key)
     except OptionError as e:
