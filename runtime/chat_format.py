@@ -58,6 +58,7 @@ PROBE_SECONDS = 2.0  # for all of PROBE_TEXTS at load; each takes a sound tokeni
 PROBE_TEXTS = tuple(c * 64 + end for c in ("a", "A", "1", " ", "\n", ".", "é", "日", "🙂", "a1", "a ")
                     for end in ("!", "a", "")) + ("Hello, world! What is 12 + 34? It is 46.\n",)
 MAX_MARKS = 0xFFFD - 0x100  # private-use characters available as span markers
+SPAN_CACHE, SPAN_CACHE_CHARS = 512, 1 << 20  # message texts whose protected spans are remembered
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "chat_template.jinja", "chat_template.json", "generation_config.json")
 
@@ -171,6 +172,7 @@ class ChatFormat:
             raise CheckpointError(folder, f"the tokenizer adds {len(added):,} tokens; too many to handle")
         self._protect_re = re.compile("|".join(re.escape(p) for p in protected))
         self._plain_cache: dict[str, list[int]] = {}
+        self._span_cache: dict[str, list[tuple[int, int]]] = {}
         end = {self._token_id(TURN_END)} | set(_eos_ids(folder, tok))
         self.special = SpecialTokens(self._token_id(THINK_START), self._token_id(THINK_END),
                                      self._token_id(TURN_START), frozenset(i for i in end if i is not None))
@@ -212,6 +214,21 @@ class ChatFormat:
         """Ids of `text`; with `plain`, special tokens' strings are not matched (split_special_tokens)."""
         return list(self._bounded(lambda: self.tokenizer.encode(text, add_special_tokens=False,
                                                                 split_special_tokens=plain), "encode", len(text)))
+
+    def _spans_to_protect(self, text: str) -> list[tuple[int, int]]:
+        """The spans of message text to encode as characters (see _Marks.protect), remembered for the
+        last SPAN_CACHE texts: each turn of a chat protects every earlier message again."""
+        if text in self._span_cache:
+            return self._span_cache[text]
+        found = [m.span() for m in self._protect_re.finditer(text)]
+        if text:
+            found += self._added_spans(text)
+        spans = _merged(found)
+        if len(text) <= SPAN_CACHE_CHARS:
+            if len(self._span_cache) >= SPAN_CACHE:
+                del self._span_cache[next(iter(self._span_cache))]  # the oldest
+            self._span_cache[text] = spans
+        return spans
 
     def _added_spans(self, text: str) -> list[tuple[int, int]]:
         """Where in `text` (as typed) the tokenizer, after its own normalization, matches an added token."""
@@ -290,13 +307,11 @@ class _Marks:
     def protect(self, text: str) -> str:
         """`text` with every span the tokenizer would read as an added token (after its normalization),
         every added token's string as typed, and the marker characters themselves replaced by markers."""
-        found = [m.span() for m in self.chat._protect_re.finditer(text)]
-        if text:
-            found += self.chat._added_spans(text)
-        if not found:
+        spans = self.chat._spans_to_protect(text)
+        if not spans:
             return text
         out, pos = [], 0
-        for start, end in _merged(found):
+        for start, end in spans:
             out += [text[pos:start], self._mark(text[start:end])]
             pos = end
         return "".join(out) + text[pos:]
