@@ -536,6 +536,7 @@ class MainWindow(QMainWindow):
         demo = next(v.path for v in load_catalog().variants if v.bundled)
         is_demo = Path(folder).resolve() == Path(demo).resolve()
         self.settings.active_model = "" if is_demo else folder
+        self.retry_load.setVisible(False)  # another choice: the model held at start is no longer offered
         self.load_model(folder, resident, is_demo)
 
     def open_settings(self, tab: int = 0) -> None:

@@ -181,3 +181,15 @@ def test_a_model_asked_for_on_the_command_line_loads_even_if_it_failed_before(qt
     qtbot.waitUntil(lambda: w.loaded is not None, timeout=180000)
     warmed_up(qtbot, w)  # the record is updated once the warm-up is done
     assert w.retry_load.isHidden() and not w.loaded.is_demo and record.blocked(str(DEMO)) == ""
+
+
+def test_choosing_another_model_withdraws_the_offer_to_try_again(qtbot, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    folder = backtracking_checkpoint(tmp_path)
+    LoadRecord(data).begin(str(folder))
+    w = make_window(qtbot, data, Settings(active_model=str(folder)))
+    assert w.retry_load.isVisible()
+    with qtbot.waitSignal(w.controller.sig_model_loaded, timeout=120000):
+        w.models.sig_use.emit(str(DEMO), "")  # the model manager's Use
+    assert not w.retry_load.isVisible() and w.settings.active_model == str(DEMO)

@@ -58,6 +58,8 @@ def test_a_number_that_grows_step_by_step_is_refused_at_the_step_past_the_limit(
     ("{{ 'x' * (10 ** 9) }}", "characters"),
     ("{{ [0] * (10 ** 8) }}", "characters"),
     ("{{ namespace(x=2 ** 30000) }}", "about 2**"),  # an argument's size, said without printing it
+    ("{{ (2).__lshift__(10 ** 7) }}", "unsafe"),  # jinja has no shift operator; the method is the sandbox's
+    ("{{ (2).__pow__(10 ** 7) }}", "unsafe"),
 ])
 def test_other_ways_to_ask_for_a_huge_amount_are_refused(template, says):
     assert says in refused(template)
