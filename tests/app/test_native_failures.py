@@ -108,7 +108,7 @@ def test_a_panic_while_loading_is_a_failed_load_and_is_recorded(qtbot, worker, t
     target = runtime.engine.Engine if where == "Engine.load" else runtime.chat_format.ChatFormat
     monkeypatch.setattr(target, "load" if where == "Engine.load" else "__init__", panics)
     with qtbot.waitSignal(worker.sig_load_failed, timeout=60000) as failed:
-        worker.load(str(DEMO), "", False)
+        worker.load(str(DEMO), "", False)  # called here, so it has returned (and written the record) by now
     assert "Rust panic" in failed.args[0]
     assert worker.load_record.blocked(str(DEMO)).startswith("it failed to load last time: Rust panic")
 
@@ -165,7 +165,8 @@ def test_a_remembered_model_that_failed_opens_the_demo_with_a_banner_and_try_aga
     with qtbot.waitSignal(w.controller.sig_model_failed, timeout=120000):
         w.retry_load.click()  # asked for: it loads (and fails again, saying why)
     assert not w.retry_load.isVisible() and "the tokenizer fails on ordinary short texts" in w.error.text()
-    assert record.blocked(str(folder)).startswith("it failed to load last time")
+    # the worker writes the record just after it reports the failure
+    qtbot.waitUntil(lambda: record.blocked(str(folder)).startswith("it failed to load last time"), timeout=10000)
 
 
 def test_a_model_asked_for_on_the_command_line_loads_even_if_it_failed_before(qtbot, tmp_path):
