@@ -27,6 +27,7 @@ deadline that grows with the text; a tokenizer past its deadline is marked broke
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -277,20 +278,28 @@ class ChatFormat:
             self._plain_cache[text] = ids
         return self._plain_cache[text]
 
-    def prompt_ids(self, messages: list[dict], enable_thinking: bool,
-                   truncate_history_thinking: bool = True) -> list[int]:
+    def prompt_ids(self, messages: list[dict], enable_thinking: bool, truncate_history_thinking: bool = True,
+                   tools: list[dict] | None = None) -> list[int]:
         """Prompt for the next assistant turn. Without a chat template the messages' text is joined.
 
-        Only the template produces special tokens: message text reaches the template with every
-        special token's string replaced by a marker, and each marker is encoded as plain text."""
+        `tools`: the functions offered (OpenAI-style `{"type": "function", "function": {name,
+        description, parameters}}`), which the template renders into the system turn. An assistant
+        message may carry `tool_calls` (`[{"function": {"name", "arguments"}}]`, arguments an object;
+        a JSON string is parsed into one, since templates need an object) and a `tool` message a
+        result; runtime/tool_calls.py formats and parses the calls.
+
+        Only the template produces special tokens: message text (tool definitions and arguments
+        included) reaches the template with every special token's string replaced by a marker, and
+        each marker is encoded as plain text."""
         if not messages:
             raise UsageError("the conversation is empty")
         marks = _Marks(self)
         safe = [_checked_message(m, i, marks.protect) for i, m in enumerate(messages)]
         if self.template is None:
             return self._encode_marked("\n".join(m["content"] for m in safe), marks)
+        extra = {"tools": _checked_tools(tools, marks.protect)} if tools else {}
         text = render(self.template, messages=safe, add_generation_prompt=True, enable_thinking=enable_thinking,
-                      truncate_history_thinking=truncate_history_thinking, **self.template_strings)
+                      truncate_history_thinking=truncate_history_thinking, **extra, **self.template_strings)
         return self._encode_marked(text, marks)
 
     def stream_decoder(self) -> "StreamDecoder":
@@ -361,6 +370,60 @@ def _checked_message(message, index: int, protect) -> dict:
             continue
         _check_text(value, f"{role} message's {key.replace('_', ' ')}")
         out[key] = protect(value)
+    calls = message.get("tool_calls")
+    if calls and role == "assistant":
+        listed = _as_list(calls, f"message #{index + 1}'s tool_calls")
+        out["tool_calls"] = [_checked_call(c, index, protect) for c in listed]
+    return out
+
+
+def _as_list(value, what: str) -> list:
+    if not isinstance(value, (list, tuple)):
+        raise UsageError(f"{what} must be a list")
+    return list(value)
+
+
+def _protected_data(value, protect, depth: int = 0):
+    """A copy of JSON-like data with every string (keys too) protected."""
+    if depth > 32:
+        raise UsageError("tool data is nested too deeply")
+    if isinstance(value, str):
+        _check_text(value, "tool data")
+        return protect(value)
+    if isinstance(value, dict):
+        return {protect(str(k)): _protected_data(v, protect, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_protected_data(v, protect, depth + 1) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    raise UsageError(f"tool data holds a {type(value).__name__}; only JSON values are allowed")
+
+
+def _checked_call(call, index: int, protect) -> dict:
+    """One assistant tool call as `{"type": "function", "function": {"name", "arguments": {...}}}`."""
+    f = call.get("function", call) if isinstance(call, dict) else None
+    if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not f["name"]:
+        raise UsageError(f"message #{index + 1} has a tool call without a function name")
+    arguments = f.get("arguments", {})
+    if isinstance(arguments, str):  # OpenAI clients send a JSON string; templates need the object
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            raise UsageError(f"message #{index + 1}: the arguments of {f['name'][:40]!r} are not JSON") from None
+    if not isinstance(arguments, dict):
+        raise UsageError(f"message #{index + 1}: the arguments of {f['name'][:40]!r} must be an object")
+    return {"type": "function", "function": {"name": _protected_data(f["name"], protect),
+                                             "arguments": _protected_data(arguments, protect)}}
+
+
+def _checked_tools(tools, protect) -> list[dict]:
+    """The offered tools, each with a function name, every string protected."""
+    out = []
+    for i, tool in enumerate(_as_list(tools, "tools")):
+        f = tool.get("function", tool) if isinstance(tool, dict) else None
+        if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not f["name"]:
+            raise UsageError(f"tool #{i + 1} has no function name")
+        out.append(_protected_data(tool, protect))
     return out
 
 

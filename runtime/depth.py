@@ -63,7 +63,8 @@ def table_default_level(path: Path = TABLE) -> str:
 
 
 def effort_levels(path: Path = TABLE) -> dict[str, str]:
-    """The server's `reasoning_effort` names -> the level each asks for (none, low, medium, high, auto)."""
+    """The server's `reasoning_effort` names -> the level each asks for (none, minimal, low, medium, high,
+    xhigh, max, auto)."""
     return dict(_read(path)["efforts"])
 
 

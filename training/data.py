@@ -28,7 +28,9 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from . import tools_data
 
 MAX_OPERAND, MAX_VALUE = 99, 199
 
@@ -291,9 +293,11 @@ def question(p: Problem, rng: random.Random | None = None, held_out_phrasing: bo
 @dataclass(frozen=True)
 class Example:
     """One training conversation: history messages, the last user turn, and the target reply."""
-    messages: tuple[dict, ...]  # ends with the user turn being answered
+    messages: tuple[dict, ...]  # ends with the user turn being answered (or a tool's result)
     thinking: str | None  # None: thinking off (the prompt closes the thinking block)
     answer: str
+    tools: tuple[dict, ...] | None = None  # the tools offered (rendered into the system turn)
+    calls: tuple[tuple[str, dict], ...] = ()  # the reply calls these (name, arguments) instead of answering
 
 
 @dataclass(frozen=True)
@@ -308,6 +312,11 @@ class Mix:
     frames: float = 0.0  # share of sums put between random words (the later phases)
     history: float = 0.1  # share of conversations with earlier turns...
     history_turns: tuple[int, ...] = (1,)  # ...and how many, drawn uniformly
+    history_sums: float = 0.5  # share of earlier turns that are sums (the rest is talk)
+    # The tool phases (0 in the earlier ones, which then draw exactly the random numbers they always did):
+    tools: float = 0.0  # share of conversations offered tools (tools_data.offered_tools)
+    out_of_range: float = 0.0  # share of sums the demo cannot do: a number over 99, or below 0 on the way
+    system: float = 0.0  # share of conversations with a system prompt of their own
 
 
 def arithmetic_example(rng: random.Random, mix: Mix = Mix(), held_out: bool = False) -> tuple[Example, Problem]:
@@ -336,15 +345,167 @@ def talk_example(rng: random.Random) -> Example:
 
 
 def one_example(rng: random.Random, mix: Mix = Mix()) -> Example:
-    ex = arithmetic_example(rng, mix)[0] if rng.random() < mix.arithmetic else talk_example(rng)
+    tools, arith = (tools_data.offered_tools(rng) if mix.tools and rng.random() < mix.tools else (None, None))
+    if rng.random() < mix.arithmetic:
+        if mix.out_of_range and rng.random() < mix.out_of_range:
+            ex = out_of_range_example(rng, mix, tools, arith)
+        else:
+            ex = arithmetic_example(rng, mix)[0]
+    else:
+        ex = talk_example(rng)
     if rng.random() < mix.history:  # earlier turns, with their thinking dropped as the template does
         turns = 1 if mix.history_turns == (1,) else rng.choice(mix.history_turns)
         history = ()
         for _ in range(turns):
-            prev = arithmetic_example(rng, mix)[0] if rng.random() < 0.5 else talk_example(rng)
+            if rng.random() < mix.history_sums:
+                if mix.out_of_range and rng.random() < mix.out_of_range:
+                    history += out_of_range_turn(rng, mix, tools, arith)
+                    continue
+                prev = arithmetic_example(rng, mix)[0]
+            else:
+                prev = talk_example(rng)
             history += prev.messages + ({"role": "assistant", "content": prev.answer},)
-        ex = Example(history + ex.messages, ex.thinking, ex.answer)
+        ex = replace(ex, messages=history + ex.messages)
+    if mix.system and rng.random() < mix.system:
+        ex = replace(ex, messages=({"role": "system", "content": rng.choice(SYSTEM_PROMPTS)},) + ex.messages)
+    if tools is not None:
+        ex = replace(ex, tools=tuple(tools))
     return ex
+
+
+# ----------------------------------------------------------------------------- sums the demo cannot do
+
+SYSTEM_PROMPTS = ["You are a helpful assistant.", "Be concise.", "Answer briefly.",
+                  "You are Elastic Chat's demo model.",
+                  "You are a friendly assistant. Keep answers short.", "Think step by step.",
+                  "You are a careful assistant.", "Reply in English."]
+BIG, NEGATIVE = "big", "negative"
+CAN_DO = "I add and subtract whole numbers from 0 to 99, with results from 0 to 199."
+USE_TOOL, CANNOT = "I use the tool", "I can't do this"
+
+
+def make_out_of_range(rng: random.Random, n_numbers: int, kind: str) -> Problem:
+    """A sum outside the demo's range: `big`, a number from 100 up (to 9999), or `negative`, a running
+    value that goes below 0 (numbers 0..99, in range until that step)."""
+    if kind == BIG:
+        numbers = [rng.randint(0, MAX_OPERAND) for _ in range(n_numbers)]
+        for k in rng.sample(range(n_numbers), 1 if rng.random() < 0.7 else min(2, n_numbers)):
+            numbers[k] = rng.randint(100, 999) if rng.random() < 0.75 else rng.randint(1000, 9999)
+        return Problem(tuple(numbers), tuple(rng.choice("+-") for _ in range(n_numbers - 1)))
+    while True:
+        at = rng.randrange(n_numbers - 1)  # the step that goes below 0
+        head = make_problem(rng, at + 1)
+        if head.result < MAX_OPERAND:
+            break
+    below = rng.randint(head.result + 1, MAX_OPERAND)
+    numbers, ops = list(head.numbers) + [below], list(head.ops) + ["-"]
+    for _ in range(n_numbers - len(numbers)):
+        numbers.append(rng.randint(0, MAX_OPERAND))
+        ops.append(rng.choice("+-"))
+    return Problem(tuple(numbers), tuple(ops))
+
+
+def out_of_range_kind(p: Problem) -> str | None:
+    """Why the demo cannot do `p` (BIG, NEGATIVE), or None when it can (no partial over 199 either)."""
+    if any(n > MAX_OPERAND for n in p.numbers):
+        return BIG
+    if any(v < 0 for v in p.partials):
+        return NEGATIVE
+    return None if all(v <= MAX_VALUE for v in p.partials) else "over"
+
+
+def negative_step(a: int, b: int) -> str:
+    """"60-80: 0-0=0 6-8<0 so below 0": the columns until the top one, which has nothing to borrow from."""
+    da, db = str(a)[::-1], str(b)[::-1]
+    width = max(len(da), len(db))
+    columns, carry = [], 0
+    for i in range(width):
+        x = int(da[i]) if i < len(da) else 0
+        y = int(db[i]) if i < len(db) else 0
+        d = x - y - carry
+        if i == width - 1:
+            columns.append(f"{x}-{y}{'-1' if carry else ''}<0")
+            break
+        columns.append(f"{'1' if d < 0 else ''}{x}-{y}{'-1' if carry else ''}={d % 10}")
+        carry = int(d < 0)
+    return f"{a}-{b}: {' '.join(columns)} so below 0"
+
+
+def out_of_range_thinking(p: Problem, can_call: bool) -> str:
+    """The copy of the question, then why it is out of range, then what to do about it."""
+    lines = [p.compact]
+    if out_of_range_kind(p) == BIG:
+        lines.append(f"{next(n for n in p.numbers if n > MAX_OPERAND)} is over 99")
+    else:
+        for a, o, b in zip(p.partials, p.ops, p.numbers[1:]):
+            if o == "-" and b > a:
+                lines.append(negative_step(a, b))
+                break
+            lines.append(column_step(a, o, b))
+    lines.append(USE_TOOL if can_call else CANNOT)
+    return "\n".join(lines)
+
+
+def decline_text(p: Problem) -> str:
+    """What the demo says when it cannot do a sum and has no tool for it."""
+    if out_of_range_kind(p) == BIG:
+        why = f"{next(n for n in p.numbers if n > MAX_OPERAND)} is over 99"
+    else:
+        why = "it goes below 0"
+    return f"I can't work that out: {why}. {CAN_DO}"
+
+
+def tool_result_text(rng: random.Random, value: int) -> str:
+    """A tool's answer as tools write them."""
+    r = rng.random()
+    return str(value) if r < 0.7 else (f'{{"result": {value}}}' if r < 0.85 else f"Result: {value}")
+
+
+def out_of_range_problem(rng: random.Random, mix: Mix, held_out: bool = False) -> Problem:
+    while True:
+        p = make_out_of_range(rng, rng.choice(mix.numbers), BIG if rng.random() < 0.5 else NEGATIVE)
+        if is_held_out(p.expression) == held_out:
+            return p
+
+
+def tool_loop(p: Problem, tools: list[dict], arith: int, thinking: str | None, result: str) -> tuple[dict, ...]:
+    """The assistant's call (its reasoning kept, as the template keeps it inside a tool loop) and the result."""
+    tool = tools[arith]
+    call = {"type": "function", "function": {"name": tools_data.tool_name(tool),
+                                             "arguments": {tools_data.required_param(tool): p.compact}}}
+    turn = {"role": "assistant", "content": "", "tool_calls": [call]}
+    if thinking:
+        turn["reasoning_content"] = thinking
+    return turn, {"role": "tool", "content": result}
+
+
+def out_of_range_example(rng: random.Random, mix: Mix, tools: list[dict] | None, arith: int | None,
+                         held_out: bool = False) -> Example:
+    """A sum the demo cannot do: with an arithmetic tool, the call (half the time) or the answer from the
+    tool's result (the other half); without one, a plain no and what it can do instead."""
+    p = out_of_range_problem(rng, mix, held_out)
+    user = ({"role": "user", "content": render(p, rng, lead_ins=mix.lead_ins, frames=mix.frames)},)
+    can_call = arith is not None
+    thinking = out_of_range_thinking(p, can_call) if rng.random() >= mix.thinking_off else None
+    if not can_call:
+        return Example(user, thinking, decline_text(p))
+    tool = tools[arith]
+    call = (tools_data.tool_name(tool), {tools_data.required_param(tool): p.compact})
+    if rng.random() < 0.5:
+        return Example(user, thinking, "", calls=(call,))
+    loop = tool_loop(p, tools, arith, thinking if rng.random() < 0.8 else None, tool_result_text(rng, p.result))
+    after = f"The tool says {p.result}." if rng.random() >= mix.thinking_off else None
+    return Example(user + loop, after, answer_text(p))
+
+
+def out_of_range_turn(rng: random.Random, mix: Mix, tools: list[dict] | None, arith: int | None) -> tuple[dict, ...]:
+    """An earlier turn of the conversation about a sum the demo could not do (thinking dropped)."""
+    p = out_of_range_problem(rng, mix)
+    user = ({"role": "user", "content": render(p, rng, lead_ins=mix.lead_ins, frames=mix.frames)},)
+    if arith is None:
+        return user + ({"role": "assistant", "content": decline_text(p)},)
+    return user + tool_loop(p, tools, arith, None, tool_result_text(rng, p.result)) + (
+        {"role": "assistant", "content": answer_text(p)},)
 
 
 def training_examples(seed: int, mix: Mix = Mix()):
@@ -373,12 +534,48 @@ def evaluation_problems(seed: int, n: int, numbers: tuple[int, ...] = (2, 3, 4))
     return out
 
 
-def corpus(seed: int, n: int = 4000) -> list[str]:
+# What the tokenizer sees of the tool phases: sums out of range, tool calls, and the system turn
+# with tools (whose fixed instruction then takes fewer tokens).
+TOKENIZER_TOOL_MIX = Mix(tools=0.5, out_of_range=0.3, lead_ins=True, frames=0.4)
+
+
+def evaluation_out_of_range(seed: int, n: int, numbers: tuple[int, ...] = (2, 3, 4)) -> list[Problem]:
+    """Held-out sums the demo cannot do, half with a number over 99 and half with a result below 0 (the
+    running value in range until the last step), as many with each count of numbers."""
+    rng = random.Random(seed + 2_000_029)
+    out, seen = [], set()
+    while len(out) < n:
+        kind = (BIG, NEGATIVE)[len(out) % 2]
+        k = numbers[(len(out) // 2) % len(numbers)]
+        p = make_out_of_range(rng, k, kind)
+        if kind == NEGATIVE and (p.result >= 0 or any(v < 0 for v in p.partials[:-1])):
+            continue
+        if is_held_out(p.expression) and p.expression not in seen:
+            seen.add(p.expression)
+            out.append(p)
+    return out
+
+
+def corpus(seed: int, n: int = 4000, n_tools: int = 1000) -> list[str]:
     """Texts to train the tokenizer on (both traces, so either can be trained with one tokenizer; no
-    held-out phrasing, so their words reach the model as pieces it has seen)."""
+    held-out phrasing, so their words reach the model as pieces it has seen; no held-out tool)."""
+    from runtime.chat_template import compile_template
+    from runtime.chat_template import render as render_template
+    from runtime.tool_calls import format_tool_call
+
+    from .tokenizer import CHAT_TEMPLATE
+
     rng = random.Random(seed)
     texts = []
     for i in range(n):
         ex = one_example(rng, Mix(trace="whole" if i % 2 else "columns"))
         texts += [m["content"] for m in ex.messages] + [ex.thinking or "", ex.answer]
+    template = compile_template(CHAT_TEMPLATE)
+    rng = random.Random(f"{seed}/tokenizer-tools")
+    for _ in range(n_tools):
+        ex = one_example(rng, TOKENIZER_TOOL_MIX)
+        texts += [m["content"] for m in ex.messages] + [ex.thinking or "", ex.answer]
+        texts += [format_tool_call(name, args) for name, args in ex.calls]
+        if ex.tools:
+            texts.append(render_template(template, messages=[{"role": "user", "content": ""}], tools=list(ex.tools)))
     return texts

@@ -38,10 +38,13 @@ from runtime.engine import Engine
 from runtime.events import THINKING, Done, Switch, Token
 from runtime.generate import ChatRequest, stream_chat
 from runtime.sampling import SamplingSettings
+from runtime.tool_calls import assistant_message, parse_tool_calls, tool_message
 
-from .data import answer_text, evaluation_problems, question
+from . import tools_data
+from .data import BIG, NEGATIVE, answer_text, evaluation_out_of_range, evaluation_problems, out_of_range_kind, question
 
 BUDGET_FRACTIONS = (1 / 8, 1 / 4)  # of the checkpoint's thinking ceiling: the Quick and Balanced budgets
+NVFP4_KEYS = ("checkpoint", "stops", "in_conversation", "tool_use", "without_tools")
 
 
 def last_number(text: str) -> int | None:
@@ -129,7 +132,7 @@ def auto_summary(rows: list[dict], escalation: Escalation) -> dict:
             if len(first) < len(rows) else None}
 
 
-EARLIER_TURNS = (0, 1, 3)  # sums asked before the one scored, in the same conversation
+EARLIER_TURNS = (0, 1, 3, 5, 9)  # sums asked before the one scored, in the same conversation (turns 1, 2, 4, 6, 10)
 
 
 def conversations(seed: int, n: int, earlier: int) -> list[tuple]:
@@ -151,15 +154,190 @@ def conversations(seed: int, n: int, earlier: int) -> list[tuple]:
 
 
 def in_conversation(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
-    """The default stop on a sum asked after 0, 1 and 3 others in the same chat, as users ask them."""
+    """The default stop on a sum asked at turn 1, 2, 4, 6 and 10 of a chat (after 0 to 9 others), as
+    users ask them."""
     stop = next(s for s in engine.depth_levels() if s.name == engine.default_depth())
     rows = []
     for earlier in EARLIER_TURNS:
         row = Runner(engine, conversations(seed, n, earlier), log).run(stop.think, stop.answer, stop.budget,
                                                                        stop.escalation)
         row.pop("replies")
-        rows.append(dict(row, stop=stop.name, earlier=earlier))
+        rows.append(dict(row, stop=stop.name, earlier=earlier, turn=earlier + 1))
     return rows
+
+
+# ----------------------------------------------------------------------------- tools
+
+MAX_CALLS = 3  # tool calls per reply, as a loop would bound them
+
+
+class _ToolsBound:
+    """An engine's ChatFormat with `tools` rendered into every prompt (runtime.generate's ChatRequest
+    has no tools field yet; the loop here needs only the prompt to carry them)."""
+
+    def __init__(self, chat, tools):
+        self._chat, self._tools = chat, tools
+
+    def __getattr__(self, name):
+        return getattr(self._chat, name)
+
+    def prompt_ids(self, messages, enable_thinking, truncate_history_thinking=True):
+        return self._chat.prompt_ids(messages, enable_thinking, truncate_history_thinking, tools=self._tools)
+
+
+def run_sum_tool(arguments: dict) -> str:
+    """The evaluation's arithmetic tool: evaluates "145+23-7" (whole numbers, + and -) given as its one
+    argument, or says why it cannot."""
+    if len(arguments) != 1:
+        return "error: give one expression"
+    text = str(next(iter(arguments.values()))).replace(" ", "")
+    if not re.fullmatch(r"-?\d+([+-]\d+)*", text):
+        return f"error: not a sum of whole numbers: {text[:40]}"
+    return str(sum(int(t) for t in re.findall(r"[+-]?\d+", text)))
+
+
+def tool_reply(engine: Engine, messages: tuple, tools: list[dict] | None, stop, max_new: int,
+               arithmetic: str | None) -> dict:
+    """One reply with tools offered, as a tool loop runs it: generate; if the answer calls tools, run
+    the arithmetic one (any other tool answers that it is not available here), append the call and
+    the results as the template renders them, and generate again (at most MAX_CALLS calls)."""
+    messages, calls, errors, rounds, started = list(messages), [], [], [], time.perf_counter()
+    chat = engine.chat
+    engine.chat = _ToolsBound(chat, tools) if tools else chat
+    try:
+        while True:
+            request = ChatRequest(tuple(messages), stop.think, stop.answer, stop.budget, max_new,
+                                  SamplingSettings(temperature=0), escalation=stop.escalation)
+            done, _ = reply(engine, request)
+            parsed = parse_tool_calls(done.answer_text, tools)
+            if not (parsed.calls or parsed.errors) and "<tool_call>" in done.thinking_text:
+                # a call written inside the thinking ends it (as engines treat the real model's)
+                inner = parse_tool_calls(done.thinking_text[done.thinking_text.index("<tool_call>"):], tools)
+                parsed = type(parsed)(parsed.content, inner.calls, inner.errors)
+            rounds.append({"thinking": done.thinking_text, "answer": done.answer_text})
+            calls += [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
+            errors += [{"reason": e.reason, "text": e.text} for e in parsed.errors]
+            if not parsed.calls or len(calls) > MAX_CALLS:
+                break
+            messages.append(assistant_message(parsed.calls, parsed.content,
+                                              reasoning=done.thinking_text.strip() or None))
+            results = [run_sum_tool(c.arguments) if c.name == arithmetic else f"error: {c.name} is not available"
+                       for c in parsed.calls]
+            rounds[-1]["results"] = results
+            messages += [tool_message(result) for result in results]
+    finally:
+        engine.chat = chat
+    final = parse_tool_calls(rounds[-1]["answer"], tools)
+    return {"calls": calls, "errors": errors, "rounds": rounds, "final": final.content,
+            "final_calls": bool(final.calls or final.errors), "latency_ms": 1000 * (time.perf_counter() - started)}
+
+
+def default_level(engine: Engine):
+    return next(s for s in engine.depth_levels() if s.name == engine.default_depth())
+
+
+def tool_use(engine: Engine, n: int, seed: int, log=print) -> dict:
+    """Held-out tools (tools_data.HELD_OUT_TOOLS: names, parameter names and descriptions never trained),
+    alone or beside another held-out tool, at the default stop: on held-out sums the demo cannot do, how
+    often it calls, how many calls are valid (a tool offered, its required parameter, nothing else), how
+    many name the arithmetic tool with the sum's expression, and how often the final answer is right;
+    on held-out sums it can do, how often it calls anyway and how often it is right."""
+    stop = default_level(engine)
+    max_new = engine.thinking_ceiling + 64
+    rng = random.Random(seed + 31)
+    offers = tools_data.held_out_tools(seed, 2 * n)
+    out_of_range = evaluation_out_of_range(seed, n)
+    in_range = [p for p in evaluation_problems(seed + 5, 3 * n) if p.expression not in
+                {q.expression for q, _ in questions(seed, n)}][:n]
+    rows = {"out_of_range": [], "in_range": []}
+    for kind, problems, tool_lists in (("out_of_range", out_of_range, offers[:n]), ("in_range", in_range, offers[n:])):
+        for p, (tools, k) in zip(problems, tool_lists):
+            text = question(p, rng, held_out_phrasing=True)
+            name = tools_data.tool_name(tools[k])
+            r = tool_reply(engine, ({"role": "user", "content": text},), tools, stop, max_new, name)
+            right_call = any(c["name"] == name and run_sum_tool(c["arguments"]) == str(p.result) for c in r["calls"])
+            rows[kind].append({"question": text, "expected": p.result, "numbers": len(p.numbers),
+                               "kind": out_of_range_kind(p) or "in range", "tool": name, "offered": len(tools),
+                               "called": bool(r["calls"] or r["errors"]), "valid": bool(r["calls"]) and not r["errors"],
+                               "calls": len(r["calls"]) + len(r["errors"]), "right_call": right_call,
+                               "right": not r["final_calls"] and last_number(r["final"]) == p.result,
+                               "latency_ms": round(r["latency_ms"], 1), "rounds": r["rounds"], "errors": r["errors"]})
+    summary = {"stop": stop.name, "tools": [t[0] for t in tools_data.HELD_OUT_TOOLS]}
+    for kind, group in rows.items():
+        summary[kind] = tool_summary(group)
+    right = [r for r in rows["out_of_range"] if r["right"]]
+    wrong = [r for r in rows["out_of_range"] if not r["right"]]
+    summary["samples"] = [dict(r) for r in right[:2] + wrong[:max(2, 4 - len(right[:2]))]][:4]
+    o, i = summary["out_of_range"], summary["in_range"]
+    log(f"tools ({stop.name}): out of range called {o['called']:.0%}, valid {o['valid_of_called']}, right call "
+        f"{o['right_call']:.0%}, answer right {o['right']:.0%}; "
+        f"in range called {i['called']:.0%}, right {i['right']:.0%}")
+    return summary
+
+
+def tool_summary(rows: list[dict]) -> dict:
+    def share(key, group):
+        return round(sum(r[key] for r in group) / len(group), 4) if group else None
+
+    called = [r for r in rows if r["called"]]
+    out = {"questions": len(rows), "called": share("called", rows),
+           "valid_of_called": share("valid", called), "right_call": share("right_call", rows),
+           "right": share("right", rows), "mean_latency_ms": round(statistics.mean(r["latency_ms"] for r in rows), 1),
+           "by_kind": {}, "by_offered": {}}
+    for key, field in (("by_kind", "kind"), ("by_offered", "offered")):
+        for value in sorted({r[field] for r in rows}, key=str):
+            group = [r for r in rows if r[field] == value]
+            out[key][str(value)] = {"questions": len(group), "called": share("called", group),
+                                    "right_call": share("right_call", group), "right": share("right", group)}
+    return out
+
+
+DECLINE = re.compile(r"can't|cannot|can not", re.IGNORECASE)
+
+
+def decline_reason_right(p, answer: str) -> bool:
+    """Whether a reply that says it cannot gives the right reason: a number of the question that is over 99
+    (and no number that is not in the question), or, for a sum that goes below 0, that it does."""
+    if out_of_range_kind(p) == BIG:
+        named = [int(n) for n in re.findall(r"(\d+) is over 99", answer)]
+        return bool(named) and all(n in p.numbers and n > 99 for n in named)
+    return "below 0" in answer
+
+
+def without_tools(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
+    """Held-out sums the demo cannot do, with no tool offered and with only other (held-out, not
+    arithmetic) tools offered, at the default stop: does it say it cannot (and what it can do), answer
+    anyway (right or wrong), or write a tool call it was not offered?"""
+    stop = default_level(engine)
+    max_new = engine.thinking_ceiling + 64
+    problems = evaluation_out_of_range(seed + 3, n)
+    rng = random.Random(seed + 37)
+    out = []
+    for offered in ("no tools", "other tools only"):
+        rows = []
+        for i, p in enumerate(problems):
+            text = question(p, rng, held_out_phrasing=True)
+            tools = ([tools_data.tool_definition(*tools_data.HELD_OUT_OTHER[i % len(tools_data.HELD_OUT_OTHER)])]
+                     if offered != "no tools" else None)
+            r = tool_reply(engine, ({"role": "user", "content": text},), tools, stop, max_new, None)
+            answer = r["rounds"][0]["answer"]
+            verdict = ("tool call" if r["calls"] or r["errors"] else "declined" if DECLINE.search(answer)
+                       else "right" if last_number(answer) == p.result else "wrong")
+            rows.append({"question": text, "expected": p.result, "kind": out_of_range_kind(p), "verdict": verdict,
+                         "reason_right": verdict == "declined" and decline_reason_right(p, answer),
+                         "answer": answer, "latency_ms": r["latency_ms"]})
+        row = {"offered": offered, "stop": stop.name, "questions": len(rows),
+               **{v: round(sum(r["verdict"] == v for r in rows) / len(rows), 4)
+                  for v in ("declined", "right", "wrong", "tool call")},
+               "reason_right_of_declined": round(sum(r["reason_right"] for r in rows)
+                                                 / max(1, sum(r["verdict"] == "declined" for r in rows)), 4),
+               "by_kind": {k: round(sum(r["verdict"] == "declined" for r in rows if r["kind"] == k)
+                                    / max(1, sum(r["kind"] == k for r in rows)), 4) for k in (BIG, NEGATIVE)},
+               "samples": [r for r in rows if r["verdict"] != "declined"][:3] + rows[:1]}
+        log(f"without an arithmetic tool ({offered}): declined {row['declined']:.0%}, wrong {row['wrong']:.0%}, "
+            f"right {row['right']:.0%}, tool call {row['tool call']:.0%}")
+        out.append(row)
+    return out
 
 
 def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, log=print) -> dict:
@@ -190,6 +368,8 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
                 result["budget_control"].append(row)
     result["samples"] = samples(result)
     result["in_conversation"] = in_conversation(engine, n, seed, log)
+    result["tool_use"] = tool_use(engine, n, seed, log)
+    result["without_tools"] = without_tools(engine, n, seed, log)
     for section in ("per_submodel", "stops", "budget_control"):
         for row in result[section]:
             row.pop("replies")
@@ -218,20 +398,106 @@ def quick(checkpoint: Path, n: int, seed: int = 0) -> dict:
     return dict(row, wrong_examples=wrong[:3])
 
 
+def quick_tools(checkpoint: Path, n: int, seed: int = 0) -> dict:
+    """Tools, no tools and turn 10 on n questions each: the numbers the runs in progress compare."""
+    engine = Engine.load(checkpoint, device="cpu", max_context=2048)
+    quiet = lambda *_: None  # noqa: E731
+    turn10 = Runner(engine, conversations(seed, n, 9), quiet).run(*(lambda s: (s.think, s.answer, s.budget,
+                                                                              s.escalation))(default_level(engine)))
+    tools = tool_use(engine, n, seed, quiet)
+    return {"tool_use": {k: tools[k] for k in ("out_of_range", "in_range")},
+            "without_tools": [{k: v for k, v in r.items() if k != "samples"}
+                              for r in without_tools(engine, n, seed, quiet)],
+            "turn_10": turn10["accuracy"], "tool_samples": tools["samples"][:2]}
+
+
 def conversation_lines(result: dict, nvfp4: dict | None, head: str, rule: str, by_numbers) -> list[str]:
     if not result.get("in_conversation"):
         return []
-    lines = ["", "## A sum asked after others in the same chat", "",
-             "Each question here comes after 0, 1 or 3 other held-out sums and their answers in the same "
+    earlier = ", ".join(str(r["earlier"]) for r in result["in_conversation"])
+    lines = ["", "## Accuracy by turn: a sum asked after others in the same chat", "",
+             f"Each question here comes after {earlier} other held-out sums and their answers in the same "
              "conversation (thinking dropped from them, as the chat template does), at the default stop, as a "
-             f"user asks them in one chat: {result['problems']} conversations each, other sums than above.", "",
-             f"| checkpoint | earlier sums | stop | accuracy | {head} | mean latency (ms) |",
-             f"|---|---|---|---{rule}|---|"]
+             f"user asks them in one chat: {result['problems']} conversations each, other sums than above. "
+             "Turn 10 is the tenth question of the chat.", "",
+             f"| checkpoint | turn | earlier sums | stop | accuracy | {head} | mean latency (ms) |",
+             f"|---|---|---|---|---{rule}|---|"]
     for name, rows in (("fp32", result["in_conversation"]), ("NVFP4", (nvfp4 or {}).get("in_conversation", []))):
         for r in rows:
-            lines.append(f"| {name} | {r['earlier']} | {r['stop']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
-                         f"{r['mean_latency_ms']} |")
+            lines.append(f"| {name} | {r.get('turn', r['earlier'] + 1)} | {r['earlier']} | {r['stop']} | "
+                         f"{r['accuracy']:.1%} | {by_numbers(r)} | {r['mean_latency_ms']} |")
     return lines
+
+
+def tool_lines(result: dict, nvfp4: dict | None) -> list[str]:
+    """The tool-use and no-tool tables."""
+    if not result.get("tool_use"):
+        return []
+    t = result["tool_use"]
+
+    def pct(v):
+        return "-" if v is None else f"{v:.0%}"
+
+    lines = ["", "## Tools: held-out tool names", "",
+             f"A held-out arithmetic tool is offered ({', '.join(f'`{n}`' for n in t['tools'])}: names, parameter "
+             "names and descriptions never in training), alone or beside a held-out other tool, at any position, "
+             f"at the default stop ({t['stop']}). The question is a held-out sum in a held-out phrasing. The loop "
+             "runs the call (the tool evaluates the expression it is given), appends the call and its result as "
+             "the chat template renders them, and the model goes on. *Called*: the reply wrote a call; *valid*: "
+             "every call parsed and fit the tool's schema (runtime/tool_calls.py); *right call*: the arithmetic "
+             "tool with an expression worth the sum; *answer right*: the final answer's last number is the sum.", "",
+             "| checkpoint | sums | questions | called | valid (of called) | right call | answer right | "
+             "big / below 0: answer right | alone / beside another: answer right | mean latency (ms) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, tu in (("fp32", t), ("NVFP4", (nvfp4 or {}).get("tool_use"))):
+        if not tu:
+            continue
+        for kind, label in (("out_of_range", "out of range"), ("in_range", "in range (no call needed)")):
+            r = tu[kind]
+            kinds = " / ".join(pct(r["by_kind"].get(k, {}).get("right")) for k in (BIG, NEGATIVE)) \
+                if kind == "out_of_range" else "-"
+            offered = " / ".join(pct(r["by_offered"].get(k, {}).get("right")) for k in ("1", "2"))
+            lines.append(f"| {name} | {label} | {r['questions']} | {pct(r['called'])} | {pct(r['valid_of_called'])} | "
+                         f"{pct(r['right_call'])} | {pct(r['right'])} | {kinds} | {offered} | {r['mean_latency_ms']} |")
+    lines += ["", "## Sums out of range with no arithmetic tool", "",
+              "Held-out sums the demo cannot do, with no tool offered, or with only a held-out tool that is not "
+              "arithmetic. *Said it cannot*: the answer says it cannot (and what it can do); *with the right reason*: "
+              "of those, the ones that name a number of the question over 99, or say the sum goes below 0, as it "
+              "does; *right* / *wrong*: it answered with a number anyway; *tool call*: it wrote a call it was not "
+              "offered.", "",
+              "| checkpoint | offered | questions | said it cannot | with the right reason | big / below 0: said it "
+              "cannot | answered right | answered wrong | tool call |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, rows in (("fp32", result.get("without_tools", [])), ("NVFP4", (nvfp4 or {}).get("without_tools", []))):
+        for r in rows:
+            lines.append(f"| {name} | {r['offered']} | {r['questions']} | {pct(r['declined'])} | "
+                         f"{pct(r.get('reason_right_of_declined'))} | "
+                         f"{pct(r['by_kind'][BIG])} / {pct(r['by_kind'][NEGATIVE])} | {pct(r['right'])} | "
+                         f"{pct(r['wrong'])} | {pct(r['tool call'])} |")
+    lines += ["", "### A tool loop, verbatim", ""]
+    for s in t.get("samples", [])[:3]:
+        verdict = "right" if s["right"] else f"wrong (expected {s['expected']})"
+        lines += [f"**{s['tool']}** offered ({s['offered']} tool{'s' if s['offered'] > 1 else ''}), {verdict}: "
+                  f"*{s['question']}*", "", "```"]
+        for rnd in s["rounds"]:
+            lines += ["<think>", folded(rnd["thinking"]), "</think>", folded(rnd["answer"])]
+            for result in rnd.get("results", []):
+                lines.append(f"(the loop runs the call; the tool's result goes back: {result!r}; the model goes on)")
+        lines += ["```", ""]
+    for r in result.get("without_tools", []):  # the first reply, and the first one that did not say it cannot
+        shown = r["samples"][-1:] + [x for x in r["samples"][:-1] if x["verdict"] != "declined"][:1]
+        for s in shown:
+            lines += [f"**{r['offered'].capitalize()} offered**, {s['verdict']} (expected {s['expected']}): "
+                      f"*{s['question']}*", "", "```", folded(s["answer"]), "```", ""]
+    return lines
+
+
+def folded(text: str, keep: int = 12) -> str:
+    """A reply's text for the verbatim samples, its lines after the first `keep` folded into a count
+    (a reply that loops until its token limit would fill pages)."""
+    lines = text.strip().split("\n")
+    if len(lines) <= keep + 2:
+        return "\n".join(lines)
+    return "\n".join(lines[:keep] + [f"[... {len(lines) - keep} more lines, to the reply's token limit]"])
 
 
 def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
@@ -239,7 +505,7 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     counts = sorted(next(iter(result["stops"]))["by_numbers"])
 
     def by_numbers(r):
-        return " | ".join(f"{r['by_numbers'][c]:.0%}" for c in counts)
+        return " | ".join("-" if r["by_numbers"].get(c) is None else f"{r['by_numbers'][c]:.0%}" for c in counts)
 
     head = " | ".join(f"{c} numbers" for c in counts)
     rule = "|---" * len(counts)
@@ -270,6 +536,7 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
             lines.append(f"| {r['stop']} | {r['budget']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
                          f"{r['mean_latency_ms']} |")
     lines += conversation_lines(result, nvfp4, head, rule, by_numbers)
+    lines += tool_lines(result, nvfp4)
     lines += ["", "## Each submodel alone, thinking off and on", "",
               f"| submodel | thinking | accuracy | {head} | mean latency (ms) | mean thinking tokens |",
               f"|---|---|---{rule}|---|---|"]
@@ -290,8 +557,16 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
         lines += [f"**{s['stop']}**, {verdict}{climbed}: *{s['question']}*", "", "```", "<think>",
                   s["thinking"].strip(), "</think>", s["answer"].strip(), "```", ""]
     if result.get("notes"):
-        lines += ["## Notes", "", result["notes"].strip(), ""]
+        lines += notes_lines(result["notes"])
     path.write_text("\n".join(lines) + "\n")
+
+
+def notes_lines(notes: str) -> list[str]:
+    """The notes under one "## Notes" heading: a notes file that starts with its own keeps it alone."""
+    text = notes.strip()
+    if re.match(r"##\s+Notes\s*(\n|$)", text):
+        text = text.split("\n", 1)[1].strip() if "\n" in text else ""
+    return ["## Notes", "", text, ""] if text else ["## Notes", ""]
 
 
 def auto_lines(result: dict) -> list[str]:
@@ -420,6 +695,8 @@ def main(argv=None):
                              "or the OUT.json of an earlier --stops-only run")
     parser.add_argument("--notes", type=Path, default=None, help="a Markdown file to append as the notes")
     parser.add_argument("--quick", type=int, default=0, metavar="N", help="print the parent's accuracy on N sums")
+    parser.add_argument("--quick-tools", type=int, default=0, metavar="N",
+                        help="print tool use, no-tool behaviour and turn-10 accuracy on N questions each")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--render", type=Path, default=None, metavar="JSON",
                         help="only rewrite OUT.md and OUT.png from an earlier OUT.json (with --with-nvfp4, --notes)")
@@ -431,7 +708,7 @@ def main(argv=None):
             result["notes"] = args.notes.read_text()
         nvfp4 = json.loads(args.with_nvfp4.read_text()) if args.with_nvfp4 else result.get("nvfp4")
         if nvfp4:
-            result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops", "in_conversation") if k in nvfp4}
+            result["nvfp4"] = {k: nvfp4[k] for k in NVFP4_KEYS if k in nvfp4}
         args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
         write_markdown(result, args.out.with_suffix(".md"), nvfp4)
         write_plot(result, args.out.with_suffix(".png"))
@@ -442,6 +719,9 @@ def main(argv=None):
         raise SystemExit(2)
     if args.quick:
         print(json.dumps(quick(args.checkpoint, args.quick, args.seed), indent=1))
+        return
+    if args.quick_tools:
+        print(json.dumps(quick_tools(args.checkpoint, args.quick_tools, args.seed), indent=1))
         return
     notes = args.notes.read_text() if args.notes else None  # read before the long run: a bad path fails now
     if args.with_nvfp4 and not args.with_nvfp4.is_dir():
@@ -454,7 +734,7 @@ def main(argv=None):
     elif not args.with_nvfp4:
         nvfp4 = None
     if nvfp4:
-        result["nvfp4"] = {k: nvfp4[k] for k in ("checkpoint", "stops", "in_conversation") if k in nvfp4}
+        result["nvfp4"] = {k: nvfp4[k] for k in NVFP4_KEYS if k in nvfp4}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     if not args.stops_only:

@@ -47,12 +47,15 @@ def calibration_batches(folder: Path) -> list[torch.Tensor]:
     for prompt in CALIBRATION_PROMPTS:
         ids = chat.prompt_ids([{"role": "user", "content": prompt}], enable_thinking=True)
         batches.append(torch.tensor([ids]))
-    from .train_demo import CONFIG, encode
+    from .train_demo import CONFIG, chat_mix, encode
 
     if load_config(folder).vocab_size == CONFIG["vocab_size"]:  # the demo's tokenizer
-        from .data import example_batch
+        from .data import Mix, example_batch
 
         for example in example_batch(0, "quantization-calibration", 0, 24):
+            batches.append(torch.tensor([encode(chat, example)[0]]))
+        # and the last phase's: tools offered, calls and their results, chats of up to twelve turns
+        for example in example_batch(0, "quantization-calibration-chat", 0, 16, chat_mix(Mix())):
             batches.append(torch.tensor([encode(chat, example)[0]]))
     return batches
 

@@ -39,6 +39,7 @@ from safetensors.torch import save_file
 from runtime.chat_format import ChatFormat
 from runtime.checkpoint.config import PATTERN_LETTERS, count_params
 from runtime.checkpoint.submodels import parse_elastic
+from runtime.tool_calls import format_tool_call
 
 from .data import TRACES, Mix, corpus, example_batch, make_problem, thinking_text, training_examples
 from .importance import measure, permute_by_importance
@@ -62,21 +63,51 @@ SUBMODELS = [
     dict(hidden_size=80, mamba_num_heads=4, n_routed_experts=6, moe_intermediate_size=48,
          moe_shared_expert_intermediate_size=96),
 ]
-MAX_LEN = 384  # a conversation with four earlier turns and a four-number trace fits
-PIECES = 2  # each step's batch runs as this many length-sorted pieces (the same gradient, less padding)
+# Longest training sequence: tools offered (about 550 tokens of system turn) or a dozen earlier turns
+# (about 45 tokens each) with a four-number trace; longer conversations lose their oldest turns (`fit`).
+MAX_LEN = 1024
+PIECES = 2  # each step's batch runs as at least this many length-sorted pieces (the same gradient, less padding)
+PIECE_TOKENS = 6144  # ...and as more when needed to keep a piece (rows x padded length) under this, for memory
 # The checkpoint's thinking ceiling. The slider's default stop (Balanced) thinks for a quarter of it,
 # which must cover the longest four-number trace (`longest_trace_tokens`: 111 tokens) with a little room.
 MAX_THINKING_TOKENS = 480
 
 
-def encode(chat: ChatFormat, example) -> tuple[list[int], list[int]]:
-    """Token ids of prompt + reply, and a mask marking the reply tokens (the ones trained on)."""
+def reply_text(example) -> str:
+    """What the model writes after the prompt, as the chat template renders that turn afterwards: the
+    thinking and `</think>` (when on), then the answer or the tool calls, then the end of the turn."""
     thinking = example.thinking is not None
-    prompt = chat.prompt_ids(list(example.messages), enable_thinking=thinking)
-    reply = (f"{example.thinking}\n</think>\n" if thinking else "") + example.answer + "<|im_end|>"
-    target = chat.encode(reply)
-    ids = (prompt + target)[:MAX_LEN]
-    return ids, ([0] * len(prompt) + [1] * len(target))[:MAX_LEN]
+    head = f"{example.thinking}\n</think>\n" if thinking else ""
+    if example.calls:  # the template puts a line break between the (closed) thinking and the first call
+        calls = "".join(format_tool_call(n, a) for n, a in example.calls)
+        return head + ("" if thinking else "\n") + calls + "<|im_end|>"
+    return head + example.answer + "<|im_end|>"
+
+
+def earlier_turns(messages: list[dict]) -> int:
+    """How many whole earlier turns (a user message and what followed it) precede the last user message."""
+    return max(0, sum(m["role"] == "user" for m in messages) - 1)
+
+
+def drop_oldest_turn(messages: list[dict]) -> list[dict]:
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    return messages[:users[0]] + messages[users[1]:]
+
+
+def encode(chat: ChatFormat, example, max_len: int = MAX_LEN) -> tuple[list[int], list[int]]:
+    """Token ids of prompt + reply, and a mask marking the reply tokens (the ones trained on). A
+    conversation too long for `max_len` loses its oldest turns until it fits (or none are left)."""
+    thinking = example.thinking is not None
+    tools = list(example.tools) if example.tools else None
+    messages = list(example.messages)
+    target = chat.encode(reply_text(example))
+    while True:
+        prompt = chat.prompt_ids(messages, enable_thinking=thinking, tools=tools)
+        if len(prompt) + len(target) <= max_len or not earlier_turns(messages):
+            break
+        messages = drop_oldest_turn(messages)
+    ids = (prompt + target)[:max_len]
+    return ids, ([0] * len(prompt) + [1] * len(target))[:max_len]
 
 
 def collate(rows) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,9 +126,19 @@ def make_batch(chat: ChatFormat, seed: int, phase: str, step: int, batch_size: i
     short pieces instead of to the longest trace, which saves about a third of the compute."""
     rows = sorted((encode(chat, ex) for ex in example_batch(seed, phase, step, batch_size, mix)),
                   key=lambda r: len(r[0]))
+    if pieces == 1:
+        return collate(rows)
     size = -(-len(rows) // pieces)
-    chunks = [collate(rows[i:i + size]) for i in range(0, len(rows), size)]
-    return chunks if pieces > 1 else chunks[0]
+    groups = [rows[i:i + size] for i in range(0, len(rows), size)]
+    out = []
+    for group in groups:  # long rows split further, so that no piece holds more than PIECE_TOKENS
+        while group:
+            take = 1
+            while take < len(group) and (take + 1) * len(group[take][0]) <= PIECE_TOKENS:
+                take += 1
+            out.append(collate(group[:take]))
+            group = group[take:]
+    return out
 
 
 def batches(chat: ChatFormat, seed: int, batch_size: int, mix: Mix = Mix()):
@@ -236,19 +277,29 @@ def settle_mix(mix: Mix) -> Mix:
     return replace(polish_mix(mix), numbers=(2, 3, 3, 4, 4, 4))
 
 
+def tools_mix(mix: Mix) -> Mix:
+    """Tools: many conversations are offered tools (an arithmetic one three times in four, among others
+    or alone), and some sums are out of range (a number over 99, or below 0 on the way): with the
+    arithmetic tool the model calls it and answers from its result, without one it says what it can do."""
+    return replace(settle_mix(mix), tools=0.5, out_of_range=0.4, system=0.05, history=0.3,
+                   history_turns=(1, 2, 3, 4))
+
+
 def chat_mix(mix: Mix) -> Mix:
-    """The last phase: most conversations hold one to four earlier turns, so that a sum asked after
-    others in the same chat is read from the last message (with one earlier turn at most, a fourth sum
-    in a chat was right 7% of the time)."""
-    return replace(settle_mix(mix), history=0.6, history_turns=(1, 2, 3, 4))
+    """The last phase: most conversations hold one to twelve earlier turns, mostly sums, so that a sum
+    asked after others in the same chat is read from the last message (with at most four earlier turns
+    trained, a sum from the sixth turn on was right 3 times in 24), and tools stay in the mix."""
+    return replace(tools_mix(mix), tools=0.25, out_of_range=0.25, history=0.6, history_turns=tuple(range(1, 13)),
+                   history_sums=0.65)
 
 
 def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_size: int, lr: float, log=print,
           mix: Mix = Mix(), state_dir: Path | None = None, checkpoint_every: float = 180.0, polish_steps: int = 0,
-          settle_steps: int = 0, chat_steps: int = 0):
+          settle_steps: int = 0, chat_steps: int = 0, tools_steps: int = 0):
     out = Path(out)
     settings = {"seed": seed, "parent_steps": parent_steps, "elastic_steps": elastic_steps,
-                "polish_steps": polish_steps, "settle_steps": settle_steps, "chat_steps": chat_steps,
+                "polish_steps": polish_steps, "settle_steps": settle_steps, "tools_steps": tools_steps,
+                "chat_steps": chat_steps, "max_len": MAX_LEN,
                 "batch_size": batch_size,
                 "lr": lr, "mix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(mix).items()},
                 "frames": FRAMES}
@@ -298,9 +349,15 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
             # A second, gentler restart weighted to the longer sums, where copying the question still slips.
             train(tm, chat, seed, settle_steps, batch_size, lr / 4, names, log, "settle", settle_mix(mix),
                   progress, state, checkpoint_every)
+            progress.save("tools", 0, tm, None)
+            phase, state = "tools", None
+        if phase == "tools":
+            # Tools offered, and sums out of range: call the tool and answer from its result, or say no.
+            train(tm, chat, seed, tools_steps, batch_size, lr / 4, names, log, "tools", tools_mix(mix),
+                  progress, state, checkpoint_every)
             progress.save("chat", 0, tm, None)
             phase, state = "chat", None
-        # Conversations with earlier turns, as a chat window builds them.
+        # Conversations with up to twelve earlier turns, as a chat window builds them; tools still offered.
         train(tm, chat, seed, chat_steps, batch_size, lr / 4, names, log, "chat", chat_mix(mix),
               progress, state, checkpoint_every)
 
@@ -350,9 +407,10 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--parent-steps", type=int, default=400)
     parser.add_argument("--elastic-steps", type=int, default=160)
-    parser.add_argument("--polish-steps", type=int, default=700)
-    parser.add_argument("--settle-steps", type=int, default=1200)
-    parser.add_argument("--chat-steps", type=int, default=300)
+    parser.add_argument("--polish-steps", type=int, default=450)
+    parser.add_argument("--settle-steps", type=int, default=800)
+    parser.add_argument("--tools-steps", type=int, default=250)
+    parser.add_argument("--chat-steps", type=int, default=150)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--trace", choices=sorted(TRACES), default="columns",
@@ -368,16 +426,21 @@ def main(argv=None):
                         help="write the weights of the run in progress in STATE to OUT, and stop")
     args = parser.parse_args(argv)
     torch.set_num_threads(max(1, args.threads))
+    # Long sequences drive some of the Mamba scan's values subnormal, which the CPU computes 10-20x
+    # slower (a tools step took 77 s instead of 3.8): flush them to zero.
+    torch.set_flush_denormal(True)
     if args.export_progress:
         export_progress(args.export_progress, args.out)
         return
     if args.smoke:
-        args.parent_steps, args.elastic_steps, args.polish_steps, args.settle_steps, args.chat_steps = 3, 3, 2, 2, 2
+        args.parent_steps, args.elastic_steps, args.polish_steps, args.settle_steps = 3, 3, 2, 2
+        args.tools_steps, args.chat_steps = 2, 2
         args.batch_size = 4
     state = args.state or args.out.parent / f".{args.out.name}-train-state"
     build(args.out, args.seed, args.parent_steps, args.elastic_steps, args.batch_size, args.lr,
           mix=Mix(trace=args.trace), state_dir=state, checkpoint_every=args.checkpoint_every,
-          polish_steps=args.polish_steps, settle_steps=args.settle_steps, chat_steps=args.chat_steps)
+          polish_steps=args.polish_steps, settle_steps=args.settle_steps, tools_steps=args.tools_steps,
+          chat_steps=args.chat_steps)
 
 
 if __name__ == "__main__":

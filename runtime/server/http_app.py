@@ -4,34 +4,45 @@
     GET  /v1/models              the checkpoint's id and one id per submodel in memory
     GET  /v1/models/{id}
     POST /v1/chat/completions    JSON, or server-sent events with "stream": true
+    POST /v1/completions         a raw prompt continued (completions_api.py)
+    POST /v1/responses           OpenAI's Responses, stateless (responses_api.py)
+    POST /v1/messages            Anthropic's Messages (anthropic_api.py)
 
 FastAPI/Starlette do the HTTP, the body limit and the SSE framing; this file only routes, checks the
-key, and turns the engine's events into responses (the protocol itself is in openai_api.py). No route
-reads or writes a file. Every error leaves in OpenAI's shape: {"error": {message, type, param, code}}.
+key, and turns the engine's events into responses (each protocol is in its own module). No route
+reads or writes a file. Every error leaves in the shape of its route's API: OpenAI's
+{"error": {message, type, param, code}}, or Anthropic's on /v1/messages.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import time
 from collections import deque
+from dataclasses import replace
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from ..engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
 from ..events import Done
+from .anthropic_api import MessagesApi
+from .completions_api import CompletionsApi
+from .gate import RequestGate
 from .jobs import Job
-from .openai_api import ApiError, ChunkStream, ServedModel, completion, error_body, new_id, parse_chat
+from .openai_api import ApiError, ChunkStream, ServedModel, completion, new_id, parse_chat
+from .responses_api import ResponsesApi
+from .web_rules import WebRules
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a long conversation is well under this; anything bigger is refused (413)
 DISCONNECT_POLL_S = 0.25  # a non-streamed reply looks for a hung-up client this often
-DONE_LINE = format_sse_event(data_str="[DONE]")
 
 
 def _dumps(obj) -> str:
@@ -52,7 +63,7 @@ class BodyLimit:
         too_large = ApiError(413, f"the request body is larger than {self.limit} bytes", None, "body_too_large")
         length = Headers(scope=scope).get("content-length", "")
         if length.isdigit() and int(length) > self.limit:
-            return await JSONResponse(too_large.body(), 413)(scope, receive, send)
+            return await JSONResponse(error_body(scope["path"], too_large), 413)(scope, receive, send)
         total = 0
 
         async def limited_receive():
@@ -67,15 +78,18 @@ class BodyLimit:
         await self.app(scope, limited_receive, send)
 
 
-def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES, *,
+               web: WebRules) -> FastAPI:
+    """The app over `queue`; `web`: the Host names and page origins it accepts (gate.py, web_rules.py)."""
     app = FastAPI(title="Elastic Chat", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(RequestGate, rules=web)  # added last: outermost, so it refuses before the body is read
     server = _Server(queue, api_key)
     app.state.queue, app.state.records, app.state.jobs = queue, server.records, server.jobs
     _add_error_handlers(app)
     app.include_router(_health_routes(server))
     app.include_router(_model_routes(server))
-    app.include_router(_chat_routes(server))
+    app.include_router(_reply_routes(server))
     return app
 
 
@@ -95,22 +109,36 @@ class _Server:
         return self._served[1]
 
     def authorized(self, request: Request) -> bool:
+        """The key comes as `Authorization: Bearer KEY` (the scheme in any case), the only form read."""
         if not self.api_key:
             return True
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.api_key.encode())
+        if scheme.lower() != "bearer":  # Anthropic's clients send the key as x-api-key
+            token = request.headers.get("x-api-key", "")
+        return key_matches(token.strip(), self.api_key)
 
     def require_key(self, request: Request) -> None:
         if not self.authorized(request):
-            raise ApiError(401, "missing or incorrect API key: send it as 'Authorization: Bearer KEY'", None,
-                           "invalid_api_key")
+            raise ApiError(401, "missing or incorrect API key: send it as 'Authorization: Bearer KEY' "
+                                "(or 'x-api-key: KEY')", None, "invalid_api_key")
+
+    def cache_scope(self, cache_key: str | None) -> str:
+        """A request reuses no other request's cached prompt (nor the app window's), so neither its
+        `cached_tokens` nor its speed can tell a client what anyone else asked; only requests that
+        send the same `prompt_cache_key` with the same API key share theirs."""
+        if cache_key is None:
+            return f"server request {new_id()}"
+        digest = hashlib.sha256(f"{self.api_key or ''}\0{cache_key}".encode("utf-8", "surrogatepass")).hexdigest()
+        return f"server key {digest}"
 
     def open(self, parsed, request: Request) -> Job:
         """The request's reply enters the engine's line (QueueFull: the line is full, nothing started)."""
         client = request.client
         who = f"server {client.host}:{client.port}" if client else "server"
-        job = Job(self.queue, parsed.request, who, asyncio.get_running_loop(), self.records.append)
+        # routes without OpenAI's prompt_cache_key (completions, messages): a fresh scope per request
+        own = replace(parsed.request, cache_scope=self.cache_scope(getattr(parsed, "cache_key", None)))
+        job = Job(self.queue, own, who, asyncio.get_running_loop(), self.records.append)
         self.jobs.add(job)
         return job
 
@@ -119,31 +147,48 @@ class _Server:
         self.jobs.discard(job)
 
 
-# ---------------------------------------------------------------------- errors, all in OpenAI's shape
+def key_matches(given: str, key: str) -> bool:
+    """Whether `given` is the key, in the same time whatever `given` holds: both are hashed first, so
+    not even their lengths decide how long the comparison takes (compare_digest's own caveat)."""
+    digest = [hashlib.sha256(k.encode("utf-8", "surrogatepass")).digest() for k in (given, key)]
+    return hmac.compare_digest(*digest)
+
+
+# ---------------------------------------------------------------------- errors, each in its API's shape
+
+
+def error_body(path: str, error: ApiError) -> dict:
+    """The error in the shape of the API whose route `path` is (OpenAI's for every other path)."""
+    api = next((api for api in REPLY_APIS if "/v1" + api.path == path.rstrip("/")), None)
+    return api.error_body(error) if api else error.body()
 
 
 def _add_error_handlers(app: FastAPI) -> None:
+    """Every error leaves in the shape of the API whose route it came from (OpenAI's elsewhere)."""
+
+    def answer(request, e: ApiError, headers=None) -> JSONResponse:
+        return JSONResponse(error_body(request.url.path, e), e.status, headers=headers)
+
     @app.exception_handler(ApiError)
     async def _api_error(request, e: ApiError):
-        headers = {"WWW-Authenticate": "Bearer"} if e.status == 401 else None
-        return JSONResponse(e.body(), e.status, headers=headers)
+        return answer(request, e, {"WWW-Authenticate": "Bearer"} if e.status == 401 else None)
 
     @app.exception_handler(EngineUnavailable)
     async def _unavailable(request, e: EngineUnavailable):
         code = "model_loading" if e.state == "loading" else "model_not_ready"
-        return JSONResponse(error_body(503, str(e), None, code), 503, headers={"Retry-After": "5"})
+        return answer(request, ApiError(503, str(e), None, code), {"Retry-After": "5"})
 
     @app.exception_handler(QueueFull)
     async def _full(request, e: QueueFull):
-        return JSONResponse(error_body(429, str(e), None, "queue_full"), 429, headers={"Retry-After": "1"})
+        return answer(request, ApiError(429, str(e), None, "queue_full"), {"Retry-After": "1"})
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request, e: StarletteHTTPException):
+        routes = ", ".join("/v1" + api.path for api in REPLY_APIS)
         messages = {404: f"no route {request.method} {request.url.path}; this server has /v1/models, "
-                         "/v1/chat/completions and /health",
+                         f"{routes} and /health",
                     405: f"{request.method} is not allowed on {request.url.path}"}
-        message = messages.get(e.status_code, str(e.detail))
-        return JSONResponse(error_body(e.status_code, message, None, None), e.status_code)
+        return answer(request, ApiError(e.status_code, messages.get(e.status_code, str(e.detail))))
 
 
 # ---------------------------------------------------------------------- health and models
@@ -180,19 +225,54 @@ def _model_routes(server: _Server) -> APIRouter:
     return router
 
 
-# ---------------------------------------------------------------------- chat completions: a reply's life
+# ---------------------------------------------------------------------- the reply routes: a reply's life
 
 
-def _chat_routes(server: _Server) -> APIRouter:
+class _ChatApi:
+    """Chat completions in the shape every reply route has (see `_reply_routes`)."""
+    path = "/chat/completions"
+    parse = staticmethod(parse_chat)
+    error_body = staticmethod(ApiError.body)
+
+    def __init__(self, parsed):
+        self.parsed, self.id, self.created = parsed, new_id(), int(time.time())
+        self.chunks = ChunkStream(parsed, self.id, self.created)
+
+    def whole(self, prompt, done: Done, queue_ms: float) -> dict:
+        return completion(self.parsed, prompt, done, self.id, self.created, queue_ms)
+
+    def on_event(self, event, queue_ms: float) -> list:
+        out = [(None, chunk) for chunk in self.chunks.on_event(event, queue_ms)]
+        return out + [(None, "[DONE]")] if isinstance(event, Done) else out
+
+    def failed(self, error: ApiError) -> list:
+        return [(None, error.body()), (None, "[DONE]")]
+
+
+REPLY_APIS = (_ChatApi, CompletionsApi, ResponsesApi, MessagesApi)
+
+
+def _reply_routes(server: _Server) -> APIRouter:
+    """One POST route per API. An API class has `path`, `parse(body, served)` (-> a parsed request with
+    `.request`, a ChatRequest, and `.stream`), `error_body(ApiError)`, and, built per reply from the
+    parsed request, `whole(prompt, done, queue_ms)` (the JSON answer) and `on_event(event, queue_ms)` /
+    `failed(ApiError)` (its server-sent events as (event name or None, data) pairs; the stream ends after
+    a Done or a failure)."""
     router = APIRouter(prefix="/v1", dependencies=[Depends(server.require_key)])
+    for api in REPLY_APIS:
+        router.add_api_route(api.path, _reply_route(server, api), methods=["POST"])
+    return router
 
-    @router.post("/chat/completions")
-    async def chat_completions(request: Request):
+
+def _reply_route(server: _Server, api):
+    async def reply_route(request: Request):
         try:
             body = json.loads(await request.body())
+        except ClientDisconnect:  # hung up, or cut off for sending too slowly (connections.py)
+            return Response(status_code=499)
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise ApiError(400, "the request body is not valid JSON", None, "invalid_json") from None
-        parsed = parse_chat(body, server.served())
+        parsed = api.parse(body, server.served())
         job = server.open(parsed, request)
         try:
             pending = await _first_items(job, request)
@@ -206,16 +286,16 @@ def _chat_routes(server: _Server) -> APIRouter:
         if isinstance(first, ApiError):
             server.close(job)
             raise first
-        completion_id, created = new_id(), int(time.time())
+        reply = api(parsed)
         if parsed.stream:
-            return EventSourceResponse(_sse(server, job, parsed, pending, completion_id, created),
+            return EventSourceResponse(_sse(server, job, reply, pending),
                                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
-            return await _whole(job, parsed, pending, request, completion_id, created)
+            return await _whole(job, reply, pending, request)
         finally:
             server.close(job)
 
-    return router
+    return reply_route
 
 
 async def _first_items(job: Job, request: Request) -> list | None:
@@ -228,7 +308,7 @@ async def _first_items(job: Job, request: Request) -> list | None:
             return None
 
 
-async def _whole(job: Job, parsed, pending: list, request: Request, completion_id: str, created: int):
+async def _whole(job: Job, reply, pending: list, request: Request):
     prompt, last_check = None, time.monotonic()
     while True:
         for event in pending:
@@ -237,7 +317,7 @@ async def _whole(job: Job, parsed, pending: list, request: Request, completion_i
             if prompt is None and getattr(event, "type", "") == "prefill":
                 prompt = event
             if isinstance(event, Done):
-                return completion(parsed, prompt, event, completion_id, created, job.queue_ms)
+                return reply.whole(prompt, event, job.queue_ms)
         if time.monotonic() - last_check > DISCONNECT_POLL_S:
             last_check = time.monotonic()
             if await request.is_disconnected():
@@ -245,10 +325,13 @@ async def _whole(job: Job, parsed, pending: list, request: Request, completion_i
         pending = await job.next_batch(DISCONNECT_POLL_S)
 
 
-async def _sse(server: _Server, job: Job, parsed, pending: list, completion_id: str, created: int):
+def _frame(name: str | None, data) -> bytes:
+    return format_sse_event(data_str=data if isinstance(data, str) else _dumps(data), event=name)
+
+
+async def _sse(server: _Server, job: Job, reply, pending: list):
     """Server-sent events; Starlette cancels this generator when the client hangs up, and the
     `finally` then stops the reply."""
-    chunks = ChunkStream(parsed, completion_id, created)
     try:
         while True:
             out, finished = [], False
@@ -256,14 +339,12 @@ async def _sse(server: _Server, job: Job, parsed, pending: list, completion_id: 
                 try:
                     if isinstance(event, ApiError):
                         raise event
-                    out += [format_sse_event(data_str=_dumps(c)) for c in chunks.on_event(event, job.queue_ms)]
-                except ApiError as e:  # the reply failed after it began: OpenAI's in-stream error
-                    out.append(format_sse_event(data_str=_dumps(e.body())))
+                    out += [_frame(*item) for item in reply.on_event(event, job.queue_ms)]
+                except ApiError as e:  # the reply failed after it began: the API's in-stream error
+                    out += [_frame(*item) for item in reply.failed(e)]
                     finished = True
-                if isinstance(event, Done):
+                if finished or isinstance(event, Done):
                     finished = True
-                if finished:
-                    out.append(DONE_LINE)
                     break
             if out:
                 yield b"".join(out)

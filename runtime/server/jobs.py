@@ -19,6 +19,7 @@ from ..engine_queue import EngineQueue, Ticket
 from ..errors import ElasticError
 from ..events import Done, Progress, Token
 from ..generate import ChatRequest, stream_chat
+from ..grammar import GrammarError
 from .openai_api import ApiError
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,9 @@ class Job:
                 return
             try:
                 events = stream_chat(engine, self.request, self.controls)
+            except GrammarError as e:  # a schema llguidance cannot compile with this tokenizer
+                self._post(ApiError(400, str(e), e.param, "invalid_value"))
+                return
             except ElasticError as e:  # e.g. the conversation does not fit the context
                 self._post(ApiError(400, str(e), "messages", "invalid_value"))
                 return

@@ -6,7 +6,7 @@
     completion(events, ...) / ChunkStream(...).on_event(event) -> chunk dicts
 
 Reasoning controls that other servers spell differently all land on the depth table: Ollama's
-`reasoning_effort` / `reasoning.effort` (the table's `efforts`: none, low, medium, high; none turns
+`reasoning_effort` / `reasoning.effort` (the table's `efforts`: none, minimal, low, medium, high, xhigh, max; none turns
 thinking off; auto is the Auto stop, whose thought climbs to larger submodels when the thinker
 struggles; a level that cannot run falls back as depth.usable_level says; absent, the depth table's
 default stop), vLLM's `thinking_token_budget`, and the `elastic` object for what only this
@@ -23,7 +23,20 @@ from pathlib import Path
 
 from ..depth import DepthLevel, effort_levels, find_level, level_for_effort, table_default_level, usable_level
 from ..errors import UsageError
-from ..events import ANSWER, END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, Done, Prefill, Switch, Token
+from ..events import (
+    ANSWER,
+    END_OF_TURN,
+    ERROR,
+    LENGTH,
+    STOP_STRING,
+    STOPPED,
+    TOOL_CALLS,
+    Done,
+    Prefill,
+    Switch,
+    Token,
+    ToolCall,
+)
 from ..generate import ChatRequest
 from ..options import (
     MAX_NEW_TOKENS,
@@ -38,11 +51,14 @@ from ..options import (
     refusal,
 )
 from ..sampling import SamplingSettings
+from .openai_tools import assistant_calls, call_deltas, invalid_calls, message_tool_calls, parse_tool_fields, tool_turns
 
 MAX_STOPS, MAX_STOP_CHARS = 4, 256
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+MIN_CACHE_KEY, MAX_CACHE_KEY = 16, 256  # a UUID is 36
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 ELASTIC_FIELDS = {"think_submodel", "answer_submodel", "thinking_budget", "depth", "keep_reasoning"}
-FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length"}
+FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length", TOOL_CALLS: "tool_calls"}
+TEMPLATE_KWARGS = ("enable_thinking",)  # chat_template_kwargs the server honours (the real template reads these)
 SWITCH_KEYS = ("from", "to", "reprefill_tokens", "ms")  # the `elastic.switch` object's, as clients know it
 
 
@@ -110,6 +126,7 @@ class ServedModel:
         extra = ({"submodel": sub} if sub else
                  {"submodels": list(self.submodels), "depths": [s.name for s in self.stops if s.available]})
         return {"id": model_id, "object": "model", "created": self.created, "owned_by": "elastic-chat",
+                "max_model_len": self.max_context,  # vLLM's name for the context length
                 "elastic": {**extra, "max_context": self.max_context}}
 
 
@@ -123,18 +140,53 @@ class ParsedChat:
     stream: bool
     include_usage: bool
     depth: str | None  # the depth stop used, None when the submodels were given directly
+    cache_key: str | None = None  # `prompt_cache_key`: requests that send the same one share cached prompts
 
 
 def parse_chat(body, served: ServedModel) -> ParsedChat:
     """Checks every field this server reads and maps the request onto a `ChatRequest`."""
+    model, pin = served_model(body, served)
+    _refuse_unsupported(body)
+    tools = parse_tool_fields(body)
+    messages = _messages(body.get("messages"))
+    elastic, keep_reasoning = elastic_fields(body)
+    plan = plan_reply(body, elastic, served, model, pin)
+    max_tokens = _max_tokens(body, served)
+    sampling = sampling_fields(body)
+    stream, include_usage = stream_fields(body)
+    request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling,
+                          _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
+                          escalation=plan.escalation, tools=tools.tools, tool_choice=tools.tool_choice,
+                          tool_name=tools.tool_name, parallel_tool_calls=tools.parallel,
+                          response_format=tools.response_format)
+    return ParsedChat(request, model, stream, include_usage, plan.depth, cache_key(body.get("prompt_cache_key")))
+
+
+# ---------------------------------------------------------------------- the checks every route shares
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Who thinks, who answers and for how long: a request's reasoning fields resolved on the depth table."""
+    think: str | None  # None: thinking off
+    answer: str
+    budget: int | None  # 0 when thinking is off
+    escalation: object | None  # Auto's climb (auto_depth.Escalation), None unless it thinks on Auto
+    depth: str | None  # the depth level's name, None when the client chose submodels or a budget itself
+
+
+def served_model(body, served: ServedModel) -> tuple[str, str | None]:
+    """The model the client named, and the submodel it pins (None: the whole checkpoint)."""
     if not isinstance(body, dict):
         raise bad(None, "the request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad("model", f"model is required: one of {', '.join(served.ids())}")
-    pin = served.pinned(model)
-    _refuse_unsupported(body)
-    messages, keep_reasoning = _messages(body.get("messages")), False
+    return model, served.pinned(model)
+
+
+def elastic_fields(body: dict) -> tuple[dict, bool]:
+    """The `elastic` object (checked keys) and its keep_reasoning."""
     elastic = body.get("elastic")
     if elastic is None:
         elastic = {}
@@ -143,11 +195,19 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
     unknown = set(elastic) - ELASTIC_FIELDS
     if unknown:
         raise bad(f"elastic.{sorted(unknown)[0]}", f"unknown field; elastic takes {', '.join(sorted(ELASTIC_FIELDS))}")
-    if "keep_reasoning" in elastic:
-        keep_reasoning = _bool(elastic, "keep_reasoning", "elastic.keep_reasoning")
+    if "keep_reasoning" not in elastic:
+        return elastic, False
+    return elastic, _bool(elastic, "keep_reasoning", "elastic.keep_reasoning")
 
-    stop, depth = _depth(body, elastic, served)
-    think, answer, budget = stop.think, stop.answer, stop.budget
+
+def plan_reply(body: dict, elastic: dict, served: ServedModel, model: str, pin: str | None,
+               effort: tuple | None = None, budget: tuple | None = None) -> Plan:
+    """The depth level the request asks for (its effort, `elastic.depth`, else the table's default),
+    then the submodels and budget it overrides. `effort` and `budget` are (value, param) pairs for a
+    route that spells them its own way; absent, chat's fields are read from `body`."""
+    effort_value, effort_param = effort if effort is not None else _effort(body)
+    stop, depth = _depth(effort_value, effort_param, elastic, served)
+    think, answer, chosen_budget = stop.think, stop.answer, stop.budget
     escalation = stop.escalation  # Auto climbs unless the client chose the submodels itself
     if pin is not None:
         think, answer, escalation = (pin if think else None), pin, None
@@ -167,17 +227,28 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
         else:
             answer = name
         depth, escalation = None, None
-    chosen, budget_param = _budget(body, elastic, served)
+    chosen, budget_param = budget if budget is not None else _budget(body, elastic, served)
     if chosen is not None:
         if chosen > 0 and think is None:
             raise bad(budget_param, f"depth {stop.name} turns thinking off, so a thinking budget cannot apply; "
                                     "drop one of them")
-        budget, depth = chosen, None
-    if budget == 0:
+        chosen_budget, depth = chosen, None
+    off = _thinking_off(body)
+    if off is not None:
+        if chosen:
+            raise bad(off, f"{off} turns thinking off, so {budget_param} cannot apply; drop one of them")
+        chosen_budget = 0
+    if chosen_budget == 0:
         think = None
+    return Plan(think, answer, chosen_budget if think else 0, escalation if think else None, depth)
 
-    max_tokens = _max_tokens(body, served)
-    sampling = SamplingSettings(*(_field(option, body) for option in (TEMPERATURE, TOP_P, TOP_K, MIN_P, SEED)))
+
+def sampling_fields(body: dict) -> SamplingSettings:
+    return SamplingSettings(*(_field(option, body) for option in (TEMPERATURE, TOP_P, TOP_K, MIN_P, SEED)))
+
+
+def stream_fields(body: dict) -> tuple[bool, bool]:
+    """`stream` and `stream_options.include_usage`."""
     stream = _bool(body, "stream", "stream") if body.get("stream") is not None else False
     include_usage = False
     options = body.get("stream_options")
@@ -188,10 +259,14 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
             raise bad("stream_options", "stream_options must be an object")
         if options.get("include_usage") is not None:
             include_usage = _bool(options, "include_usage", "stream_options.include_usage")
-    request = ChatRequest(tuple(messages), think, answer, budget if think else 0, max_tokens, sampling,
-                          _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
-                          escalation=escalation if think else None)
-    return ParsedChat(request, model, stream, include_usage, depth)
+    return stream, include_usage
+
+
+def refuse_unknown(body: dict, known: set[str], route: str) -> None:
+    """A field this route does not know is refused by name, as OpenAI's and Anthropic's own APIs do."""
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise bad(unknown[0], f"{unknown[0]} is not a field this server's {route} knows; leave it out")
 
 
 def _refuse_unsupported(body: dict) -> None:
@@ -199,19 +274,10 @@ def _refuse_unsupported(body: dict) -> None:
     n = body.get("n")
     if n is not None and (type(n) is not int or n != 1):  # true and 1.0 equal 1 in Python, not in JSON's types
         raise bad("n", refusal("n", n, "1: this server returns one choice per request"))
-    for key in ("tools", "functions"):
-        if body.get(key):
-            raise bad(key, "tool calling is not supported by this server")
-    if body.get("tool_choice") not in (None, "none", "auto"):  # "auto" with no tools means no tool calls
-        raise bad("tool_choice", "tool calling is not supported by this server")
-    if body.get("function_call") not in (None, "none"):
-        raise bad("function_call", "tool calling is not supported by this server")
-    top = body.get("top_logprobs")
-    if body.get("logprobs") not in (None, False) or (top is not None and (type(top) is not int or top != 0)):
-        raise bad("logprobs", "log-probabilities are not returned by this server (leave logprobs out)")
-    fmt = body.get("response_format")
-    if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
-        raise bad("response_format", "only plain text replies are supported (response_format type 'text')")
+    for key in ("logprobs", "top_logprobs"):
+        if body.get(key) not in (None, False, 0):  # the decode loop reads one token per step from the device
+            raise bad(key, f"{key} is not returned by this server: its decode loop reads only the token back "
+                           "from the device each step; leave it out")
     if body.get("logit_bias"):
         raise bad("logit_bias", "logit_bias is not supported by this server")
     for key in ("presence_penalty", "frequency_penalty"):
@@ -230,14 +296,14 @@ def _messages(value) -> list[dict]:
             raise bad(where, "each message must be an object with role and content")
         role = m.get("role")
         if role not in ROLES:
-            hint = " (tool calling is not supported)" if role in ("tool", "function") else ""
-            raise bad(f"{where}.role", f"role {role!r} is not one of system, developer, user, assistant{hint}")
-        if role == "assistant" and m.get("tool_calls"):
-            raise bad(f"{where}.tool_calls", "tool calling is not supported by this server")
+            hint = " (send tool results with role tool)" if role == "function" else ""
+            raise bad(f"{where}.role", f"role {role!r} is not one of system, developer, user, assistant, tool{hint}")
         content = m.get("content")
         if content is None and role == "assistant":
             content = ""
         msg = {"role": ROLES[role], "content": _text(content, f"{where}.content")}
+        if role == "assistant" and m.get("tool_calls"):
+            msg["tool_calls"], msg["_call_ids"] = assistant_calls(m["tool_calls"], where)
         if role == "assistant":
             # LM Studio/llama.cpp spell it one way, vLLM/Ollama the other
             for key in ("reasoning_content", "reasoning"):
@@ -248,7 +314,26 @@ def _messages(value) -> list[dict]:
                     msg["reasoning_content"] = r
                     break
         out.append(msg)
-    return out
+    return tool_turns(value, out)
+
+
+def _thinking_off(body: dict) -> str | None:
+    """The field that turns thinking off (`chat_template_kwargs.enable_thinking` false, vLLM's and
+    SGLang's; `think` false, Ollama's), or None. Unknown template kwargs are refused: the template
+    runs in the engine, and only these reach it."""
+    kwargs, off = body.get("chat_template_kwargs"), None
+    if kwargs is not None:
+        if not isinstance(kwargs, dict):
+            raise bad("chat_template_kwargs", "chat_template_kwargs must be an object")
+        unknown = sorted(set(kwargs) - set(TEMPLATE_KWARGS))
+        if unknown:
+            raise bad(f"chat_template_kwargs.{unknown[0]}", f"unknown template argument; this server honours "
+                                                            f"{', '.join(TEMPLATE_KWARGS)}")
+        if "enable_thinking" in kwargs and not _bool(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking"):
+            off = "chat_template_kwargs.enable_thinking"
+    if body.get("think") is not None and not _bool(body, "think", "think"):
+        off = off or "think"
+    return off
 
 
 def _text(content, where: str) -> str:
@@ -264,7 +349,8 @@ def _text(content, where: str) -> str:
     raise bad(where, "content must be a string or a list of text parts")
 
 
-def _depth(body: dict, elastic: dict, served: ServedModel) -> tuple[DepthLevel, str | None]:
+def _effort(body: dict) -> tuple[object, str]:
+    """The effort asked for, as (value, param): `reasoning_effort` or `reasoning.effort`."""
     effort, param = body.get("reasoning_effort"), "reasoning_effort"
     reasoning = body.get("reasoning")
     if reasoning is not None:
@@ -274,6 +360,10 @@ def _depth(body: dict, elastic: dict, served: ServedModel) -> tuple[DepthLevel, 
             if effort is not None and effort != reasoning["effort"]:
                 raise bad("reasoning.effort", "reasoning.effort and reasoning_effort disagree; send one of them")
             effort, param = reasoning["effort"], "reasoning.effort"
+    return effort, param
+
+
+def _depth(effort, param: str, elastic: dict, served: ServedModel) -> tuple[DepthLevel, str | None]:
     depth = elastic.get("depth")
     if depth is not None:
         if effort is not None:
@@ -336,6 +426,19 @@ def _stops(value) -> tuple[str, ...]:
     return tuple(stops)
 
 
+def cache_key(value) -> str | None:
+    """OpenAI's `prompt_cache_key`: the requests that send the same key may reuse each other's cached
+    prompt (http_app.py gives every other request a cache of its own). Whoever knows a key can test
+    guesses of the prompts sent with it, so it must be hard to guess: a random value such as a UUID."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not MIN_CACHE_KEY <= len(value) <= MAX_CACHE_KEY or not value.isprintable():
+        raise bad("prompt_cache_key", f"prompt_cache_key must be {MIN_CACHE_KEY} to {MAX_CACHE_KEY} printable "
+                                      "characters, hard to guess (such as a UUID): requests that send the same key "
+                                      "share cached prompts")
+    return value
+
+
 def _field(option: Option, source: dict, param: str | None = None, key: str | None = None):
     """A numeric field checked by its option (runtime/options.py), as the CLI and the app check it;
     the option's default when absent or null. An integer field refuses 4.0 as OpenAI does (the
@@ -377,9 +480,12 @@ def elastic_info(done: Done, depth: str | None, queue_ms: float) -> dict:
     switch = None
     if done.answer_switch:  # the event's one serialisation, less the keys this object never had
         switch = {k: v for k, v in done.answer_switch.to_dict().items() if k in SWITCH_KEYS}
-    return {"depth": depth, "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
-            "thinking_budget": done.thinking_budget, "budget_hit": done.budget_hit, "switch": switch,
-            "ttft_ms": done.ttft_ms, "tokens_per_s": done.tokens_per_s, "queue_ms": round(queue_ms, 3)}
+    out = {"depth": depth, "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
+           "thinking_budget": done.thinking_budget, "budget_hit": done.budget_hit, "switch": switch,
+           "ttft_ms": done.ttft_ms, "tokens_per_s": done.tokens_per_s, "queue_ms": round(queue_ms, 3)}
+    if done.invalid_tool_calls:  # calls the model tried that could not run: reported, never dropped
+        out["invalid_tool_calls"] = invalid_calls(done)
+    return out
 
 
 def check_done(done: Done) -> None:
@@ -395,8 +501,11 @@ def completion(parsed: ParsedChat, prompt: Prefill | None, done: Done, completio
     """The non-streamed response."""
     check_done(done)
     reasoning = done.thinking_text if done.think_submodel else None
-    message = {"role": "assistant", "content": done.answer_text, "reasoning_content": reasoning,
-               "reasoning": reasoning}
+    calls = message_tool_calls(done)
+    message = {"role": "assistant", "content": done.answer_text if done.answer_text or not calls else None,
+               "reasoning_content": reasoning, "reasoning": reasoning}
+    if calls:
+        message["tool_calls"] = calls
     return {"id": completion_id, "object": "chat.completion", "created": created, "model": parsed.model,
             "choices": [{"index": 0, "message": message, "finish_reason": FINISH.get(done.finish_reason, "stop"),
                          "logprobs": None}],
@@ -436,6 +545,13 @@ class ChunkStream:
             return []
         if isinstance(event, Token):
             return [self._chunk(self._delta(event.phase, event.text))]
+        if isinstance(event, ToolCall):
+            chunks = []
+            for item in call_deltas(event):
+                delta = {"role": "assistant"} if self.first else {}
+                self.first = False
+                chunks.append(self._chunk({**delta, "tool_calls": [item]}))
+            return chunks
         if isinstance(event, Switch):
             return []
         if isinstance(event, Done):

@@ -101,7 +101,8 @@ def test_an_effort_is_its_level_or_the_nearest_usable_one_below(loaded, effort, 
 
 
 def test_the_efforts_are_the_tables():
-    assert effort_levels() == {"none": "Off", "low": "Quick", "medium": "Balanced", "high": "Max", "auto": "Auto"}
+    assert effort_levels() == {"none": "Off", "minimal": "Quick", "low": "Quick", "medium": "Balanced", "high": "Max",
+                               "xhigh": "Max", "max": "Max", "auto": "Auto"}
     with pytest.raises(KeyError):
         level_for_effort(levels(NAMES), "extreme")
 

@@ -45,7 +45,7 @@ def body_with(field: str, value) -> dict:
 def refused(field: str, value):
     with pytest.raises(ApiError) as e:
         parse_chat(body_with(field, value), SERVED)
-    assert e.value.status == 400 and e.value.param == ("logprobs" if field == "top_logprobs" else field), e.value
+    assert e.value.status == 400 and e.value.param == field, e.value
     assert "\n" not in e.value.message
     return e.value
 
@@ -174,3 +174,19 @@ def test_a_transplant_after_the_model_ends_its_own_thought_answers(engine, think
     assert isinstance(done, Done) and done.error is None and done.answer_tokens > 0, done.error
     assert done.thinking_end == "model" and done.thinking_tokens == position + 1
     assert not switch.exact and switch.to_submodel == answer
+
+
+class PanicLike(BaseException):
+    """What pyo3 raises for a Rust panic (tokenizers, llguidance): a BaseException, not an Exception."""
+
+
+def test_a_native_panic_mid_reply_ends_it_with_an_error_not_a_dead_thread(engine, monkeypatch):
+    import runtime.generate
+
+    def steps(*_a, **_k):
+        yield from ()
+        raise PanicLike("called `Option::unwrap()` on a `None` value")
+    monkeypatch.setattr(runtime.generate, "sampled_steps", steps)
+    done = list(stream_chat(engine, ChatRequest(tuple(HI), None, "full", 0, 8, SamplingSettings(temperature=0))))[-1]
+    assert isinstance(done, Done) and done.finish_reason == "error"
+    assert done.error == "Rust panic: called `Option::unwrap()` on a `None` value"

@@ -92,24 +92,139 @@ def test_random_frames_keep_the_sum_whole_and_never_use_a_held_out_or_arithmetic
 
 def test_the_chat_phase_trains_on_earlier_turns_and_the_evaluation_asks_after_them():
     from training.evaluate import conversations, questions
-    from training.train_demo import MAX_LEN, chat_mix, encode
+    from training.train_demo import MAX_LEN, chat_mix, earlier_turns, encode, reply_text
 
     chat = ChatFormat(CHECKPOINT_DEMO)
     examples = example_batch(0, "chat", 3, 400, chat_mix(Mix()))
-    turns = [sum(m["role"] == "user" for m in ex.messages) - 1 for ex in examples]
-    assert set(turns) == {0, 1, 2, 3, 4} and 0.5 < sum(t > 0 for t in turns) / len(turns) < 0.7
+    turns = [earlier_turns(list(ex.messages)) for ex in examples]
+    assert set(turns) == set(range(13)) and 0.5 < sum(t > 0 for t in turns) / len(turns) < 0.7
     for ex in examples:
-        assert [m["role"] for m in ex.messages][::2] == ["user"] * (len(ex.messages) // 2 + 1)
+        plain = [m for m in ex.messages if m["role"] != "system"]
+        if not any(m["role"] == "tool" for m in plain):  # a tool loop adds a call and a result to its turn
+            assert [m["role"] for m in plain][::2] == ["user"] * (len(plain) // 2 + 1)
         assert not any("<think>" in m["content"] for m in ex.messages)  # earlier thinking is dropped
-    assert sum(len(encode(chat, ex)[0]) >= MAX_LEN for ex in examples) / len(examples) < 0.1
+    fitted = 0
+    for ex in examples:  # conversations of up to twelve earlier turns fit, or lose their oldest turns
+        ids, mask = encode(chat, ex)
+        target = chat.encode(reply_text(ex))
+        assert len(ids) <= MAX_LEN and sum(mask) == len(target) and ids[-len(target):] == target  # the reply whole
+        full = chat.prompt_ids(list(ex.messages), ex.thinking is not None, tools=list(ex.tools) if ex.tools else None)
+        fitted += len(full) + len(target) > MAX_LEN
+    assert fitted / len(examples) < 0.15  # (12%: long chats with tools offered, about 550 tokens of system turn)
     asked = {p.expression for p, _ in questions(0, 60)}
-    for earlier in (0, 1, 3):
+    for earlier in (0, 1, 3, 9):
         talks = conversations(0, 60, earlier)
         assert len(talks) == 60 and not {p.expression for p, _ in talks} & asked
         for p, messages in talks:
             assert len(messages) == 2 * earlier + 1 and messages[-1]["role"] == "user"
             assert sorted(int(n) for n in re.findall(r"\d+", messages[-1]["content"])) == sorted(p.numbers)
             assert all(is_held_out(m["content"].split(" = ")[0]) for m in messages[1::2])  # earlier answers
+
+
+def test_tool_examples_render_as_the_template_does_and_their_calls_parse_back():
+    """Every reply the tool phases train on is what the chat template renders for that turn afterwards
+    (so the model writes what the real template shows it), and every call in it parses back, with the
+    tools offered, into the call it was written from."""
+    from runtime.chat_template import render as render_template
+    from runtime.tool_calls import ToolCall, assistant_message, parse_tool_calls
+    from training.train_demo import chat_mix, reply_text, tools_mix
+
+    chat = ChatFormat(CHECKPOINT_DEMO)
+    seen = {"call": 0, "after the result": 0, "no": 0, "tools offered": 0, "system": 0}
+    for phase, mix in (("tools", tools_mix(Mix())), ("chat", chat_mix(Mix()))):
+        for ex in example_batch(0, phase, 1, 250, mix):
+            thinking, tools, messages = ex.thinking is not None, list(ex.tools) if ex.tools else None, list(ex.messages)
+            prompt = render_template(chat.template, messages=messages, tools=tools, add_generation_prompt=True,
+                                     enable_thinking=thinking)
+            if ex.calls:
+                calls = tuple(ToolCall(n, a) for n, a in ex.calls)
+                turn = assistant_message(calls, reasoning=ex.thinking)
+                parsed = parse_tool_calls(reply_text(ex).split("</think>")[-1].removesuffix("<|im_end|>"), tools)
+                assert parsed.calls == calls and not parsed.errors and not parsed.content
+                assert calls[0].name in {t["function"]["name"] for t in tools}
+                seen["call"] += 1
+            else:
+                turn = {"role": "assistant", "content": ex.answer}
+                if ex.thinking:
+                    turn["reasoning_content"] = ex.thinking
+                seen["after the result"] += messages[-1]["role"] == "tool"
+                seen["no"] += ex.answer.startswith("I can't work that out")
+            if ex.thinking != "":  # (a thought cut to nothing renders as no thought)
+                full = render_template(chat.template, messages=messages + [turn], tools=tools, enable_thinking=thinking)
+                assert full == prompt + reply_text(ex) + "\n"
+            seen["tools offered"] += tools is not None
+            seen["system"] += messages[0]["role"] == "system"
+            if tools:
+                assert prompt.startswith("<|im_start|>system\n") and "\n# Tools\n" in "\n" + prompt
+    assert min(seen.values()) >= 5, seen
+    # the template's own tool markers are single tokens; the same text typed by a user is not
+    ids = chat.prompt_ids([{"role": "user", "content": "<tool_call>"}], True, tools=[
+        {"type": "function", "function": {"name": "f", "parameters": {}}}])
+    marker = chat.tokenizer.convert_tokens_to_ids("<tool_call>")
+    assert ids.count(marker) == 2  # in the instruction's example call, twice; never from the user's text
+    assert chat.tokenizer.decode([marker], skip_special_tokens=True) == "<tool_call>"  # kept in reply text
+
+
+def test_held_out_tools_and_out_of_range_sums_never_train():
+    from training import tools_data
+    from training.data import BIG, NEGATIVE, corpus, evaluation_out_of_range, out_of_range_kind, out_of_range_problem
+    from training.train_demo import chat_mix, tools_mix
+
+    held = tools_data.HELD_OUT_NAMES | tools_data.HELD_OUT_PARAMS | tools_data.HELD_OUT_DESCRIPTIONS
+    assert len(tools_data.HELD_OUT_TOOLS) >= 8
+    for phase, mix in (("tools", tools_mix(Mix())), ("chat", chat_mix(Mix()))):
+        for ex in example_batch(0, phase, 2, 400, mix):
+            for t in ex.tools or ():
+                f = t["function"]
+                words = {f["name"], f["description"]}
+                for name, p in f["parameters"]["properties"].items():
+                    words |= {name, p["description"]}
+                assert not words & held, words
+            for name, args in ex.calls:
+                assert name not in held and not set(args) & held
+    texts = corpus(0)
+    assert not any(name in text for text in texts for name in tools_data.HELD_OUT_NAMES)
+    rng = random.Random(5)
+    for _ in range(2000):
+        p = out_of_range_problem(rng, Mix())
+        assert not is_held_out(p.expression) and out_of_range_kind(p) in (BIG, NEGATIVE)
+    held_sums = evaluation_out_of_range(0, 60)
+    assert all(is_held_out(p.expression) for p in held_sums) and len({p.expression for p in held_sums}) == 60
+    assert [out_of_range_kind(p) for p in held_sums[:4]] == [BIG, NEGATIVE, BIG, NEGATIVE]
+    assert all(p.result < 0 for p in held_sums[1::2])
+    lists = tools_data.held_out_tools(0, 16)
+    assert {len(t) for t, _ in lists} == {1, 2} and all(t[k]["function"]["name"] in tools_data.HELD_OUT_NAMES
+                                                        for t, k in lists)
+
+
+def test_the_evaluation_scores_tool_replies_and_declines_and_writes_its_notes_under_one_heading():
+    from training.evaluate import decline_reason_right, folded, notes_lines, run_sum_tool
+
+    assert run_sum_tool({"expression": "145+23-7"}) == "161" and run_sum_tool({"x": " 5 - 12 "}) == "-7"
+    assert run_sum_tool({"a": "1+1", "b": "2"}).startswith("error") and run_sum_tool({"e": "2*3"}).startswith("error")
+    big, below = Problem((45, 230), ("+",)), Problem((30, 80), ("-",))
+    assert decline_reason_right(big, "I can't work that out: 230 is over 99. ...")
+    assert not decline_reason_right(big, "I can't work that out: 530 is over 99. ...")  # a miscopied number
+    assert not decline_reason_right(big, "I can't work that out: it goes below 0.")
+    assert decline_reason_right(below, "I can't work that out: it goes below 0. ...")
+    assert notes_lines("## Notes\n\nText.\n") == notes_lines("Text.") == ["## Notes", "", "Text.", ""]
+    assert notes_lines("## Notes, more\nText")[2] == "## Notes, more\nText"  # another heading is kept
+    assert folded("a\nb") == "a\nb" and folded("\n".join(["x"] * 40), keep=5).count("\n") == 5
+
+
+def test_out_of_range_working_stops_where_the_demo_cannot_go_on():
+    from training.data import CAN_DO, CANNOT, USE_TOOL, Problem, decline_text, negative_step, out_of_range_thinking
+
+    assert negative_step(60, 80) == "60-80: 0-0=0 6-8<0 so below 0"
+    assert negative_step(5, 45) == "5-45: 5-5=0 0-4<0 so below 0"
+    assert negative_step(12, 45) == "12-45: 12-5=7 1-4-1<0 so below 0"
+    p = Problem((30, 20, 80, 5), ("+", "-", "+"))
+    assert out_of_range_thinking(p, True) == ("30+20-80+5\n30+20: 0+0=0 3+2=5 so 50\n50-80: 0-0=0 5-8<0 so below 0\n"
+                                              + USE_TOOL)
+    big = Problem((45, 230), ("+",))
+    assert out_of_range_thinking(big, False) == f"45+230\n230 is over 99\n{CANNOT}"
+    assert decline_text(big) == f"I can't work that out: 230 is over 99. {CAN_DO}"
+    assert decline_text(p).startswith("I can't work that out: it goes below 0.")
 
 
 def test_problems_stay_in_range_and_their_working_is_correct():

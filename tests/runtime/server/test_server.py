@@ -157,7 +157,8 @@ def test_reasoning_effort_changes_who_thinks_and_for_how_long(server, how):
 def test_the_depth_table_has_every_stop_the_efforts_name():
     names = {row["name"] for row in load_table()}
     assert set(effort_levels().values()) <= names
-    assert set(effort_levels()) == {"none", "low", "medium", "high", "auto"}  # the names clients send
+    # the names clients send (OpenAI's minimal and xhigh, Ollama's and others' max)
+    assert set(effort_levels()) == {"none", "minimal", "low", "medium", "high", "xhigh", "max", "auto"}
 
 
 def test_auto_effort_and_no_effort(server, engine):
@@ -236,16 +237,16 @@ def test_max_tokens_ends_with_length(server):
     ({"temperature": 3}, "temperature"),
     ({"top_p": 0}, "top_p"),
     ({"reasoning_effort": "extreme"}, "reasoning_effort"),
-    ({"extra_body": {"reasoning": {"effort": "minimal"}}}, "reasoning.effort"),
+    ({"extra_body": {"reasoning": {"effort": "ultra"}}}, "reasoning.effort"),
     ({"max_tokens": 10 ** 6}, "max_tokens"),
     ({"max_tokens": 0}, "max_tokens"),
     ({"seed": "x"}, "seed"),
     ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
     ({"n": 2}, "n"),
     ({"stream_options": {"include_usage": True}}, "stream_options"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f g", "parameters": {}}}]}, "tools[0].function.name"),
     ({"messages": []}, "messages"),
-    ({"messages": [{"role": "tool", "content": "x", "tool_call_id": "1"}]}, "messages[0].role"),
+    ({"messages": [{"role": "tool", "content": "x", "tool_call_id": "1"}]}, "messages[0]"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
      "messages[0].content[0]"),
     ({"extra_body": {"elastic": {"think_submodel": "9B"}}}, "elastic.think_submodel"),
@@ -276,7 +277,8 @@ def test_unknown_model_404_bad_json_400_big_body_413(server):
     url = server.address + "/chat/completions"
     r = requests.post(url, data=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
-    r = requests.post(url, data=b'{"x": "' + b"a" * (5 * 1024 * 1024) + b'"}')
+    r = requests.post(url, data=b'{"x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
+                      headers={"content-type": "application/json"})
     assert r.status_code == 413 and "error" in r.json()
     r = requests.get(server.address.replace("/v1", "/v2/anything"))
     assert r.status_code == 404 and r.json()["error"]["message"]
@@ -518,7 +520,8 @@ def test_a_big_body_without_a_length_is_refused_too(server):
         for _ in range(5 * 1024):
             yield b"a" * 1024
 
-    r = requests.post(server.address + "/chat/completions", data=chunks())  # chunked: no Content-Length
+    r = requests.post(server.address + "/chat/completions", data=chunks(),  # chunked: no Content-Length
+                      headers={"content-type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
 
 

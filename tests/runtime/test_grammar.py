@@ -1,0 +1,160 @@
+"""runtime/grammar.py: constrained answers on the tiny random checkpoint. Whatever the model would say,
+a forced call parses and validates against its tool's schema, and a json_schema answer validates
+(jsonschema is the outside judge); the thinking is never constrained; bad schemas are refused by name."""
+
+import json
+
+import jsonschema
+import pytest
+import torch
+
+from runtime.engine import Engine
+from runtime.generate import ChatRequest, chat
+from runtime.grammar import GrammarError, answer_grammar, check_grammar, response_format_schema
+from runtime.sampling import SamplingSettings
+from runtime.tool_calls import convert_value
+from tests.engine_support import HELLO
+
+CALC = {"type": "function", "function": {"name": "calc", "description": "Adds.", "parameters": {
+    "type": "object", "properties": {
+        "expression": {"type": "string", "maxLength": 16},
+        "digits": {"type": "integer", "minimum": 0, "maximum": 12},
+        "mode": {"enum": ["fast", "exact"]},
+        "weights": {"type": "array", "items": {"type": "integer"}, "maxItems": 3},
+        "note": {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 9}, {"type": "null"}]}},
+    "required": ["expression", "mode"]}}}
+WEATHER = {"type": "function", "function": {"name": "weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "metric": {"type": "boolean"}},
+    "required": ["city", "metric"]}}}
+TOOLS = (CALC, WEATHER)
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+ANSWER = {"type": "object", "properties": {
+    "answer": {"type": "integer", "minimum": -999, "maximum": 999},
+    "unit": {"type": "string", "enum": ["m", "s"]},
+    "ok": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2}},
+    "required": ["answer", "unit", "ok"], "additionalProperties": False}
+
+
+@pytest.fixture(scope="module")
+def engine(checkpoints):
+    return Engine.load(checkpoints["hybrid"], max_context=2048)
+
+
+def ask(engine, seed, thinking=False, **kw):
+    return chat(engine, ChatRequest(HELLO, "small" if thinking else None, "full", thinking_budget=12 if thinking else 0,
+                                    max_new_tokens=kw.pop("max_new_tokens", 320),
+                                    sampling=SamplingSettings(temperature=1.0, seed=seed), **kw))
+
+
+@pytest.mark.parametrize("seed,name,parallel,thinking", [
+    (0, None, False, False), pytest.param(1, "weather", True, False, marks=pytest.mark.slow),
+    pytest.param(2, "calc", False, True, marks=pytest.mark.slow),
+    pytest.param(3, None, True, True, marks=pytest.mark.slow)])
+def test_forced_calls_always_validate(engine, seed, name, parallel, thinking):
+    done = ask(engine, seed, thinking, tools=TOOLS, tool_choice="required", tool_name=name,
+               parallel_tool_calls=parallel)
+    assert done.finish_reason == "tool_calls", (done.finish_reason, done.error, done.invalid_tool_calls)
+    assert not done.invalid_tool_calls and done.answer_text.strip() == ""
+    assert done.tool_calls and (parallel or len(done.tool_calls) == 1)
+    for call in done.tool_calls:
+        assert name is None or call.name == name
+        jsonschema.validate(call.arguments, SCHEMAS[call.name])
+    if thinking:
+        assert done.thinking_tokens > 0 and done.think_submodel == "small"
+
+
+@pytest.mark.parametrize("seed,thinking", [(0, False), pytest.param(1, True, marks=pytest.mark.slow),
+                                           pytest.param(2, False, marks=pytest.mark.slow)])
+def test_json_schema_answers_validate(engine, seed, thinking):
+    schema = response_format_schema({"type": "json_schema", "json_schema": {"name": "a", "schema": ANSWER,
+                                                                            "strict": True}})
+    done = ask(engine, seed, thinking, response_format=schema)
+    assert done.finish_reason == "end_of_turn", (done.finish_reason, done.error)
+    jsonschema.validate(json.loads(done.answer_text), ANSWER)
+
+
+def test_the_thinking_is_free(engine):
+    """A thought spelled by a processor (text no JSON grammar allows) stays as it was; the answer is JSON."""
+    thought = engine.chat.encode("no json here, only <words>!")
+    prompt = len(engine.chat.prompt_ids(list(HELLO), True))
+
+    def spell(context, logits):
+        i = len(context) - prompt
+        if i < len(thought):
+            logits = torch.full_like(logits, float("-inf"))
+            logits[..., thought[i]] = 0
+        elif i == len(thought):
+            logits = torch.full_like(logits, float("-inf"))
+            logits[..., engine.chat.special.think_end] = 0
+        return logits
+
+    done = chat(engine, ChatRequest(HELLO, "full", "full", max_new_tokens=160, sampling=SamplingSettings(1.0, seed=5),
+                                    response_format=ANSWER, logits_processors=(spell,)))
+    assert done.thinking_text == "no json here, only <words>!" and done.thinking_end == "model"
+    jsonschema.validate(json.loads(done.answer_text), ANSWER)
+    assert response_format_schema({"type": "json_object"}) == {"type": "object"}
+
+
+@pytest.mark.slow
+def test_a_json_answer_or_a_call_when_both_are_allowed(engine):
+    for seed in range(2):
+        done = ask(engine, seed, tools=(WEATHER,), response_format=ANSWER)
+        if done.tool_calls:
+            jsonschema.validate(done.tool_calls[0].arguments, SCHEMAS["weather"])
+        else:
+            jsonschema.validate(json.loads(done.answer_text), ANSWER)
+
+
+def test_values_convert_as_their_schema_says():
+    union = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+    assert convert_value("7", union) == 7 and convert_value("null", union) is None
+
+
+def tool(parameters):
+    return ({"type": "function", "function": {"name": "t", "parameters": parameters}},)
+
+
+@pytest.mark.parametrize("parameters,param,words", [
+    ({"type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}},
+     "tools[0].function.parameters.properties.a.uniqueItems", "'uniqueItems' is not supported"),
+    ({"type": "object", "properties": {"a": {"type": "string", "pattern": "^x$"}}},
+     "tools[0].function.parameters.properties.a.pattern", "text parameter"),
+    ({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}},
+     "tools[0].function.parameters.properties.a.$ref", "cannot be a $ref"),
+    ({"type": "object", "properties": {}, "required": ["a"]}, "tools[0].function.parameters.required",
+     "not among the properties"),
+    ({"type": "object", "properties": {"a": {"enum": [1, 2]}}}, "tools[0].function.parameters.properties.a",
+     "declare the parameter's type"),
+    ({"type": "array"}, "tools[0].function.parameters.type", "must be an object schema"),
+    ({"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}},
+     "tools[0].function.parameters.properties.a.$ref", "inside the schema"),
+])
+def test_bad_tool_schemas_are_refused_by_name(parameters, param, words):
+    with pytest.raises(GrammarError) as e:
+        answer_grammar(None, tool(parameters), "required")
+    assert e.value.param == param and words in e.value.message
+
+
+def test_schemas_are_bounded():
+    deep = {"type": "object"}
+    for _ in range(40):
+        deep = {"type": "object", "properties": {"x": deep}}
+    with pytest.raises(GrammarError, match="nests deeper than 32"):
+        response_format_schema({"type": "json_schema", "json_schema": {"name": "d", "schema": deep}})
+    big = {"type": "object", "properties": {f"p{i}": {"type": "string", "description": "x" * 100} for i in range(800)}}
+    with pytest.raises(GrammarError, match="at most 65,536"):
+        response_format_schema({"type": "json_schema", "json_schema": {"name": "b", "schema": big}})
+    for bad, words in (({"type": "xml"}, "must be text, json_object or json_schema"),
+                       ({"type": "json_schema"}, "must be an object with name and schema"),
+                       ("json", "must be an object")):
+        with pytest.raises(GrammarError, match=words):
+            response_format_schema(bad)
+    assert response_format_schema({"type": "text"}) is None
+
+
+def test_grammars_compile():
+    for grammar in (answer_grammar(None, TOOLS, "required"),
+                    answer_grammar(None, TOOLS, "auto", response_format=ANSWER),
+                    answer_grammar(None, TOOLS, "required", "calc", parallel=False)):
+        check_grammar(grammar)
+    assert answer_grammar(None, TOOLS, "auto") is None and answer_grammar(None, TOOLS, "none") is None
