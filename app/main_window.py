@@ -329,10 +329,11 @@ class MainWindow(QMainWindow):
     def _load_initial(self, checkpoint: str | None) -> str:
         """Loads the model asked for, the remembered one, or the demo; returns a notice for the banner."""
         from runtime.store.catalog import load_catalog
+        from runtime.store.remote_sources import is_spec  # a server added in the model manager
 
         demo = next(v.path for v in load_catalog().variants if v.bundled)
         folder = checkpoint or self.settings.active_model
-        if folder and not (Path(folder) / "config.json").exists():
+        if folder and not is_spec(folder) and not (Path(folder) / "config.json").exists():
             self.show_error(f"The model folder {folder} is gone; the offline demo is loaded instead. "
                             "Pick another model in the model manager.")
             folder = ""

@@ -31,8 +31,8 @@ from .workers import DownloadWorker, TaskRunner, start_in_thread, stop_thread
 
 log = logging.getLogger(__name__)
 
-ACTIONS = ("Download", "Pause", "Resume", "Cancel", "Verify", "Verify nesting…", "Delete", "Import folder…", "Use",
-           "Refresh")
+ACTIONS = ("Download", "Pause", "Resume", "Cancel", "Verify", "Verify nesting…", "Delete", "Import folder…",
+           "Add server…", "Use", "Refresh")
 FINAL_WORDS = {"done": "Download complete and verified.",
                "paused": "Paused. Resume continues where it stopped, even after a restart.",
                "cancelled": "Cancelled; the partial files were removed."}
@@ -52,6 +52,7 @@ class ModelRow:
     status: str  # "not downloaded", "ready", "active", "downloading 40%", a problem…
     resident: str = ""  # the submodel to load ("" = the largest that fits)
     slices: tuple[str, ...] = ()  # the catalog's published slices (hub repo ids) for its family
+    remote: str = ""  # an OpenAI-compatible server's model: its spec (runtime/store/remote_sources.py)
 
     @property
     def on_disk(self) -> bool:
@@ -142,7 +143,11 @@ def verdict_text(v) -> str:
 def actions(row: ModelRow | None, downloading: bool, checking: bool = False) -> dict[str, bool]:
     """Which buttons make sense for `row` (None: nothing selected); `checking`: a nesting check runs."""
     if row is None:
-        return {name: name in ("Import folder…", "Refresh") for name in ACTIONS}
+        return {name: name in ("Import folder…", "Add server…", "Refresh") for name in ACTIONS}
+    if row.remote:  # a server's model: use it, or forget it ("Delete" removes the entry, never a file)
+        return {name: name in ("Import folder…", "Add server…", "Refresh", "Delete")
+                or (name == "Use" and row.status != "active")
+                for name in ACTIONS}
     can_get = row.repo is not None and row.status not in ("ready", "active") and not downloading
     usable = row.on_disk and row.status in ("ready", "active") and (
         any(f.verdict != "does not fit" for f in row.fits) or not row.fits)
@@ -158,6 +163,7 @@ def actions(row: ModelRow | None, downloading: bool, checking: bool = False) -> 
         "Delete": row.on_disk and not downloading and row.local_name not in (None, "demo"),
         "Use": usable and row.status != "active",  # the active model is already in use
         "Import folder…": True,
+        "Add server…": True,
         "Refresh": True,
     }
 
@@ -171,6 +177,7 @@ def gather(probe_file: str | None, context: int):
     from runtime.store.model_store import list_models
     from runtime.store.nesting.slice_check import catalog_slices
     from runtime.store.planner import checkpoint_sizing, make_plan, plan_checkpoint
+    from runtime.store.remote_sources import load_sources
 
     hw = load_probe(probe_file) if probe_file else probe(models_dir())
     catalog = load_catalog()
@@ -187,11 +194,16 @@ def gather(probe_file: str | None, context: int):
                 slices[m.name] = tuple(s.repo for s in catalog_slices(m.path, catalog))
         except ElasticError as e:  # a damaged folder: its row says why, the rest still show
             log.info("cannot plan %s: %s", m.path, e)
-    return hw, catalog, make_plan(hw, catalog, context, local), models, imported, slices
+    try:
+        remotes = tuple(load_sources())
+    except ElasticError as e:  # a damaged servers file: its line in the log, the rest still show
+        log.warning("%s", e)
+        remotes = ()
+    return hw, catalog, make_plan(hw, catalog, context, local), models, imported, slices, remotes
 
 
 def build_rows(catalog, plan, models, imported: dict, active: str, status_of_download,
-               slices: dict | None = None) -> list[ModelRow]:
+               slices: dict | None = None, remotes=()) -> list[ModelRow]:
     """The dialog's rows: every catalog variant, then imported folders (planned from their own files);
     `slices`: an imported folder's name -> the catalog's slices for the family it is a copy of."""
     by_repo = {m.repo: m for m in models if m.repo}
@@ -216,7 +228,24 @@ def build_rows(catalog, plan, models, imported: dict, active: str, status_of_dow
         rows.append(ModelRow(m.name, f"{m.name} (imported)", m.format, size_text(m.size_bytes),
                              vp.compute_path if vp else "", tuple(vp.submodels) if vp else (), None, m.path, m.name,
                              _status(m, active), resident, (slices or {}).get(m.name, ())))
-    return rows
+    return rows + remote_rows(remotes, active)
+
+
+def remote_rows(remotes, active: str) -> list[ModelRow]:
+    """One row per server model the user added (probed when used, not at each refresh)."""
+    key_words = {"keyring": "key in the system keyring", "file": "key in remote_servers.json", "": "no key"}
+    return [ModelRow(r.spec, f"{r.model} on {r.address}", "server", "–",
+                     f"OpenAI-compatible server, {key_words[r.key_store]}", (), None, None, None,
+                     "active" if r.spec == active else "ready", remote=r.spec) for r in remotes]
+
+
+def probe_server(url: str, api_key: str | None) -> list[str]:
+    """Worker thread: the model ids a server lists (runtime/remote), checked."""
+    from runtime.remote.client import RemoteServer
+    from runtime.remote.engine import list_models
+    from runtime.remote.models import choices
+
+    return choices(list_models(RemoteServer(url, api_key or None)))
 
 
 def _same_folder(a, b) -> bool:
@@ -289,8 +318,8 @@ class ModelsController(QObject):
     def _rebuild(self) -> None:
         if self._parts is None:
             return
-        hw, catalog, plan, models, imported, slices = self._parts
-        rows = build_rows(catalog, plan, models, imported, self.active, self._download_status, slices)
+        hw, catalog, plan, models, imported, slices, remotes = self._parts
+        rows = build_rows(catalog, plan, models, imported, self.active, self._download_status, slices, remotes)
         why = plan.default_reason
         if hw.gpu is None:  # the planner's line brackets the no-GPU reason, which may hold brackets itself
             why = "Without an NVIDIA GPU the bundled demo model runs on the CPU."
@@ -392,10 +421,26 @@ class ModelsController(QObject):
     def delete(self, key: str) -> None:
         """Deletes a downloaded model or forgets an imported one; the dialog has asked the user."""
         from runtime.store.model_store import delete
+        from runtime.store.remote_sources import remove_source
 
         r = self.row(key)
-        if r and r.local_name and key not in self.downloads:
+        if r and r.remote and r.status != "active":
+            self.tasks.run(remove_source, (r.remote,), self._changed, self._task_failed)
+        elif r and r.local_name and key not in self.downloads:
             self.tasks.run(delete, (r.local_name,), self._changed, self._task_failed)
+
+    def probe_server(self, url: str, api_key: str | None, on_done, on_failed) -> None:
+        """Lists a server's models in a worker thread: `on_done(ids)` or `on_failed(line)`, on the GUI thread."""
+        self.tasks.run(probe_server, (url, api_key), on_done, on_failed)
+
+    def add_server(self, url: str, model: str, api_key: str | None) -> None:
+        """Adds a server's model as a source (its key to the keyring where there is one) and lists it."""
+        from runtime.store.remote_sources import add_source
+
+        def added(source) -> None:
+            self._changed(f"Added {source.model} on {source.address}.")
+
+        self.tasks.run(add_source, (url, model, api_key), added, self._task_failed)
 
     def import_folder(self, folder) -> None:
         from runtime.store.model_store import import_folder
@@ -417,8 +462,9 @@ class ModelsController(QObject):
         r = self.row(key)
         if r is None or not actions(r, key in self.downloads)["Use"]:
             return
-        self.set_active(str(r.folder))
-        self.sig_use.emit(str(r.folder), r.resident)
+        where = r.remote or str(r.folder)  # a server's spec travels where a folder does
+        self.set_active(where)
+        self.sig_use.emit(where, r.resident)
 
     # ------------------------------------------------------------------ nesting
 

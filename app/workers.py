@@ -75,6 +75,7 @@ class EngineWorker(QObject):
         super().__init__()
         self.load_record = load_record
         self.engine = None
+        self.remote = None  # a runtime.remote RemoteEngine instead of a local engine (it has no weights here)
         self.queue = EngineQueue()  # the one line for the engine: chat replies, server requests, loads
         self.max_context = max_context
         self.probe_file = probe_file
@@ -96,18 +97,44 @@ class EngineWorker(QObject):
         """Plans once (here, off the GUI thread), loads, then warms the engine up with a tiny reply.
         The whole of it holds the engine queue alone: every reply in flight or waiting (the server's
         too) is stopped first, and server requests meanwhile get 503 (then wait during the warm-up)."""
+        from runtime.store.remote_sources import is_spec
+
         self.cancel_requested.clear()
-        record = self.load_record if not is_demo else None
+        record = self.load_record if not (is_demo or is_spec(folder)) else None
         if record is not None:
             record.begin(folder)
         error = ""
         try:
-            with self.queue.exclusive(f"the model {Path(folder).name} is loading"):
+            with self.queue.exclusive(f"the model {folder if is_spec(folder) else Path(folder).name} is loading"):
                 self._release()
-                error = self._load(folder, resident, is_demo)
+                if is_spec(folder):
+                    self._connect(folder)
+                else:
+                    error = self._load(folder, resident, is_demo)
         finally:  # a crash (a segfault) never gets here: the record then says it was loading
             if record is not None:
                 record.end(folder, error)
+
+    def _connect(self, spec: str) -> None:
+        """A model on an OpenAI-compatible server (runtime/store/remote_sources.py's spec): probed with
+        /v1/models here, off the GUI thread. The app's own server has no model meanwhile (503)."""
+        from runtime.errors import ElasticError
+        from runtime.remote.client import RemoteServer
+        from runtime.remote.engine import RemoteEngine
+        from runtime.store.remote_sources import parse_spec, read_key
+
+        try:
+            url, model = parse_spec(spec)
+            self.remote = RemoteEngine.connect(RemoteServer(url, read_key(url)), model, self.cancel_requested.is_set)
+        except ElasticError as e:
+            self.queue.set_failed(str(e))
+            self.sig_load_failed.emit(str(e))
+            return
+        self.queue.set_engine(None)  # the app's own server answers 503: it has no model on this PC
+        r = self.remote
+        subs = tuple(r.submodels_by_size())
+        self.sig_loaded.emit(LoadedModel(spec, f"{model} on {r.server.address}", r.status(), tuple(r.depth_levels()),
+                                         subs, subs, False, (), r.default_depth(), r.thinking_ceiling))
 
     def _load(self, folder: str, resident: str, is_demo: bool) -> str:
         """Loads and warms up; returns why the load failed ("" when it did not, or was cancelled)."""
@@ -202,6 +229,7 @@ class EngineWorker(QObject):
     def unload(self) -> None:
         """Drops the engine and frees its memory (the GPU's too), once no reply runs on it: replies in
         flight or waiting (the server's too) are stopped, and this waits for the engine to be free."""
+        self.remote = None
         if self.engine is None:
             return
         with self.queue.exclusive("the model is being unloaded"):
@@ -210,6 +238,7 @@ class EngineWorker(QObject):
 
     def _release(self) -> None:
         """Frees the engine; only while holding the queue alone (inside `queue.exclusive`)."""
+        self.remote = None
         if self.engine is None:
             return
         self.engine.release()
@@ -229,8 +258,10 @@ class EngineWorker(QObject):
         waits ends it at once, with nothing generated; with no model loaded it ends with an error)."""
         from runtime.engine_queue import stream_in_turn
 
-        try:
-            for event in stream_in_turn(self.queue, request, controls, "chat"):
+        try:  # a remote reply needs no turn here: the server keeps its own line
+            events = self.remote.stream(request, controls) if self.remote is not None else \
+                stream_in_turn(self.queue, request, controls, "chat")
+            for event in events:
                 self.sig_event.emit(request_id, event)
         except BaseException as e:  # bad request values, a native panic: the reply fails, the app does not
             if not _caught(e):

@@ -121,7 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
 
     p = sub.add_parser("generate", help="stream a chat reply")
-    p.add_argument("--checkpoint", required=True)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--checkpoint")
+    where.add_argument("--remote", metavar="URL", help="an OpenAI-compatible server instead, e.g. http://gpu-box:8000/v1")
+    p.add_argument("--api-key", help="with --remote: the server's key (sent as 'Authorization: Bearer KEY')")
+    p.add_argument("--model", help="with --remote: the model id, as the server's /v1/models lists it")
     p.add_argument("--prompt", required=True)
     p.add_argument("--submodel", help="think and answer on this submodel")
     *names, last = level_names()
@@ -230,9 +234,18 @@ def _generate(args) -> int:
     from .store.planner import check_cpu_fit
     from .store.submodel_tables import folder_table
 
-    tools = _read_tools(args.tools) if args.tools else None  # before the load: a bad file fails fast
-    engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                         table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit)
+    tools, strict = _read_tools(args.tools) if args.tools else (None, False)  # before the load: fail fast
+    if args.remote:
+        engine = _remote_engine(args)
+        stream = engine.stream
+    else:
+        if args.model or args.api_key:
+            raise UsageError("--model and --api-key go with --remote; a local checkpoint is chosen by --checkpoint")
+        engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
+                             table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit)
+
+        def stream(request):
+            return stream_chat(engine, request)
     parent = engine.submodels_by_size()[-1]
     think, answer, budget, escalation = args.submodel or parent, args.submodel or parent, None, None
     if args.depth:
@@ -248,9 +261,9 @@ def _generate(args) -> int:
         [{"role": "user", "content": args.prompt}]
     request = ChatRequest(tuple(messages), think, answer, budget, args.max_new_tokens,
                           SamplingSettings(args.temperature, args.top_p, args.top_k, args.min_p, args.seed),
-                          transplant=args.transplant, escalation=escalation, tools=tools)
+                          transplant=args.transplant, escalation=escalation, tools=tools, strict_tools=strict)
     printer = _JsonPrinter() if args.json else _TextPrinter()
-    for event in stream_chat(engine, request):
+    for event in stream(request):
         if isinstance(event, Token):
             printer.token(event)
         elif isinstance(event, Switch):
@@ -266,19 +279,41 @@ def _generate(args) -> int:
 MAX_TOOLS_FILE = 4 << 20
 
 
-def _read_tools(path: str) -> tuple[dict, ...]:
-    """The --tools file: a JSON list of OpenAI-style tools, checked as a request's are."""
+def _read_tools(path: str) -> tuple[tuple[dict, ...], bool]:
+    """The --tools file: a JSON list of OpenAI-style tools, checked as a request's are (and its
+    schemas too when a tool is `strict`); the tools and whether any is strict."""
+    from .grammar import GrammarError, answer_grammar, check_grammar
     from .json_file import JsonFileError, read_json_file
-    from .tool_calls import ToolSpecError, check_tools
+    from .tool_calls import ToolSpecError, check_tools, strict_tools
 
     try:
-        return check_tools(read_json_file(path, MAX_TOOLS_FILE, kind=list))
+        raw = read_json_file(path, MAX_TOOLS_FILE, kind=list)
+        tools, strict = check_tools(raw), strict_tools(raw)
+        check_grammar(answer_grammar(None, tools, strict=strict))
+        return tools, strict
+    except GrammarError as e:
+        raise UsageError(f"--tools {printable(path)}: {e}") from None
     except FileNotFoundError:
         raise UsageError(f"--tools {printable(path)}: no such file") from None
     except JsonFileError as e:
         raise UsageError(f"--tools {printable(path)}: {e}; give a JSON list of tools") from None
     except ToolSpecError as e:
         raise UsageError(f"--tools {printable(path)}: {e}") from None
+def _remote_engine(args):
+    """The `--remote` server's model (probed with /v1/models), held like a local engine."""
+    from .remote.client import RemoteServer
+    from .remote.engine import RemoteEngine, list_models
+    from .remote.models import choices
+
+    if args.transplant:
+        raise UsageError("--transplant works on a local checkpoint only (a remote server re-prefills)")
+    if args.tools:
+        raise UsageError("--tools works on a local checkpoint only for now (the remote client does not pass tools)")
+    server = RemoteServer(args.remote, args.api_key)
+    if not args.model:
+        ids = ", ".join(printable(i) for i in choices(list_models(server))[:12])
+        raise UsageError(f"--remote needs --model: the server at {server.address} has {ids}")
+    return RemoteEngine.connect(server, args.model)
 
 
 def stderr_progress(every_s: float = 1.0):

@@ -38,10 +38,11 @@ class DepthLevel:
     missing: str | None = None  # the thinking submodel, when it is not in memory (the stop is unavailable)
     estimated: bool = False  # the thinking submodel's widths are the catalog's estimate (checkpoint/submodel_table.py)
     escalation: Escalation | None = None  # an Auto stop: where the thought may climb, and when
+    unavailable: str | None = None  # why the stop cannot run, when not for a missing submodel (a remote server's limit)
 
     @property
     def available(self) -> bool:
-        return self.missing is None
+        return self.missing is None and self.unavailable is None
 
 
 def _read(path: Path) -> dict:
@@ -176,6 +177,8 @@ def level_for_effort(stops: list[DepthLevel], effort: str) -> DepthLevel | None:
 def find_level(stops: list[DepthLevel], name: str) -> DepthLevel:
     for stop in stops:
         if stop.name.lower() == name.lower():
+            if stop.unavailable:
+                raise UsageError(f"depth {stop.name} cannot run here: {stop.unavailable}; choose another depth")
             if not stop.available:
                 raise UsageError(f"depth {stop.name} needs submodel {stop.missing}, which is not in memory "
                                  "(it does not fit this device); choose a lower depth")

@@ -49,7 +49,7 @@ from .events import (
     Token,
     ToolCall,
 )
-from .grammar import Constraint, answer_grammar, call_room, check_grammar
+from .grammar import Constraint, answer_grammar, check_grammar, largest_call
 from .native import describe, is_panic
 from .options import MAX_NEW_TOKENS
 from .sampling import DeviceSampler, SamplingSettings
@@ -84,6 +84,7 @@ class ChatRequest:
     tool_choice: str = "auto"  # TOOL_CHOICES: "none" offers no tool; "required" forces a call (grammar.py)
     tool_name: str | None = None  # the one tool a forced call must call (tool_choice "required")
     parallel_tool_calls: bool = True  # False: the reply ends at its first valid call
+    strict_tools: bool = False  # OpenAI's `strict`: with tool_choice "auto", calls are constrained too
     # The JSON schema the answer must follow (grammar.response_format_schema); None: free text
     response_format: dict | None = None
     # A raw prompt (the server's /v1/completions): encoded as plain text instead of the messages in the
@@ -222,7 +223,7 @@ class _Reply:
     def _grammar(self, room: int) -> str | None:
         r = self.req
         return answer_grammar(self.chat, self.tools, r.tool_choice, r.tool_name, r.parallel_tool_calls,
-                              r.response_format, room)
+                              r.response_format, room, r.strict_tools)
 
     def _constrain(self) -> None:
         """The answer starts here: from its first token, it follows the grammar (if any), whose text
@@ -230,7 +231,7 @@ class _Reply:
         if not self.constrained:
             return
         room = self.max_new - self.counts[THINKING] - self.counts[ANSWER]
-        self.call_room = call_room(room, self.req.parallel_tool_calls)
+        self.call_size = largest_call(self.tools, self.req.tool_name, self.req.parallel_tool_calls, room)
         self.constraint = Constraint(self.chat, self._grammar(room), self.engine.model.config.vocab_size,
                                      self.engine.model.device)
         self.constraint.start(len(self.context))
@@ -483,7 +484,7 @@ class _Reply:
                 self.calls.append(event)
                 room = self.max_new - self.counts[THINKING] - self.counts[ANSWER]
                 one_only = not self.req.parallel_tool_calls
-                if self.finish is None and (one_only or (self.constraint is not None and room < self.call_room)):
+                if self.finish is None and (one_only or (self.constraint is not None and room < self.call_size)):
                     self.finish = TOOL_CALLS  # (constrained: another call might not finish in the room left)
             yield event
 

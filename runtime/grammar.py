@@ -17,7 +17,7 @@ Two kinds of grammar, one Lark text each:
   `<parameter=P>\\nVALUE\\n</parameter>\\n` per parameter (the schema's required ones always, in
   its order), each VALUE of its schema's type: text for a string (never holding `</parameter>` or
   `</tool_call>`, and short enough that a call's text values all fit in its share of the `room`
-  the answer has left (`call_room`), so a forced call ends before the reply's token limit unless
+  the answer has left (`call_room`, `largest_call`), so a forced call ends before the reply's token limit unless
   its JSON values run long),
   JSON for anything else (llguidance's JSON-schema compiler, written as `json.dumps` writes it,
   an unbounded integer within JSON's safe range);
@@ -42,7 +42,7 @@ from .tool_calls import CALL_CLOSE, CALL_OPEN, format_tool_call, tool_schemas
 
 MAX_SCHEMA_BYTES = 64 << 10  # one schema, as JSON
 MAX_SCHEMA_DEPTH = 32
-JSON_VALUE_TOKENS = 16  # what a JSON parameter's value is expected to take (its schema bounds it, or not)
+JSON_VALUE_TOKENS = 16  # what a JSON value its schema does not bound is expected to take
 SAFE_INT = 2 ** 53 - 1  # JSON's safe integer range: an integer with no bounds gets these (bounded digits)
 JSON_STYLE = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}  # as json.dumps
 # Keywords the grammar honours (llguidance's JSON compiler implements them) or that only annotate.
@@ -55,6 +55,8 @@ KEYWORDS = ANNOTATIONS | {
 SCHEMA_MAPS = ("properties", "$defs", "definitions")  # keywords whose values map names to schemas
 SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 SCHEMA_VALUES = ("items", "additionalProperties")
+# Free text that cannot open a call (a strict call must go through the grammar's call rules).
+FREE_TEXT = "/(?s:.+)/ & ~/(?s:.*(<tool_call>|<function=).*)/"
 # A text parameter is written raw (not as a JSON string): these keywords cannot apply to it.
 RAW_TEXT_REFUSED = ("pattern", "format")
 
@@ -153,19 +155,23 @@ def check_grammar(grammar: str | None) -> None:
 
 
 def answer_grammar(chat, tools=None, tool_choice: str = "auto", tool_name: str | None = None, parallel: bool = True,
-                   response_format: dict | None = None, room: int = 4096) -> str | None:
+                   response_format: dict | None = None, room: int = 4096, strict: bool = False) -> str | None:
     """The Lark grammar the answer must follow, or None when it is free. `response_format` is a JSON
     schema (response_format_schema's); `tools` are checked ones (tool_calls.check_tools); `room`: the
-    tokens the answer may still use. With no `chat`, a grammar to check only (never to run)."""
-    forced = tool_choice == "required" and tools
+    tokens the answer may still use; `strict` (OpenAI's per-function `strict`): with `tool_choice`
+    auto, the answer is free text or calls that validate. With no `chat`, a grammar to check only."""
+    offered = bool(tools) and tool_choice != "none"
+    forced = offered and tool_choice == "required"
+    if not (forced or response_format is not None or (offered and strict)):
+        return None  # free: the tools' schemas only convert the values of the calls the parser reads
     calls = None
-    if tools and tool_choice != "none":
-        offered = [t for t in tools if _name(t) == tool_name] if tool_name else list(tools)
-        calls = _calls_rules(chat, offered, parallel, call_room(room, parallel))
+    if offered:
+        chosen = [t for t in tools if _name(t) == tool_name] if tool_name else list(tools)
+        calls = _calls_rules(chat, chosen, parallel, call_room(room, parallel))
     if forced:
         return "start: LEAD calls\n" + calls
-    if response_format is None:
-        return None
+    if response_format is None:  # strict: text, or text and then calls (as the template teaches)
+        return f"start: FREE | FREE? LEAD calls\nFREE: {FREE_TEXT}\n" + calls
     body = _json(response_format)
     if calls:  # a JSON answer, or a call
         return f"start: answer | LEAD calls\nanswer: {body}\n" + calls
@@ -177,10 +183,37 @@ def _name(tool: dict) -> str:
 
 
 def call_room(room: int, parallel: bool) -> int:
-    """The tokens one constrained call may take: all the answer's room, or half of it when calls may
-    follow one another (the decode loop ends the reply when the room left is less: a call that
-    could not finish is never begun)."""
+    """The tokens one constrained call is sized for: all the answer's room, or half of it when calls
+    may follow one another."""
     return room // 2 if parallel else room
+
+
+def largest_call(tools, tool_name: str | None, parallel: bool, room: int) -> int:
+    """The most tokens a constrained call of these tools can take (in bytes, which bound tokens): the
+    decode loop ends a reply after a call when less room is left, so a call that could not finish is
+    never begun."""
+    share, sizes = call_room(room, parallel), [0]
+    for tool in tools or ():
+        name = _name(tool)
+        if tool_name and name != tool_name:
+            continue
+        params = _parameters(tool["function"].get("parameters") or {}, "tools")
+        texts = sum(1 for _, prop, _ in params if _is_text(prop))
+        sizes.append(len(_skeleton(name, params).encode()) + _json_values(params)
+                     + texts * _value_tokens(name, params, share))
+    return max(sizes)
+
+
+def _is_text(prop: dict) -> bool:
+    return "string" in _types(prop) or not _types(prop)
+
+
+def _skeleton(name: str, params: list) -> str:
+    return format_tool_call(name, {key: "" for key, _, _ in params}) + "\n\n"
+
+
+def _json_values(params: list) -> int:
+    return sum(_json_bytes(prop) or JSON_VALUE_TOKENS for _, prop, _ in params if not _is_text(prop))
 
 
 def _calls_rules(chat, tools: list[dict], parallel: bool, room: int) -> str:
@@ -192,7 +225,7 @@ def _calls_rules(chat, tools: list[dict], parallel: bool, room: int) -> str:
     for i, (name, schema) in enumerate(schemas.items()):
         where = f"tools[{i}].function.parameters"
         params = _parameters(schema, where)
-        value_tokens = _value_tokens(chat, name, params, room)
+        value_tokens = _value_tokens(name, params, room)
         body = []
         for j, (key, prop, required) in enumerate(params):
             rule = f"t{i}p{j}"
@@ -204,14 +237,51 @@ def _calls_rules(chat, tools: list[dict], parallel: bool, room: int) -> str:
     return "\n".join(rules) + "\n"
 
 
-def _value_tokens(chat, name: str, params: list, room: int) -> int:
+def _value_tokens(name: str, params: list, room: int) -> int:
     """The most tokens one text value of this tool may take: the room left after the call's own text
-    (its tags, and a few tokens per JSON value), shared by its text values."""
-    skeleton = format_tool_call(name, {key: "" for key, _, _ in params}) + "\n\n"
-    fixed = len(chat.encode(skeleton)) if chat is not None else len(skeleton)
-    texts = sum(1 for _, prop, _ in params if "string" in _types(prop) or not _types(prop))
-    json_values = len(params) - texts
-    return max(1, (room - fixed - JSON_VALUE_TOKENS * json_values) // max(1, texts))
+    and its JSON values, shared by its text values. Counted in bytes (a token holds at least one), so
+    a call whose JSON values are bounded by their schemas always fits in `room`."""
+    texts = sum(1 for _, prop, _ in params if _is_text(prop))
+    return max(1, (room - len(_skeleton(name, params).encode()) - _json_values(params)) // max(1, texts))
+
+
+def _json_bytes(schema, depth: int = 0) -> int | None:
+    """The most bytes the JSON of a value of `schema` takes as the grammar writes it, or None when the
+    schema does not bound it (a number, a string without maxLength, an open object...)."""
+    if not isinstance(schema, dict) or depth > MAX_SCHEMA_DEPTH:
+        return None
+    if "const" in schema or "enum" in schema:
+        values = [schema["const"]] if "const" in schema else schema["enum"]
+        return max((len(json.dumps(v, ensure_ascii=False).encode()) for v in values), default=None)
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    if branches:
+        sizes = [_json_bytes(b, depth + 1) for b in branches]
+        return None if None in sizes else max(sizes)
+    types = _types(schema)
+    sizes = [_type_bytes(schema, kind, depth) for kind in types]
+    return None if not sizes or None in sizes else max(sizes)
+
+
+def _type_bytes(schema: dict, kind: str, depth: int) -> int | None:
+    if kind == "boolean":
+        return 5
+    if kind == "null":
+        return 4
+    if kind == "integer":
+        bounded = _bounded({"type": "integer", **{k: schema[k] for k in ("minimum", "maximum") if k in schema}})
+        return max(len(str(int(bounded["minimum"]))), len(str(int(bounded["maximum"]))))
+    if kind == "string" and isinstance(schema.get("maxLength"), int):
+        return 6 * schema["maxLength"] + 2  # each character at most a \\uXXXX escape
+    if kind == "array" and isinstance(schema.get("maxItems"), int) and isinstance(schema.get("items"), dict):
+        item = _json_bytes(schema["items"], depth + 1)
+        return None if item is None else 2 + schema["maxItems"] * (item + 2)
+    if kind == "object" and schema.get("additionalProperties") is False:
+        props = schema.get("properties", {})
+        sizes = [_json_bytes(v, depth + 1) for v in props.values()]
+        if None in sizes:
+            return None
+        return 2 + sum(len(json.dumps(k, ensure_ascii=False).encode()) + 4 + n for k, n in zip(props, sizes))
+    return None
 
 
 def _parameters(schema: dict, where: str) -> list[tuple[str, dict, bool]]:

@@ -134,7 +134,8 @@ class ToolSpecError(ValueError):
 
 def check_tools(value) -> tuple[dict, ...]:
     """OpenAI-style tools from outside (a request, a file) -> `{"type": "function", "function": {name,
-    description, parameters}}` each, or ToolSpecError. Names follow OpenAI's rule and are unique;
+    description, parameters}}` each (what the template renders: `strict` is read apart, by
+    `strict_tools`), or ToolSpecError. Names follow OpenAI's rule and are unique;
     parameter names must not hold `<`, `>` or line breaks (they would break the call format).
     JSON-schema keywords are checked where a schema constrains decoding (runtime/grammar.py)."""
     if not isinstance(value, list) or not value:
@@ -182,6 +183,12 @@ def check_tools(value) -> tuple[dict, ...]:
 
 
 # ----------------------------------------------------------------------------- schemas
+
+def strict_tools(value) -> bool:
+    """Whether any tool of a request asks for OpenAI's `strict` (calls that match its schema)."""
+    return isinstance(value, list) and any(isinstance(t, dict) and isinstance(t.get("function"), dict)
+                                           and t["function"].get("strict") is True for t in value)
+
 
 def tool_schemas(tools: Iterable[dict] | None) -> dict[str, dict] | None:
     """{name: parameters schema} from OpenAI-style or bare tool definitions; None for no tools."""

@@ -40,7 +40,7 @@ def slider_stops(stops, reasons: dict[str, str]) -> list[SliderStop]:
         if s.estimated:  # DepthLevel.estimated: why this stop is never the default
             detail += (f" · {s.think}'s widths are only estimated, so its thinking may be poor; Verify nesting in "
                        "the model manager")
-        reason = "" if s.available else reasons.get(s.missing, f"{s.missing} is not in memory")
+        reason = "" if s.available else s.unavailable or reasons.get(s.missing, f"{s.missing} is not in memory")
         budget = f"{s.think} ≤{s.budget}" if s.think else "none"
         out.append(SliderStop(s.name, detail, s.available, reason, budget, s.about))
     return out

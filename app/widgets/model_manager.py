@@ -127,6 +127,9 @@ class ModelManager(QDialog):
                                                    "checkpoint (a hub repo or a folder)")
         self.buttons["Delete"].clicked.connect(self.delete)
         self.buttons["Import folder…"].clicked.connect(self.import_folder)
+        self.buttons["Add server…"].clicked.connect(self.add_server)
+        self.buttons["Add server…"].setToolTip("Chat with a model on an OpenAI-compatible server (vLLM, SGLang, "
+                                               "llama.cpp, another Elastic Chat)")
         self.buttons["Use"].clicked.connect(self._use)
         self.buttons["Refresh"].clicked.connect(self.refresh)
         return buttons
@@ -258,6 +261,11 @@ class ModelManager(QDialog):
 
     def delete(self) -> None:
         r = self.row()
+        if r and r.remote:  # only the entry goes: the server is not this PC's
+            if QMessageBox.question(self, "Remove server", f"Remove {r.title} from the list?") == \
+                    QMessageBox.StandardButton.Yes:
+                self.models.delete(r.key)
+            return
         if not r or not r.local_name:
             return
         answer = QMessageBox.question(self, "Delete model", f"Delete {r.title} ({r.size}) from this PC?\n"
@@ -269,6 +277,14 @@ class ModelManager(QDialog):
         folder = folder or QFileDialog.getExistingDirectory(self, "Import a checkpoint folder")
         if folder:
             self.models.import_folder(folder)
+
+    def add_server(self) -> QDialog:
+        """Opens the "Add server…" dialog (app/widgets/remote_source.py), modeless."""
+        from .remote_source import RemoteSourceDialog
+
+        dialog = RemoteSourceDialog(self, self.models)
+        dialog.show()
+        return dialog
 
     def _use(self) -> None:
         self.models.use(self._selected_key())

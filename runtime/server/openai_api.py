@@ -97,11 +97,12 @@ class ServedModel:
     max_context: int
     default: str = field(default_factory=table_default_level)  # a request without an effort (depth.default_level)
     created: int = field(default_factory=lambda: int(time.time()))
+    thinking_ceiling: int = 0  # the depth levels' budget unit, so a remote client builds the same levels
 
     @classmethod
     def from_engine(cls, engine) -> "ServedModel":
         return cls(Path(engine.model.folder).name, tuple(engine.submodels_by_size()), tuple(engine.depth_levels()),
-                   engine.max_context, engine.default_depth())
+                   engine.max_context, engine.default_depth(), thinking_ceiling=engine.thinking_ceiling)
 
     @property
     def parent(self) -> str:
@@ -124,7 +125,8 @@ class ServedModel:
     def model_object(self, model_id: str) -> dict:
         sub = self.pinned(model_id)
         extra = ({"submodel": sub} if sub else
-                 {"submodels": list(self.submodels), "depths": [s.name for s in self.stops if s.available]})
+                 {"submodels": list(self.submodels), "depths": [s.name for s in self.stops if s.available],
+                  "thinking_ceiling": self.thinking_ceiling})
         return {"id": model_id, "object": "model", "created": self.created, "owned_by": "elastic-chat",
                 "max_model_len": self.max_context,  # vLLM's name for the context length
                 "elastic": {**extra, "max_context": self.max_context}}
@@ -158,7 +160,7 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
                           _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
                           escalation=plan.escalation, tools=tools.tools, tool_choice=tools.tool_choice,
                           tool_name=tools.tool_name, parallel_tool_calls=tools.parallel,
-                          response_format=tools.response_format)
+                          strict_tools=tools.strict, response_format=tools.response_format)
     return ParsedChat(request, model, stream, include_usage, plan.depth, cache_key(body.get("prompt_cache_key")))
 
 
@@ -482,6 +484,7 @@ def elastic_info(done: Done, depth: str | None, queue_ms: float) -> dict:
         switch = {k: v for k, v in done.answer_switch.to_dict().items() if k in SWITCH_KEYS}
     out = {"depth": depth, "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
            "thinking_budget": done.thinking_budget, "budget_hit": done.budget_hit, "switch": switch,
+           "finish_reason": done.finish_reason, "thinking_end": done.thinking_end,  # the engine's own words
            "ttft_ms": done.ttft_ms, "tokens_per_s": done.tokens_per_s, "queue_ms": round(queue_ms, 3)}
     if done.invalid_tool_calls:  # calls the model tried that could not run: reported, never dropped
         out["invalid_tool_calls"] = invalid_calls(done)
@@ -515,13 +518,16 @@ def completion(parsed: ParsedChat, prompt: Prefill | None, done: Done, completio
 class ChunkStream:
     """Maps the engine's events onto `chat.completion.chunk` objects: one chunk per Token (its text may
     be empty: a special token, or half a character still to come), then one with the finish reason
-    and the `elastic` object, then, when asked for, one with the usage and no choices. The runtime's
+    and the `elastic` object, then, when asked for, one with the usage and no choices. A switch gets no
+    chunk of its own: the next token's chunk carries it as `elastic.switch` (Switch.to_dict), which a
+    remote client (runtime/remote/reply.py) turns back into the same event. The runtime's
     Token texts, joined, are the reply's texts, so the chunks carry them as they come."""
 
     def __init__(self, parsed: ParsedChat, completion_id: str, created: int):
         self.parsed, self.id, self.created = parsed, completion_id, created
         self.prompt: Prefill | None = None
         self.first = True
+        self.switch: Switch | None = None  # told on the next token's chunk (a remote client shows it there)
 
     def _chunk(self, delta: dict, finish: str | None = None, **extra) -> dict:
         chunk = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.parsed.model,
@@ -544,7 +550,9 @@ class ChunkStream:
             self.prompt = self.prompt or event
             return []
         if isinstance(event, Token):
-            return [self._chunk(self._delta(event.phase, event.text))]
+            extra = {"elastic": {"switch": self.switch.to_dict()}} if self.switch else {}
+            self.switch = None
+            return [self._chunk(self._delta(event.phase, event.text), **extra)]
         if isinstance(event, ToolCall):
             chunks = []
             for item in call_deltas(event):
@@ -552,7 +560,8 @@ class ChunkStream:
                 self.first = False
                 chunks.append(self._chunk({**delta, "tool_calls": [item]}))
             return chunks
-        if isinstance(event, Switch):
+        if isinstance(event, Switch):  # each switch rides on the chunk of the next token (no chunk of its own)
+            self.switch = event
             return []
         if isinstance(event, Done):
             check_done(event)

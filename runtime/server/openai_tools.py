@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..events import Done, ToolCall
 from ..grammar import GrammarError, answer_grammar, check_grammar, response_format_schema
-from ..tool_calls import ToolSpecError, check_tools
+from ..tool_calls import ToolSpecError, check_tools, strict_tools
 
 ARGUMENT_PIECE = 64  # characters of a call's arguments per streamed delta
 
@@ -39,6 +39,7 @@ class ToolFields:
     tool_name: str | None  # the forced function (tool_choice required)
     parallel: bool
     response_format: dict | None  # the JSON schema the answer follows (None: text)
+    strict: bool = False  # a tool asked for `strict`: calls made with tool_choice auto are constrained too
 
 
 def parse_tool_fields(body: dict) -> ToolFields:
@@ -58,11 +59,12 @@ def parse_tool_fields(body: dict) -> ToolFields:
     parallel = body.get("parallel_tool_calls", True)
     if not isinstance(parallel, bool):
         raise _bad("parallel_tool_calls", "parallel_tool_calls must be true or false")
+    strict = strict_tools(body.get("tools"))
     try:
         schema = response_format_schema(body.get("response_format"))
     except GrammarError as e:
         raise _bad(e.param, e.message) from None
-    return checked_tool_fields(ToolFields(tools, choice, name, parallel, schema))
+    return checked_tool_fields(ToolFields(tools, choice, name, parallel, schema, strict))
 
 
 def checked_tool_fields(fields: ToolFields, rename=lambda param: param) -> ToolFields:
@@ -71,7 +73,7 @@ def checked_tool_fields(fields: ToolFields, rename=lambda param: param) -> ToolF
     route's)."""
     try:
         check_grammar(answer_grammar(None, fields.tools, fields.tool_choice, fields.tool_name, fields.parallel,
-                                     fields.response_format))
+                                     fields.response_format, strict=fields.strict))
     except GrammarError as e:
         raise _bad(rename(e.param), e.message) from None
     return fields

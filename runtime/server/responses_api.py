@@ -80,7 +80,7 @@ def parse_response(body, served: ServedModel) -> ParsedResponse:
     refuse_unknown(body, KNOWN, "/v1/responses")
     _refuse_unsupported(body)
     encrypted = _include(body.get("include"))
-    messages = _instructions(body.get("instructions")) + _input(body.get("input"))
+    messages = _leading_system_joined(_instructions(body.get("instructions")) + _input(body.get("input")))
     elastic, keep_reasoning = elastic_fields(body)
     reasoning = body.get("reasoning") or {}
     if not isinstance(reasoning, dict):
@@ -248,6 +248,19 @@ def _instructions(value) -> list[dict]:
     if not isinstance(value, str):
         raise bad("instructions", "instructions must be a string")
     return [{"role": "system", "content": value}] if value else []
+
+
+def _leading_system_joined(messages: list[dict]) -> list[dict]:
+    """`instructions` and the developer/system items that open the input (as Codex sends them) become
+    one system message, the only place chat templates accept one; a system item later in the input is
+    left where it is (the template refuses it, naming the rule)."""
+    lead = 0
+    while lead < len(messages) and messages[lead]["role"] == "system" and isinstance(messages[lead]["content"], str):
+        lead += 1
+    if lead < 2:
+        return messages
+    joined = "\n\n".join(m["content"] for m in messages[:lead] if m["content"])
+    return [{"role": "system", "content": joined}] + messages[lead:]
 
 
 def _input(value) -> list[dict]:

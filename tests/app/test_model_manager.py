@@ -203,7 +203,7 @@ def test_actions_for_each_kind_of_row(tmp_path):
     assert busy["Pause"] and busy["Cancel"] and not busy["Delete"] and not busy["Resume"]
     assert not actions(row("ready", name="demo"), False)["Delete"]
     assert actions(None, False) == {**{k: False for k in actions(None, False)}, "Import folder…": True,
-                                    "Refresh": True}
+                                    "Add server…": True, "Refresh": True}
 
 
 def test_verify_text():

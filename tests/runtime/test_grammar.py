@@ -105,6 +105,29 @@ def test_a_json_answer_or_a_call_when_both_are_allowed(engine):
             jsonschema.validate(json.loads(done.answer_text), ANSWER)
 
 
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
+def test_strict_tools_calls_validate_in_auto(engine, seed):
+    """A model pushed to open a call (its first answer token made <tool_call>) under OpenAI's `strict`:
+    whatever follows is a call that validates; without strict, the random model's call is broken."""
+    opener = engine.chat.encode("<tool_call>")[0]
+    prompt = len(engine.chat.prompt_ids(list(HELLO), False, tools=list(TOOLS)))
+
+    def push(context, logits):
+        if len(context) == prompt:
+            logits = logits.clone()
+            logits[..., opener] += 100
+        return logits
+
+    for strict in (True, False):
+        done = ask(engine, seed, tools=TOOLS, strict_tools=strict, logits_processors=(push,))
+        if strict:
+            assert done.finish_reason == "tool_calls" and not done.invalid_tool_calls
+            for call in done.tool_calls:
+                jsonschema.validate(call.arguments, SCHEMAS[call.name])
+        else:
+            assert done.invalid_tool_calls and not done.tool_calls
+
+
 def test_values_convert_as_their_schema_says():
     union = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
     assert convert_value("7", union) == 7 and convert_value("null", union) is None
@@ -133,6 +156,9 @@ def test_bad_tool_schemas_are_refused_by_name(parameters, param, words):
     with pytest.raises(GrammarError) as e:
         answer_grammar(None, tool(parameters), "required")
     assert e.value.param == param and words in e.value.message
+    with pytest.raises(GrammarError):
+        answer_grammar(None, tool(parameters), "auto", strict=True)
+    assert answer_grammar(None, tool(parameters), "auto") is None  # free calls: nothing to compile
 
 
 def test_schemas_are_bounded():

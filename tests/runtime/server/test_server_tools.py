@@ -160,6 +160,9 @@ ASSISTANT = {"role": "assistant", "content": None, "tool_calls": [
         "type": "object", "properties": {f"p{i}": {"type": "string", "description": "d" * 100}
                                          for i in range(800)}}}}}, "response_format.json_schema.schema"),
     ({"response_format": {"type": "grammar"}}, "response_format.type"),
+    ({"tools": [{"type": "function", "function": {"name": "t", "strict": True, "parameters": {
+        "type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}}}}]},
+     "tools[0].function.parameters.properties.x.uniqueItems"),
     ({"logprobs": True}, "logprobs"),
     ({"top_logprobs": 3}, "top_logprobs"),
     ({"extra_body": {"chat_template_kwargs": {"reasoning_mode": "x"}}}, "chat_template_kwargs.reasoning_mode"),
@@ -170,3 +173,63 @@ def test_refusals_name_their_field(server, fields, param):
     with pytest.raises(openai.BadRequestError) as err:
         ask(server, **fields)
     assert err.value.status_code == 400 and err.value.param == param and err.value.message
+
+
+def test_the_response_shapes_of_calls_whole_and_streamed():
+    from runtime.events import Done, InvalidToolCall, ToolCall
+    from runtime.generate import ChatRequest
+    from runtime.server.openai_api import ChunkStream, ParsedChat, completion
+
+    call = ToolCall("call_1", "add_numbers", {"a": 1, "b": 2, "note": "x" * 100}, 0)
+    bad = InvalidToolCall("no tool is called 'sub'", "<tool_call>...", "sub", {}, 0)
+    done = Done("tool_calls", "", "", None, "1.5M", 0, tool_calls=(call,), invalid_tool_calls=(bad,))
+    parsed = ParsedChat(ChatRequest(tuple(QUESTION), None, "1.5M"), MODEL, False, False, None)
+    r = completion(parsed, None, done, "chatcmpl-1", 0, 0.0)
+    choice = r["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    assert choice["message"]["tool_calls"] == [{"id": "call_1", "type": "function", "function": {
+        "name": "add_numbers", "arguments": json.dumps(call.arguments)}}]
+    assert r["elastic"]["invalid_tool_calls"] == [{"error": bad.error, "name": "sub", "text": bad.text}]
+    chunks = ChunkStream(parsed, "chatcmpl-1", 0).on_event(call)
+    items = [c["choices"][0]["delta"]["tool_calls"][0] for c in chunks]
+    assert len(items) > 2 and items[0]["id"] == "call_1" and items[0]["function"] == {"name": "add_numbers",
+                                                                                      "arguments": ""}
+    assert "".join(i["function"]["arguments"] for i in items) == json.dumps(call.arguments)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+
+
+def agent_tools(strict: bool) -> list[dict]:
+    """Tools as coding agents send them (Codex's shell, an editor's patch and reads, a pydantic model's
+    schema with titles, $defs and Optional fields), with OpenAI's `strict` on or off."""
+    def tool(name, description, properties, required):
+        return {"type": "function", "function": {"name": name, "description": description, "strict": strict,
+                                                 "parameters": {"type": "object", "properties": properties,
+                                                                "required": required,
+                                                                "additionalProperties": False}}}
+    return [
+        tool("shell", "Runs a command.", {"command": {"type": "array", "items": {"type": "string"}},
+                                          "workdir": {"type": "string"}, "timeout_ms": {"type": "number"}},
+             ["command"]),
+        tool("apply_patch", "Applies a patch.", {"input": {"type": "string", "description": "the patch"}}, ["input"]),
+        tool("read_file", "Reads a file.", {"path": {"title": "Path", "type": "string"},
+                                            "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}],
+                                                      "title": "Limit", "default": None}}, ["path", "limit"]),
+        tool("search", "Searches the code.", {"query": {"type": "string"}, "filters": {
+            "type": "array", "items": {"$ref": "#/$defs/Filter"}}}, ["query"]),
+        tool("update_plan", "Updates the plan.", {"steps": {"type": "array", "items": {"type": "object", "properties": {
+            "step": {"type": "string"}, "status": {"enum": ["pending", "in_progress", "completed"]}},
+            "required": ["step", "status"], "additionalProperties": False}}}, ["steps"]),
+    ]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_coding_agents_request_is_served(server, strict):
+    tools = agent_tools(strict)
+    tools[3]["function"]["parameters"]["$defs"] = {"Filter": {"type": "object", "properties": {
+        "field": {"type": "string"}, "value": {"type": "string"}}, "required": ["field", "value"]}}
+    system = ("You are a coding agent working in a repository. Read before you write, keep changes small, "
+              "run the tests, and explain what you did. ") * 12
+    chunks = list(ask(server, messages=[{"role": "system", "content": system}] + QUESTION, tools=tools,
+                      tool_choice="auto", reasoning_effort="low", max_tokens=48, seed=8, stream=True))
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finish and finish[-1] in ("stop", "length", "tool_calls")

@@ -1,0 +1,385 @@
+"""A reply from a remote server as the same events as a local one (runtime/events.py): Token (with
+phase and submodel), Switch, Done, each carrying the running totals, the Token texts joined being
+exactly Done's texts. A remote reply has no Prefill event (an OpenAI-compatible server does not say
+what it prefilled until the end) and its Tokens have no ids (`token_id` is None): a streamed chunk
+that carries text is one token, as `runtime serve` and vLLM send them.
+
+How depth runs depends on the server (models.py's modes):
+
+- ELASTIC: one request; the server thinks, switches and answers as it does in-process, and tells
+  each switch on the next token's chunk (`elastic.switch`) and how the reply ended on the last one.
+- PAIRS: the thinker's model thinks (this client ends the thought by generate.py's budget rule: at
+  the first line end after the budget, or the grace after it), then the answerer's model continues
+  from the same prompt and thought: a prefilled assistant turn with `continue_final_message`
+  (vLLM's and SGLang's field). A server that starts a new thought instead is refused in one line.
+- SINGLE: one request; depth is `chat_template_kwargs.enable_thinking`, `thinking_token_budget`
+  (vLLM, Elastic Chat) and `reasoning_effort` (low, medium, high), which the server honours or not.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterator
+
+from ..controls import Controls
+from ..depth import effort_levels
+from ..errors import ElasticError, show
+from ..events import (
+    ANSWER,
+    END_OF_TURN,
+    ERROR,
+    LENGTH,
+    STOP_STRING,
+    STOPPED,
+    THINKING,
+    Done,
+    Event,
+    Progress,
+    Switch,
+    Token,
+)
+from ..generate import GRACE_TOKENS, reserve_for_answer
+from .client import RemoteError, RemoteStopped
+from .models import ELASTIC, PAIRS
+
+log = logging.getLogger(__name__)
+FINISH = {"stop": END_OF_TURN, "length": LENGTH}
+ENGINE_FINISH = {END_OF_TURN, LENGTH, STOP_STRING, STOPPED, ERROR}
+SWITCH_REASONS = {"answer", "depth", "escalate", "request"}
+THINKING_ENDS = {"model", "budget", "user", ""}
+MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
+MAX_COUNT = 1 << 30
+
+
+def stream_remote(engine, request, controls: Controls | None = None) -> Iterator[Event]:
+    """Token..., [Switch, Token...], Done (always last), from `engine` (a RemoteEngine)."""
+    return _RemoteReply(engine, request, controls or Controls()).run()
+
+
+class _Chunk:
+    """One `chat.completion.chunk`, checked: its texts by phase, its finish reason, its elastic object."""
+
+    def __init__(self, data: dict, address: str):
+        error = data.get("error")
+        if error is not None:
+            said = error.get("message") if isinstance(error, dict) else error
+            raise RemoteError(f"the server at {address} failed mid-reply: {show(said, 200)}; the reply "
+                              "was cut there")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or len(choices) > 1:
+            raise RemoteError(f"the server at {address} sent a chunk without one choice; it is not a chat "
+                              "completions stream this program can read")
+        self.elastic = data.get("elastic") if isinstance(data.get("elastic"), dict) else {}
+        self.texts: list[tuple[str, str]] = []  # (phase, text), thinking first
+        self.finish: str | None = None
+        self.any = bool(choices)
+        if not choices:  # the usage chunk
+            return
+        choice = choices[0]
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            raise RemoteError(f"the server at {address} sent a choice without a delta object")
+        thought = next((delta[k] for k in ("reasoning_content", "reasoning") if delta.get(k) is not None), None)
+        for phase, text in ((THINKING, thought), (ANSWER, delta.get("content"))):
+            if text is None:
+                continue
+            if not isinstance(text, str):
+                raise RemoteError(f"the server at {address} sent a text that is not a string")
+            self.texts.append((phase, text))
+        finish = choice.get("finish_reason")
+        if finish is not None and not (isinstance(finish, str) and len(finish) <= 64):
+            raise RemoteError(f"the server at {address} sent a finish reason that is not a short name")
+        self.finish = finish
+
+
+class _RemoteReply:
+    def __init__(self, engine, request, controls: Controls):
+        self.engine, self.server, self.model = engine, engine.server, engine.model
+        self.req, self.controls = request, controls
+        for name in filter(None, (request.think_submodel, request.answer_submodel)):
+            if name not in self.model.submodels:
+                raise RemoteError(f"the server's model {show(self.model.id)} has no submodel {show(name)}; choose "
+                                  f"one of {', '.join(self.model.submodels)}")
+        if request.max_new_tokens < 1:
+            raise RemoteError("max_new_tokens must be at least 1")
+        self.think_sub = request.think_submodel if request.thinking_budget != 0 else None
+        self.current = self.think_sub or request.answer_submodel
+        self.phase = THINKING if self.think_sub else ANSWER
+        # The reply's record, kept as generate._Reply keeps it.
+        self.counts = {THINKING: 0, ANSWER: 0}
+        self.by_submodel: dict[str, dict[str, int]] = {THINKING: {}, ANSWER: {}}
+        self.texts: dict[str, list[str]] = {THINKING: [], ANSWER: []}
+        self.started = self.first_at = self.last_at = self.thought_at = None
+        self.switches: list[Switch] = []
+        self.answering = False
+        self.finish: str | None = None
+        self.budget_hit, self.thinking_end = False, ""
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self) -> Iterator[Event]:
+        self.started = time.perf_counter()
+        error = None
+        try:
+            mode = self.model.mode
+            yield from (self._elastic() if mode == ELASTIC else self._pairs() if mode == PAIRS else self._single())
+        except RemoteStopped:
+            self.finish = STOPPED
+        except ElasticError as e:
+            self.finish, error = ERROR, str(e)
+        except Exception as e:  # the reply fails, the app does not
+            log.exception("remote reply failed")
+            self.finish, error = ERROR, f"{type(e).__name__}: {e}"
+        if self.controls.stop_requested and self.finish == ERROR:
+            self.finish, error = STOPPED, None  # the stop shut the socket: not the server's fault
+        yield self._done(error)
+
+    def _stop(self) -> bool:
+        return self.controls.stop_requested
+
+    def _chunks(self, body: dict) -> Iterator[_Chunk]:
+        for data in self.server.stream("/chat/completions", body, self._stop):
+            if self.controls.stop_requested:
+                raise RemoteStopped("stopped")
+            yield _Chunk(data, self.server.address)
+
+    def _body(self, model_id: str, messages: list[dict], max_tokens: int) -> dict:
+        s = self.req.sampling
+        body = {"model": model_id, "messages": messages, "stream": True, "max_tokens": max_tokens,
+                "temperature": s.temperature, "top_p": s.top_p}
+        if s.top_k:
+            body["top_k"] = s.top_k
+        if s.min_p:
+            body["min_p"] = s.min_p
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if self.req.stop_strings:
+            body["stop"] = list(self.req.stop_strings)
+        return body
+
+    def _messages(self) -> list[dict]:
+        return [{k: m[k] for k in MESSAGE_KEYS if k in m} for m in self.req.messages]
+
+    def _cut(self, what: str) -> RemoteError:
+        return RemoteError(f"the server at {self.server.address} ended the stream before the {what} ended; the "
+                           "reply was cut there")
+
+    # ------------------------------------------------------------------ ELASTIC: the server does it all
+
+    def _elastic(self) -> Iterator[Event]:
+        req = self.req
+        if req.escalation is not None:  # Auto: the server's own Auto level, with this budget
+            auto = next(level.name for level in self.engine.depth_levels() if level.escalation)
+            elastic = {"depth": auto, "thinking_budget": req.thinking_budget}
+        else:
+            budget = 0 if self.think_sub is None else (req.thinking_budget if req.thinking_budget is not None
+                                                       else self.engine.max_context)  # unbounded: the context
+            elastic = {"answer_submodel": req.answer_submodel, "thinking_budget": budget}
+            if self.think_sub is not None:
+                elastic["think_submodel"] = self.think_sub
+        elastic["keep_reasoning"] = not req.truncate_history_thinking
+        body = {**self._body(self.model.id, self._messages(), req.max_new_tokens), "elastic": elastic}
+        final = None
+        for chunk in self._chunks(body):
+            switch = chunk.elastic.get("switch") if chunk.finish is None else None
+            if switch is not None and chunk.any:
+                yield self._told_switch(switch)
+            for phase, text in chunk.texts:
+                if phase != self.phase:
+                    self._phase(phase)
+                yield self._token(text)
+            if chunk.finish is not None:
+                final = chunk
+        if final is None:
+            raise self._cut("reply")
+        info = final.elastic
+        think = info.get("think_submodel", self.think_sub)
+        self.think_sub = think if think in self.model.submodels else None
+        self.budget_hit = info.get("budget_hit") is True
+        ended = info.get("thinking_end")
+        self.thinking_end = ended if ended in THINKING_ENDS else ("model" if self.counts[ANSWER] else "")
+        said = info.get("finish_reason")
+        self.finish = said if said in ENGINE_FINISH else FINISH.get(final.finish, END_OF_TURN)
+
+    def _told_switch(self, data) -> Switch:
+        """The server's switch, checked, as this reply's event."""
+        ok = (isinstance(data, dict) and data.get("to") in self.model.submodels
+              and data.get("from") in self.model.submodels and data.get("reason", "answer") in SWITCH_REASONS
+              and _count(data.get("reprefill_tokens")) and _number(data.get("ms")))
+        if not ok:
+            raise RemoteError(f"the server at {self.server.address} told a switch this program cannot read")
+        return self._switch(data["to"], data["reprefill_tokens"], data["ms"], data.get("reason", "answer"))
+
+    # ------------------------------------------------------------------ SINGLE: one model, the server's budget
+
+    def _single(self) -> Iterator[Event]:
+        req = self.req
+        body = self._body(self.model.id, self._messages(), req.max_new_tokens)
+        thinking = self.think_sub is not None
+        body["chat_template_kwargs"] = {"enable_thinking": thinking}
+        if thinking:
+            if req.thinking_budget is not None:
+                body["thinking_token_budget"] = req.thinking_budget
+            effort = self._effort()
+            if effort in ("low", "medium", "high"):
+                body["reasoning_effort"] = effort
+        final = None
+        for chunk in self._chunks(body):
+            for phase, text in chunk.texts:
+                if text and phase != self.phase:
+                    if phase == THINKING:  # a thought after the answer began: not a reply this program shows
+                        raise RemoteError(f"the server at {self.server.address} sent reasoning after the answer")
+                    self._phase(ANSWER)
+                    self.thinking_end = "model" if thinking else ""
+                if text:
+                    yield self._token(text)
+            if chunk.finish is not None:
+                final = chunk
+        if final is None:
+            raise self._cut("reply")
+        self.finish = FINISH.get(final.finish, END_OF_TURN)
+
+    def _effort(self) -> str | None:
+        """The `reasoning_effort` name of the level this request is, if it is one."""
+        by_level = {level: effort for effort, level in effort_levels().items()}
+        for level in self.engine.depth_levels():
+            if (level.think, level.budget) == (self.think_sub, self.req.thinking_budget):
+                return by_level.get(level.name)
+        return None
+
+    # ------------------------------------------------------------------ PAIRS: think on one, continue on another
+
+    def _pairs(self) -> Iterator[Event]:
+        req = self.req
+        messages = self._messages()
+        if self.think_sub is not None:
+            yield from self._think(messages)
+            if self.finish is not None:
+                return
+            thought = "".join(self.texts[THINKING])
+            messages = messages + [{"role": "assistant", "content": "", "reasoning_content": thought}]
+        left = req.max_new_tokens - self.counts[THINKING]
+        body = self._body(self.model.model_id(req.answer_submodel), messages, max(1, left))
+        body["chat_template_kwargs"] = {"enable_thinking": self.think_sub is not None}
+        if self.think_sub is not None:
+            body.update(continue_final_message=True, add_generation_prompt=False)
+        self._phase(ANSWER)
+        asked, final, seen = time.perf_counter(), None, 0
+        for chunk in self._chunks(body):
+            for phase, text in chunk.texts:
+                if phase == THINKING and text:
+                    raise RemoteError(f"the server at {self.server.address} started a new thought instead of "
+                                      "continuing the one it was given; two-model depth needs a server with "
+                                      "continue_final_message (vLLM, SGLang)")
+                if phase == ANSWER and text:
+                    if not seen and req.answer_submodel != self.current:
+                        thought_tokens = self.counts[THINKING]
+                        yield self._switch(req.answer_submodel, thought_tokens, (time.perf_counter() - asked) * 1000)
+                    seen += 1
+                    yield self._token(text)
+            if chunk.finish is not None:
+                final = chunk
+        if final is None:
+            raise self._cut("answer")
+        self.finish = FINISH.get(final.finish, END_OF_TURN)
+
+    def _think(self, messages: list[dict]) -> Iterator[Event]:
+        """The thinker's thought, ended by the budget rule of generate.py, the user, or the model itself."""
+        req = self.req
+        cap = req.max_new_tokens - reserve_for_answer(req.max_new_tokens) - 2
+        if cap < 1:  # too few tokens to think and still answer (as generate.py decides)
+            self.think_sub, self.current, self.phase = None, req.answer_submodel, ANSWER
+            return
+        soft = min(req.thinking_budget if req.thinking_budget is not None else cap, cap)
+        hard = max(soft, min(soft + GRACE_TOKENS - 2, cap))
+        body = self._body(self.model.model_id(self.think_sub), messages, req.max_new_tokens)
+        body["chat_template_kwargs"] = {"enable_thinking": True}
+        chunks = self._chunks(body)
+        try:
+            for chunk in chunks:
+                for phase, text in chunk.texts:
+                    if phase == ANSWER and text:  # the model closed its thought itself
+                        self.thinking_end = "model"
+                        return (yield from self._close_thought())
+                    if phase == THINKING and text:
+                        yield self._token(text)
+                        n = self.counts[THINKING]
+                        if n >= soft and ("\n" in text or n >= hard):
+                            self.budget_hit, self.thinking_end = True, "budget"
+                            return (yield from self._close_thought())
+                if self.controls.take_thinking_request().answer_now:
+                    self.thinking_end = "user"
+                    return (yield from self._close_thought())
+                if chunk.finish is not None:
+                    self.thinking_end = "model"
+                    return (yield from self._close_thought())
+            raise self._cut("thought")
+        finally:
+            chunks.close()  # hangs up: the thinker's server stops generating
+
+    def _close_thought(self) -> Iterator[Event]:
+        """The thought ends on a line of its own, as generate.py ends it."""
+        self.thought_at = self.last_at
+        if not "".join(self.texts[THINKING]).endswith("\n"):
+            yield self._token("\n", forced=True)
+
+    # ------------------------------------------------------------------ the record
+
+    def _phase(self, phase: str) -> None:
+        if phase == ANSWER and self.phase == THINKING:
+            self.thought_at = self.thought_at or self.last_at
+        self.phase = phase
+
+    def _token(self, text: str, forced: bool = False) -> Token:
+        now = time.perf_counter()
+        latency = 0.0 if forced else (now - (self.last_at or self.started)) * 1000
+        if not forced:
+            self.first_at, self.last_at = self.first_at or now, now
+        if self.phase == ANSWER and not self.answering:  # the line break after </think>: dropped once
+            text = text.lstrip("\n")
+            self.answering = bool(text)
+        self.counts[self.phase] += 1
+        by = self.by_submodel[self.phase]
+        by[self.current] = by.get(self.current, 0) + 1
+        self.texts[self.phase].append(text)
+        return Token(text, None, self.phase, self.current, latency, forced, self._progress())
+
+    def _switch(self, target: str, reprefill: int, ms: float, reason: str = "answer") -> Switch:
+        event = Switch(self.current, target, reprefill, ms, True, reason, self._progress())
+        self.switches.append(event)
+        self.current = target
+        return event
+
+    def _progress(self) -> Progress:
+        now, started, first = time.perf_counter(), self.started, self.first_at
+        generated = self.counts[THINKING] + self.counts[ANSWER]
+        decode_s = self.last_at - first if first is not None else 0.0
+        return Progress(
+            self.counts[THINKING], self.counts[ANSWER], tuple(self.by_submodel[THINKING].items()),
+            tuple(self.by_submodel[ANSWER].items()), elapsed_ms=_ms(now - started),
+            thinking_ms=_ms(self.thought_at - started) if self.thought_at else 0.0,
+            ttft_ms=_ms(first - started) if first else 0.0,
+            tokens_per_s=round((generated - 1) / decode_s, 3) if decode_s > 0 else 0.0)
+
+    def _done(self, error: str | None) -> Done:
+        return Done(
+            finish_reason=self.finish or ERROR, thinking_text="".join(self.texts[THINKING]),
+            answer_text="".join(self.texts[ANSWER]), think_submodel=self.think_sub,
+            answer_submodel=self.req.answer_submodel,
+            thinking_budget=self.req.thinking_budget if self.think_sub else 0, budget_hit=self.budget_hit,
+            thinking_end=self.thinking_end, switches=tuple(self.switches), error=error, progress=self._progress())
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
+def _number(value) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 <= value <= 1e9)

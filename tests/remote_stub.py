@@ -1,0 +1,122 @@
+"""A stand-in OpenAI-compatible server for the remote client's tests: it lists the models it is given
+and answers chat completions with a script (a list of steps), so a test can make it slow, drop the
+connection mid-stream, lie about sizes, send junk or answer with an error status. It records every
+request body it reads."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def chunk(content=None, reasoning=None, finish=None, **extra) -> dict:
+    delta = {}
+    if reasoning is not None:
+        delta["reasoning_content"] = reasoning
+    if content is not None:
+        delta["content"] = content
+    return {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta,
+                                                                       "finish_reason": finish}], **extra}
+
+
+def sse(obj) -> bytes:
+    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+
+
+class RemoteStub:
+    """`script(body) -> list of steps`: bytes (sent as they are), ("sleep", s), ("status", code, body),
+    ("drop",) (the socket closes mid-answer), ("length", n) (a Content-Length header of n), ("close",)
+    (no length, no chunks: `Connection: close` and the body ends when the socket does)."""
+
+    def __init__(self, models: list[dict], script=None, models_raw: bytes | None = None, models_delay: float = 0.0):
+        self.models, self.script, self.models_raw, self.models_delay = models, script, models_raw, models_delay
+        self.bodies: list[dict] = []
+        self.hangups = threading.Event()
+        self.on_headers = None  # called with each request's headers
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self._seen()
+                if self.path != "/v1/models":
+                    return self._send(404, b'{"error": {"message": "no such route"}}')
+                time.sleep(stub.models_delay)
+                raw = stub.models_raw or json.dumps({"object": "list", "data": stub.models}).encode()
+                self._send(200, raw)
+
+            def _seen(self):
+                if stub.on_headers is not None:
+                    stub.on_headers(dict(self.headers))
+
+            def do_POST(self):
+                self._seen()
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.bodies.append(body)
+                steps = stub.script(body) if stub.script else []
+                status = next((s for s in steps if isinstance(s, tuple) and s[0] == "status"), None)
+                if status is not None:
+                    return self._send(status[1], status[2], extra=status[3] if len(status) > 3 else {})
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                length = next((s[1] for s in steps if isinstance(s, tuple) and s[0] == "length"), None)
+                if ("close",) in steps:
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
+                    length = -1  # raw writes, no final chunk
+                elif length is not None:
+                    self.send_header("Content-Length", str(length))
+                else:
+                    self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for step in steps:
+                        if isinstance(step, bytes):
+                            self._write(step, chunked=length is None)
+                        elif step[0] == "sleep":
+                            time.sleep(step[1])
+                        elif step[0] in ("close", "length", "status"):
+                            continue
+                        elif step[0] == "drop":
+                            self.wfile.flush()
+                            self.connection.shutdown(2)
+                            return
+                    if length is None:
+                        self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    stub.hangups.set()
+
+            def _write(self, data: bytes, chunked: bool):
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n" if chunked else data)
+                self.wfile.flush()
+
+            def _send(self, status, raw, extra=None):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                for k, v in (extra or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> "RemoteStub":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
