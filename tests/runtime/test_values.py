@@ -72,6 +72,16 @@ def test_a_field_this_server_does_not_do_is_refused_unless_absent_or_zero(field,
     refused(field, value)
 
 
+@pytest.mark.parametrize("field,value", [("n", True), ("n", 1.0), ("best_of", True), ("best_of", 1.0),
+                                         ("logprobs", True), ("presence_penalty", False), ("frequency_penalty", True)])
+def test_the_completions_route_refuses_the_same_classes(field, value):
+    from runtime.server.completions_api import parse_completion
+
+    with pytest.raises(ApiError) as e:
+        parse_completion({"model": "demo", "prompt": "hi", field: value}, SERVED)
+    assert e.value.status == 400 and e.value.param == field
+
+
 def test_the_fields_as_openai_clients_send_them_are_taken():
     body = dict(body_with("n", 1), max_tokens=20, top_k=0, seed=7, temperature=1, top_p=1, min_p=0.0,
                 presence_penalty=0, frequency_penalty=0.0, logprobs=False, top_logprobs=0)
