@@ -28,6 +28,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Sl
 
 from runtime.depth import lower_level, usable_level
 
+from .crash import LoadRecord
 from .server_control import ServerControl
 from .state.history import History, HistoryReadOnly, Message
 from .state.settings import Settings
@@ -132,7 +133,8 @@ class ChatController(QObject):
         self.replies: dict[int, Reply] = {}  # request id -> reply, oldest first
         self.live_phase = ""  # last sig_live_phase
         self._ids = itertools.count(1)
-        self.worker = EngineWorker(settings.context, probe_file)
+        self.load_record = LoadRecord(self.data_dir)  # a model that failed or crashed loading is not reloaded unasked
+        self.worker = EngineWorker(settings.context, probe_file, self.load_record)
         self.thread = start_in_thread(self.worker, "engine")
         self.worker.sig_loaded.connect(self._on_loaded)
         self.worker.sig_load_failed.connect(self._on_load_failed)

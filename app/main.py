@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     crash.install(log_path)
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    crash.install_relay()  # crash dialogs from any thread open on this one
     app.setApplicationName("Elastic Chat")
     app.setDesktopFileName("elastic-chat")
     instance, instance_problem = _claim_instance(folder)

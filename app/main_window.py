@@ -138,7 +138,7 @@ class MainWindow(QMainWindow):
         self._connect()
         self._restore_geometry()
         self.controller.ensure_conversation()
-        self._load_initial(checkpoint)
+        held = self._load_initial(checkpoint)
         self.memory_timer = QTimer(self)
         self.memory_timer.timeout.connect(self._show_memory)
         self.memory_timer.start(2000)
@@ -147,6 +147,7 @@ class MainWindow(QMainWindow):
         if self.controller.interrupted:
             notice = (notice + " " if notice else "") + \
                 (f"{self.controller.interrupted} reply(ies) it was writing are marked “interrupted”.")
+        notice = " ".join(part for part in (notice, held) if part)
         if notice:
             self.show_error(notice, kind="banner")
 
@@ -192,6 +193,10 @@ class MainWindow(QMainWindow):
         self.undo = QPushButton("Undo")
         self.undo.setVisible(False)
         self.undo.clicked.connect(self.undo_delete)
+        self.retry_load = QPushButton("Try again")  # a remembered model that failed or crashed loading last time
+        self.retry_load.setVisible(False)
+        self.retry_load.clicked.connect(self._retry_load)
+        self.held_model = ""
         self.deleted_id: int | None = None
         self._server_error = ""  # the local server's last failure shown in the banner
         self.undo_timer = QTimer(self)  # owned by the window: it dies with it
@@ -202,6 +207,7 @@ class MainWindow(QMainWindow):
         notes.addWidget(self.error, 1)
         notes.addWidget(self.lower_depth)
         notes.addWidget(self.undo)
+        notes.addWidget(self.retry_load)
         return notes
 
     def _build_top(self) -> QHBoxLayout:
@@ -344,7 +350,8 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ model
 
-    def _load_initial(self, checkpoint: str | None) -> None:
+    def _load_initial(self, checkpoint: str | None) -> str:
+        """Loads the model asked for, the remembered one, or the demo; returns a notice for the banner."""
         from runtime.store.catalog import load_catalog
         from runtime.store.remote_sources import is_spec  # a server added in the model manager
 
@@ -354,7 +361,22 @@ class MainWindow(QMainWindow):
             self.show_error(f"The model folder {folder} is gone; the offline demo is loaded instead. "
                             "Pick another model in the model manager.")
             folder = ""
+        why = self.controller.load_record.blocked(folder) if folder and not checkpoint else ""
+        if why:  # asked for on the command line, it loads; remembered, it waits for the user
+            self.held_model, folder = folder, ""
         self.load_model(folder or str(demo), "", is_demo=not folder)
+        if why:
+            self.retry_load.setToolTip(f"Load {self.held_model} again")
+            self.retry_load.setVisible(True)
+            return (f"{Path(self.held_model).name} was not loaded, because {why}. The demo is loaded instead; "
+                    "Try again loads it, or choose another model in the model manager.")
+        return ""
+
+    def _retry_load(self) -> None:
+        self.retry_load.setVisible(False)
+        self.error.setVisible(False)
+        self.controller.load_record.clear()
+        self.load_model(self.held_model, "")
 
     def load_model(self, folder: str, resident: str, is_demo: bool = False) -> None:
         self.status.showMessage(f"Loading {folder}…")
@@ -540,6 +562,7 @@ class MainWindow(QMainWindow):
         is_demo = Path(folder).resolve() == Path(demo).resolve()
         self.settings.active_model = "" if is_demo else folder
         self.controller.save_settings()
+        self.retry_load.setVisible(False)  # another choice: the model held at start is no longer offered
         self.load_model(folder, resident, is_demo)
 
     def open_settings(self, tab: int = 0) -> None:

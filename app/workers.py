@@ -67,10 +67,13 @@ class EngineWorker(QObject):
     sig_event = Signal(int, object)  # request id, runtime event
     sig_reply_failed = Signal(int, str)
 
-    def __init__(self, max_context: int = CONTEXT.default, probe_file: str | None = None):
+    def __init__(self, max_context: int = CONTEXT.default, probe_file: str | None = None, load_record=None):
+        """`load_record`: an app.crash.LoadRecord, told when a checkpoint (not the demo) starts and ends
+        loading, so a model that failed or crashed the process is not loaded again without asking."""
         from runtime.engine_queue import EngineQueue
 
         super().__init__()
+        self.load_record = load_record
         self.engine = None
         self.remote = None  # a runtime.remote RemoteEngine instead of a local engine (it has no weights here)
         self.queue = EngineQueue()  # the one line for the engine: chat replies, server requests, loads
@@ -97,12 +100,20 @@ class EngineWorker(QObject):
         from runtime.store.remote_sources import is_spec
 
         self.cancel_requested.clear()
-        with self.queue.exclusive(f"the model {folder if is_spec(folder) else Path(folder).name} is loading"):
-            self._release()
-            if is_spec(folder):
-                self._connect(folder)
-            else:
-                self._load(folder, resident, is_demo)
+        record = self.load_record if not (is_demo or is_spec(folder)) else None
+        if record is not None:
+            record.begin(folder)
+        error = ""
+        try:
+            with self.queue.exclusive(f"the model {folder if is_spec(folder) else Path(folder).name} is loading"):
+                self._release()
+                if is_spec(folder):
+                    self._connect(folder)
+                else:
+                    error = self._load(folder, resident, is_demo)
+        finally:  # a crash (a segfault) never gets here: the record then says it was loading
+            if record is not None:
+                record.end(folder, error)
 
     def _connect(self, spec: str) -> None:
         """A model on an OpenAI-compatible server (runtime/store/remote_sources.py's spec): probed with
@@ -125,7 +136,8 @@ class EngineWorker(QObject):
         self.sig_loaded.emit(LoadedModel(spec, f"{model} on {r.server.address}", r.status(), tuple(r.depth_levels()),
                                          subs, subs, False, (), r.default_depth(), r.thinking_ceiling))
 
-    def _load(self, folder: str, resident: str, is_demo: bool) -> None:
+    def _load(self, folder: str, resident: str, is_demo: bool) -> str:
+        """Loads and warms up; returns why the load failed ("" when it did not, or was cancelled)."""
         from runtime.checkpoint.reader import LoadCancelled
         from runtime.engine import Engine
         from runtime.errors import ElasticError
@@ -143,16 +155,18 @@ class EngineWorker(QObject):
         except LoadCancelled:
             self.queue.set_failed("loading was cancelled")
             self.sig_load_cancelled.emit()
-            return
+            return ""
         except ElasticError as e:
             self.queue.set_failed(str(e))
             self.sig_load_failed.emit(str(e))
-            return
-        except Exception as e:  # out of memory, a driver problem: report it, keep the window alive
+            return str(e)
+        except BaseException as e:  # out of memory, a driver problem, a native panic: report it, keep the app alive
+            if not _caught(e):
+                raise
             log.exception("loading %s failed", folder)
             self.queue.set_failed(_describe(e))
             self.sig_load_failed.emit(_describe(e))
-            return
+            return _describe(e)
         self.queue.set_engine(self.engine)
         e = self.engine
         loaded = tuple(e.submodels_by_size())
@@ -165,6 +179,7 @@ class EngineWorker(QObject):
         # The window is usable while this runs; a reply sent meanwhile (the chat's or the server's) waits
         # in the queue and starts right after it, warm.
         log.info("warmed up %s in %.0f ms", Path(folder).name, self._warm_up(loaded))
+        return ""
 
     def _plan(self, folder: str):
         """The fit plan for this checkpoint on this PC (or the recorded probe); None when it cannot be made."""
@@ -174,8 +189,10 @@ class EngineWorker(QObject):
         try:
             hw = load_probe(self.probe_file) if self.probe_file else probe()
             return hw, plan_checkpoint(Path(folder), hw, self.max_context)
-        except Exception as e:  # the plan explains and picks; loading the parent still works without it
-            log.warning("no fit plan for %s: %s", folder, e)
+        except BaseException as e:  # the plan explains and picks; loading the parent still works without it
+            if not _caught(e):
+                raise
+            log.warning("no fit plan for %s: %s", folder, _describe(e))
             return None
 
     @staticmethod
@@ -202,8 +219,10 @@ class EngineWorker(QObject):
             try:
                 for _ in stream_chat(self.engine, request):
                     pass
-            except Exception as e:  # a warm-up is a courtesy: the first real reply will report any problem
-                log.warning("warm-up on %s failed: %s", name, e)
+            except BaseException as e:  # a courtesy: the first real reply reports any problem (a panic too)
+                if not _caught(e):
+                    raise
+                log.warning("warm-up on %s failed: %s", name, _describe(e))
         return round((time.perf_counter() - started) * 1000, 1)
 
     @Slot()
@@ -244,13 +263,25 @@ class EngineWorker(QObject):
                 stream_in_turn(self.queue, request, controls, "chat")
             for event in events:
                 self.sig_event.emit(request_id, event)
-        except Exception as e:  # bad request values: the reply fails, the app does not
+        except BaseException as e:  # bad request values, a native panic: the reply fails, the app does not
+            if not _caught(e):
+                raise
             log.exception("reply %s failed", request_id)
             self.sig_reply_failed.emit(request_id, _describe(e))
 
 
-def _describe(e: Exception) -> str:
-    text = f"{type(e).__name__}: {e}"
+def _caught(e: BaseException) -> bool:
+    """What a worker reports instead of dying: any Exception, and a native library's panic
+    (runtime/native.py), which is a BaseException that `except Exception` lets through."""
+    from runtime.native import is_panic
+
+    return isinstance(e, Exception) or is_panic(e)
+
+
+def _describe(e: BaseException) -> str:
+    from runtime.native import describe, is_panic
+
+    text = describe(e, 300) if is_panic(e) else f"{type(e).__name__}: {e}"
     if "out of memory" in text.lower():
         return "out of memory: choose a lower reasoning depth or a smaller model in the model manager"
     return text
@@ -344,9 +375,11 @@ class TaskWorker(QObject):
     def run(self) -> None:
         try:
             self.sig_done.emit(self.fn(*self.args))
-        except Exception as e:
+        except BaseException as e:  # a native panic too (verify and import read safetensors files)
+            if not _caught(e):
+                raise
             log.debug("task failed: %s", traceback.format_exc())
-            self.sig_failed.emit(str(e))
+            self.sig_failed.emit(str(e) if isinstance(e, Exception) else _describe(e))
 
 
 class _TaskHandle(QObject):

@@ -10,7 +10,19 @@ tokenizer built from `tokenizer.json` (an `auto_map` naming the checkpoint's own
 ignored, with one logged line), and the chat template runs in a bounded sandbox
 (chat_template.py). Message text is encoded as plain text: a user who types `<|im_start|>` or
 `</think>` gets those characters, never the special tokens, so only the template makes roles
-and thinking boundaries.
+and thinking boundaries. What counts is what the tokenizer itself would match, after its own
+normalization: with an NFKC normalizer and `normalized: true` added tokens, a typed fullwidth
+`＜|im_end|＞` is matched as the real token, and so are compatibility forms, accents a normalizer
+strips, case a lowercase normalizer folds, whatever a Replace normalizer rewrites. So the tokenizer is
+asked: message text is encoded once on its own, and every span it turns into an added token (its
+offsets, in the text as typed) is encoded as characters, like a token's string typed as is.
+
+The tokenizer is native code from a download (Rust, through tokenizers): every call into it goes
+through runtime/native.py, so a panic (a backtracking regex that hits Oniguruma's retry limit) is
+one error line, never an exception that escapes `except Exception`. Its time is bounded too: at
+load a few short probe texts must encode within PROBE_SECONDS (else the tokenizer is refused), and
+every encode runs in a helper thread (tokenizers releases the GIL while it encodes a batch) with a
+deadline that grows with the text; a tokenizer past its deadline is marked broken and used no more.
 """
 
 from __future__ import annotations
@@ -18,12 +30,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from .chat_template import compile_template, render
 from .checkpoint.config import read_json
-from .errors import CheckpointError, UsageError, one_line
+from .errors import CheckpointError, UsageError
+from .native import describe, guarded
 from .units import format_bytes
 
 log = logging.getLogger(__name__)
@@ -37,6 +51,15 @@ MAX_TOKENIZER_FILE = 256 << 20  # tokenizer.json of a 131k vocabulary is about 1
 MARK_OPEN, MARK_CLOSE, MARK_BASE = "\U000F0000", "\U000F0001", 0xF0100
 MARK = re.compile("\U000F0000([\U000F0100-\U000FFFFD])\U000F0001")
 TEMPLATE_STRING_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
+# Encoding time: a short text gets ENCODE_SECONDS, a longer one ENCODE_CHARS_PER_S more per character
+# (a sound tokenizer encodes millions of characters a second; these only catch one that backtracks).
+ENCODE_SECONDS, ENCODE_CHARS_PER_S = 2.0, 100_000
+PROBE_SECONDS = 2.0  # for all of PROBE_TEXTS at load; each takes a sound tokenizer well under 1 ms
+# Runs of one character class, then a different one: what makes a backtracking regex explode.
+PROBE_TEXTS = tuple(c * 64 + end for c in ("a", "A", "1", " ", "\n", ".", "é", "日", "🙂", "a1", "a ")
+                    for end in ("!", "a", "")) + ("Hello, world! What is 12 + 34? It is 46.\n",)
+MAX_MARKS = 0xFFFD - 0x100  # private-use characters available as span markers
+SPAN_CACHE, SPAN_CACHE_CHARS = 512, 1 << 20  # message texts whose protected spans are remembered
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "chat_template.jinja", "chat_template.json", "generation_config.json")
 
@@ -127,13 +150,16 @@ class ChatFormat:
         from transformers.utils import logging as hf_logging  # noqa: PLC0415
 
         hf_logging.set_verbosity_error()
-        try:
+        self.broken = ""  # set when the tokenizer ran past a deadline: it is used no more
+        with guarded(lambda why: CheckpointError(folder, f"the tokenizer files cannot be loaded ({why})")):
             self.tokenizer = PreTrainedTokenizerFast.from_pretrained(
                 str(folder), local_files_only=True, trust_remote_code=False)
-        except Exception as e:  # transformers raises many kinds; the message is what matters
-            raise CheckpointError(folder, f"the tokenizer files cannot be loaded ({type(e).__name__}: "
-                                          f"{one_line(e)[:300]})") from None
         tok = self.tokenizer
+        try:
+            self._bounded(lambda: [tok.encode(t, add_special_tokens=False) for t in PROBE_TEXTS], "encode",
+                          sum(map(len, PROBE_TEXTS)), seconds=PROBE_SECONDS)
+        except UsageError as e:
+            raise CheckpointError(folder, f"the tokenizer fails on ordinary short texts: {e}") from None
         source, where = template_text(folder, config)
         self.template = compile_template(source, str(where)) if source else None
         self.has_template = self.template is not None
@@ -142,12 +168,12 @@ class ChatFormat:
         # must be neutralised in message content; longest first so a longer token wins.
         added = {t.content if hasattr(t, "content") else str(t): i for i, t in tok.added_tokens_decoder.items()}
         self.added_ids = frozenset(added.values())
-        self.protected = sorted(added, key=len, reverse=True) + [MARK_OPEN, MARK_CLOSE]
-        if len(self.protected) > 0xFFFD - 0x100:
+        protected = sorted((p for p in added if p), key=len, reverse=True) + [MARK_OPEN, MARK_CLOSE]
+        if len(protected) > MAX_MARKS:
             raise CheckpointError(folder, f"the tokenizer adds {len(added):,} tokens; too many to handle")
-        self._marks = {p: MARK_OPEN + chr(MARK_BASE + i) + MARK_CLOSE for i, p in enumerate(self.protected) if p}
-        self._protect_re = re.compile("|".join(re.escape(p) for p in self._marks))
+        self._protect_re = re.compile("|".join(re.escape(p) for p in protected))
         self._plain_cache: dict[str, list[int]] = {}
+        self._span_cache: dict[str, list[tuple[int, int]]] = {}
         end = {self._token_id(TURN_END)} | set(_eos_ids(folder, tok))
         self.special = SpecialTokens(self._token_id(THINK_START), self._token_id(THINK_END),
                                      self._token_id(TURN_START), frozenset(i for i in end if i is not None))
@@ -155,45 +181,97 @@ class ChatFormat:
 
     def _token_id(self, token: str) -> int | None:
         """The id of a special token if the vocabulary has it as a single token."""
-        ids = self.tokenizer.encode(token, add_special_tokens=False)
+        ids = self.encode(token)
         return ids[0] if len(ids) == 1 else None
+
+    # ------------------------------------------------------------------ the native calls, bounded
+
+    def _bounded(self, call, what: str, size: int = 0, seconds: float | None = None):
+        """`call()` (a tokenizer call) in a helper thread under a deadline; its failures, a Rust panic
+        included, are one UsageError line. Past the deadline the call is left to finish on its own and
+        this tokenizer is marked broken (the thread may still be using it)."""
+        if self.broken:
+            raise UsageError(self.broken)
+        limit = seconds if seconds is not None else ENCODE_SECONDS + size / ENCODE_CHARS_PER_S
+        box: dict = {}
+
+        def run():
+            try:
+                box["value"] = call()
+            except BaseException as e:  # noqa: BLE001 (a panic is a BaseException; reported below)
+                box["error"] = e
+        worker = threading.Thread(target=run, name="tokenizer", daemon=True)
+        worker.start()
+        worker.join(limit)
+        if worker.is_alive():
+            self.broken = (f"the tokenizer took more than {limit:.3g} s to {what} {size:,} characters: its rules "
+                           "(tokenizer.json) are broken or hostile; choose another model")
+            raise UsageError(self.broken)
+        if "error" in box:
+            raise UsageError(f"the tokenizer cannot {what} this text ({describe(box['error'])})")
+        return box["value"]
+
+    def _ids(self, text: str, plain: bool = False) -> list[int]:
+        """Ids of `text`; with `plain`, special tokens' strings are not matched (split_special_tokens)."""
+        return list(self._bounded(lambda: self.tokenizer.encode(text, add_special_tokens=False,
+                                                                split_special_tokens=plain), "encode", len(text)))
+
+    def _spans_to_protect(self, text: str) -> list[tuple[int, int]]:
+        """The spans of message text to encode as characters (see _Marks.protect), remembered for the
+        last SPAN_CACHE texts: each turn of a chat protects every earlier message again."""
+        if text in self._span_cache:
+            return self._span_cache[text]
+        found = [m.span() for m in self._protect_re.finditer(text)]
+        if text:
+            found += self._added_spans(text)
+        spans = _merged(found)
+        if len(text) <= SPAN_CACHE_CHARS:
+            if len(self._span_cache) >= SPAN_CACHE:
+                del self._span_cache[next(iter(self._span_cache))]  # the oldest
+            self._span_cache[text] = spans
+        return spans
+
+    def _added_spans(self, text: str) -> list[tuple[int, int]]:
+        """Where in `text` (as typed) the tokenizer, after its own normalization, matches an added token."""
+        enc = self._bounded(lambda: self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True),
+                            "encode", len(text))
+        return [(a, b) for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]) if i in self.added_ids and b > a]
 
     # ------------------------------------------------------------------ encoding
 
     def encode(self, text: str) -> list[int]:
         """Ids of text this program wrote itself: special token strings in it become special tokens
         (training writes replies ending in `</think>` and `<|im_end|>` this way). Never for user text."""
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return self._ids(text)
 
     def encode_plain(self, text: str) -> list[int]:
         """Ids of text from outside (a user, a file): a special token's string is encoded as characters."""
         _check_text(text, "text")
-        return self._encode_marked(self._protect(text))
+        marks = _Marks(self)
+        return self._encode_marked(marks.protect(text), marks)
 
     def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        with guarded(lambda why: UsageError(f"the tokenizer cannot decode this reply ({why})")):
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def _protect(self, text: str) -> str:
-        return self._protect_re.sub(lambda m: self._marks[m.group()], text)
-
-    def _encode_marked(self, text: str) -> list[int]:
+    def _encode_marked(self, text: str, marks: "_Marks") -> list[int]:
         """Encodes rendered text: the template's own text as is (its special tokens are real), each
         marked span as plain text."""
         ids, pos = [], 0
         for m in MARK.finditer(text):
             if m.start() > pos:
-                ids += self.tokenizer.encode(text[pos:m.start()], add_special_tokens=False)
-            ids += self._plain(self.protected[ord(m.group(1)) - MARK_BASE])
+                ids += self._ids(text[pos:m.start()])
+            ids += self._plain(marks.spans[ord(m.group(1)) - MARK_BASE])
             pos = m.end()
         if pos < len(text):
-            ids += self.tokenizer.encode(text[pos:], add_special_tokens=False)
+            ids += self._ids(text[pos:])
         return ids
 
     def _plain(self, text: str) -> list[int]:
         """Ids of `text` as ordinary characters, never an added token's id (halves are encoded
         separately when the tokenizer would still match a non-special added token)."""
         if text not in self._plain_cache:
-            ids = self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)
+            ids = self._ids(text, plain=True)
             if any(i in self.added_ids for i in ids):
                 ids = self._plain(text[:len(text) // 2]) + self._plain(text[len(text) // 2:]) if len(text) > 1 \
                     else [i for i in ids if i not in self.added_ids]
@@ -215,16 +293,57 @@ class ChatFormat:
         each marker is encoded as plain text."""
         if not messages:
             raise UsageError("the conversation is empty")
-        safe = [_checked_message(m, i, self._protect) for i, m in enumerate(messages)]
+        marks = _Marks(self)
+        safe = [_checked_message(m, i, marks.protect) for i, m in enumerate(messages)]
         if self.template is None:
-            return self._encode_marked("\n".join(m["content"] for m in safe))
-        extra = {"tools": _checked_tools(tools, self._protect)} if tools else {}
+            return self._encode_marked("\n".join(m["content"] for m in safe), marks)
+        extra = {"tools": _checked_tools(tools, marks.protect)} if tools else {}
         text = render(self.template, messages=safe, add_generation_prompt=True, enable_thinking=enable_thinking,
                       truncate_history_thinking=truncate_history_thinking, **extra, **self.template_strings)
-        return self._encode_marked(text)
+        return self._encode_marked(text, marks)
 
     def stream_decoder(self) -> "StreamDecoder":
         return StreamDecoder(self.tokenizer)
+
+
+class _Marks:
+    """One prompt's protected spans: each span of message text that must be encoded as characters is
+    replaced by a marker (a private-use character between two others) naming its entry in `spans`."""
+
+    def __init__(self, chat: ChatFormat):
+        self.chat, self.spans, self.index = chat, [], {}
+
+    def protect(self, text: str) -> str:
+        """`text` with every span the tokenizer would read as an added token (after its normalization),
+        every added token's string as typed, and the marker characters themselves replaced by markers."""
+        spans = self.chat._spans_to_protect(text)
+        if not spans:
+            return text
+        out, pos = [], 0
+        for start, end in spans:
+            out += [text[pos:start], self._mark(text[start:end])]
+            pos = end
+        return "".join(out) + text[pos:]
+
+    def _mark(self, span: str) -> str:
+        if span not in self.index:
+            if len(self.spans) >= MAX_MARKS:
+                raise UsageError(f"the conversation holds more than {MAX_MARKS:,} different special-token "
+                                 "strings; remove some")
+            self.index[span] = len(self.spans)
+            self.spans.append(span)
+        return MARK_OPEN + chr(MARK_BASE + self.index[span]) + MARK_CLOSE
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted spans with the overlapping ones joined."""
+    out: list[list[int]] = []
+    for start, end in sorted(spans):
+        if out and start < out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]
 
 
 def _check_text(text, what: str) -> None:
@@ -343,20 +462,24 @@ class StreamDecoder:
         self.start = 0  # tokens before `start` are fully emitted and no longer decoded
         self.emitted = ""  # text of ids[start:] already returned
 
+    def _decode(self, ids: list[int]) -> str:
+        with guarded(lambda why: UsageError(f"the tokenizer cannot decode this reply ({why})")):
+            return self.tokenizer.decode(ids, skip_special_tokens=True)
+
     def push(self, token_id: int) -> str:
         self.ids.append(token_id)
-        text = self.tokenizer.decode(self.ids[self.start:], skip_special_tokens=True)
+        text = self._decode(self.ids[self.start:])
         if text.endswith("\ufffd"):
             return ""  # an incomplete character: wait for its remaining bytes
         delta = text[len(self.emitted):] if text.startswith(self.emitted) else text
         if len(self.ids) - self.start > 8:  # move the window on, keeping a little context for merges
             self.start = len(self.ids) - 1
-            self.emitted = self.tokenizer.decode(self.ids[self.start:], skip_special_tokens=True)
+            self.emitted = self._decode(self.ids[self.start:])
         else:
             self.emitted = text
         return delta
 
     def flush(self) -> str:
         """Whatever is still held back at the end (an incomplete character shows as U+FFFD)."""
-        text = self.tokenizer.decode(self.ids[self.start:], skip_special_tokens=True)
+        text = self._decode(self.ids[self.start:])
         return text[len(self.emitted):] if text.startswith(self.emitted) else ""

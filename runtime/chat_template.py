@@ -6,6 +6,12 @@ internals or changing data; this module adds the bounds the sandbox lacks:
 
 * size: no operator, call or filter may build a string or list longer than MAX_CHARS, and the
   check happens *before* the work (`'x' * 3*10**9` is refused without allocating anything);
+* numbers: every arithmetic operator (`+ - * / // % **`, unary minus) takes whole numbers of at most
+  MAX_INT_BITS bits and may not make a larger one, checked before it computes. One operation on
+  big integers is a single C call that no trace function interrupts: a floor division of two
+  million-bit numbers (made by `'f' * 500000 | int(base=16)`, a hex literal or `int.from_bytes`)
+  ran for tens of seconds between two steps of the time limit. Calls and filters already refuse any
+  whole-number argument above MAX_CHARS, and printing a number is bounded by Python's digit limit;
 * time: a trace function sees every line the compiled template runs and stops it after
   MAX_SECONDS; the same hook stops it when the process grew by more than MAX_GROWTH bytes
   (a string doubled in a loop);
@@ -35,7 +41,7 @@ from .errors import CheckpointError, UsageError
 from .units import format_bytes
 
 MAX_CHARS = 1 << 24  # 16.7M characters: far more than any context window holds
-MAX_POWER_BITS = 1 << 16
+MAX_INT_BITS = 1 << 16  # about 19,700 digits; one operation on two such numbers takes milliseconds
 MAX_SECONDS = 3.0
 MAX_GROWTH = 512 << 20  # bytes the process may grow while one template runs
 MAX_TEMPLATE = 1 << 20  # characters of template source
@@ -46,7 +52,9 @@ class TemplateLimit(Exception):
 
 
 def _too_big(size: int, what: str = "a value of {:,} characters", limit: int = MAX_CHARS):
-    raise TemplateLimit(f"the chat template tried to build {what.format(size)} (the limit is {limit:,})")
+    # a size past Python's digit limit cannot be printed in digits (and is not worth the time)
+    shown = what.format(size) if size.bit_length() <= 64 else what.replace("{:,}", f"about 2**{size.bit_length() - 1}")
+    raise TemplateLimit(f"the chat template tried to build {shown} (the limit is {limit:,})")
 
 
 def deep_size(value, limit: int = MAX_CHARS) -> int:
@@ -74,6 +82,17 @@ def deep_size(value, limit: int = MAX_CHARS) -> int:
         if total > limit:
             return total
     return total
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int(value) -> None:
+    """An operand of arithmetic: a whole number of at most MAX_INT_BITS bits (or not a whole number)."""
+    if _whole(value) and value.bit_length() > MAX_INT_BITS:
+        raise TemplateLimit(f"the chat template tried arithmetic on a number of {value.bit_length():,} bits "
+                            f"(the limit is {MAX_INT_BITS:,})")
 
 
 def _check_size(value):
@@ -159,7 +178,8 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
     """Jinja's immutable sandbox plus size checks on every operator, call, filter, concatenation
     and printed value."""
 
-    intercepted_binops = frozenset(["*", "**", "+", "%"])
+    intercepted_binops = frozenset(["*", "**", "+", "-", "/", "//", "%"])
+    intercepted_unops = frozenset(["-", "+"])
     code_generator_class = _CheckedConcat
 
     def __init__(self):
@@ -178,7 +198,18 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             _too_big(size)
         return "".join(map(str, parts))
 
+    def call_unop(self, context, operator, arg):
+        _check_int(arg)
+        return super().call_unop(context, operator, arg)
+
     def call_binop(self, context, operator, left, right):
+        _check_int(left)
+        _check_int(right)
+        if _whole(left) and _whole(right):
+            bits = max(1, abs(left).bit_length()), max(1, abs(right).bit_length())
+            result = {"*": sum(bits), "+": max(bits) + 1, "-": max(bits) + 1}.get(operator, 0)
+            if result > MAX_INT_BITS:
+                _too_big(result, "a number of {:,} bits", MAX_INT_BITS)
         if operator == "*":
             for seq, n in ((left, right), (right, left)):
                 if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int) and n > 0:
@@ -186,8 +217,8 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
                         _too_big(deep_size(seq) * n)
         elif operator == "**":
             if isinstance(left, int) and isinstance(right, int) and right > 0 and \
-                    max(1, abs(left).bit_length()) * right > MAX_POWER_BITS:
-                _too_big(max(1, abs(left).bit_length()) * right, "a number of {:,} bits", MAX_POWER_BITS)
+                    max(1, abs(left).bit_length()) * right > MAX_INT_BITS:
+                _too_big(max(1, abs(left).bit_length()) * right, "a number of {:,} bits", MAX_INT_BITS)
         elif operator == "+":
             if deep_size(left) + deep_size(right) > MAX_CHARS:
                 _too_big(deep_size(left) + deep_size(right))

@@ -169,8 +169,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _device_flags(p):
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--device", default="auto", type=_computing_device, help="auto, cpu, cuda or cuda:N")
     p.add_argument("--dtype", default="auto", help="auto (fp32 on CPU, bf16 on CUDA), float32, bfloat16, float16")
+
+
+def _computing_device(value: str) -> str:
+    """--device of the commands that compute values: torch's meta device holds shapes and no numbers,
+    so a reply on it is empty and a score meaningless (decode-check, which checks shapes, takes it)."""
+    if value.strip().lower().split(":")[0] == "meta":
+        raise argparse.ArgumentTypeError("meta holds no values (it is for decode-check); use auto, cpu, cuda "
+                                         "or cuda:N")
+    return value
 
 
 def _decode_check(args) -> int:

@@ -172,13 +172,19 @@ class Engine:
         """APPROXIMATE switch: `target` takes over `source`'s state for the thinking tokens instead of
         re-prefilling them. Attention KV is copied as is (heads are not elastic); the Mamba state of
         the heads both submodels share is copied, the target's extra heads keep their state at the end
-        of the prompt. Only the tokens `source` has not run yet are prefilled. Opt-in only."""
+        of the prompt. Only the tokens `source` has not run yet are prefilled. Opt-in only.
+
+        The target always runs the last token itself, since its logits are the answer's first: when
+        `source` has already run it too (the model's own `</think>`, which the decode loop runs before
+        the host reads it), the attention KV is taken up to the token before, and the shared Mamba
+        heads, whose state cannot step back, see that one token twice (one more approximation)."""
         start = time.perf_counter()
         src, dst = self.cache(source), self.cache(target)
         done = src.length
         if done <= prompt_len or src.tokens != context[:done] or src.scope != scope:  # nothing to transplant
             return self.catch_up(target, context, None, controls, scope)  # so do it exactly
         prefill, _ = self.catch_up(target, context[:prompt_len], None, controls, scope)
+        done = min(done, len(context) - 1)  # at least one token left for the target to run
         for mine, theirs in zip(dst.layers, src.layers):
             if hasattr(mine, "k"):
                 mine.k[:, prompt_len:done] = theirs.k[:, prompt_len:done]

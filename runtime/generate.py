@@ -50,6 +50,7 @@ from .events import (
     ToolCall,
 )
 from .grammar import Constraint, answer_grammar, check_grammar, largest_call
+from .native import describe, is_panic
 from .options import MAX_NEW_TOKENS
 from .sampling import DeviceSampler, SamplingSettings
 from .tool_calls import CALL_OPEN, Text, ToolCallError, ToolCallStream, opening_held, tool_schemas
@@ -283,6 +284,11 @@ class _Reply:
         except Exception as e:  # the reply fails, the app does not: report and carry on
             log.exception("generation failed")
             self.finish, error = ERROR, f"{type(e).__name__}: {e}"
+        except BaseException as e:  # a native library's panic (runtime/native.py): the same, not a dead thread
+            if not is_panic(e):
+                raise
+            log.exception("generation failed")
+            self.finish, error = ERROR, describe(e)
         yield from self._release()
         yield self._done(error)
 

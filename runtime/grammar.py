@@ -387,7 +387,7 @@ def _marker(chat, text: str) -> str:
     a grammar only checked, never run)."""
     if chat is None:
         return _lit(text)
-    ids = chat.tokenizer.encode(text, add_special_tokens=False)
+    ids = chat.encode(text)  # bounded, and a panic is one line (runtime/native.py)
     return f"<[{ids[0]}]>" if len(ids) == 1 and ids[0] in chat.added_ids else _lit(text)
 
 

@@ -4,7 +4,10 @@
     token = sample.on_device(logits)   # (1,) long on the device, no host sync (the decode loop)
     token_id = sample(logits)          # the id on the host (scoring, tests)
 
-Temperature 0 is greedy. Filters apply in the order top-k, top-p, min-p, each keeping at
+Temperature 0 is greedy, and so is any temperature below GREEDY_BELOW: dividing logits by 1e-300
+(a value the CLI, the server and a settings file all accept as a number in range) overflows float32
+to infinities whose softmax is NaN, which sampled a garbage token; this file is the one place that
+decides. Filters apply in the order top-k, top-p, min-p, each keeping at
 least one token. A seeded device generator makes a run repeat exactly.
 """
 
@@ -17,6 +20,10 @@ import torch
 from .errors import UsageError
 from .options import MIN_P, SEED, TEMPERATURE, TOP_K, TOP_P, OptionError
 
+# A thousandth: the likeliest token already wins all but near-ties there, and it is far above where
+# dividing float32 logits of about 30 by the temperature overflows (about 1e-37).
+GREEDY_BELOW = 1e-3
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -26,6 +33,11 @@ class SamplingSettings:
     top_k: int = TOP_K.default  # 0: off
     min_p: float = MIN_P.default
     seed: int | None = SEED.default
+
+    @property
+    def greedy(self) -> bool:
+        """Always the likeliest token: temperature 0, or one too small to divide by (GREEDY_BELOW)."""
+        return self.temperature < GREEDY_BELOW
 
     def check(self) -> SamplingSettings:
         try:
@@ -47,7 +59,7 @@ class DeviceSampler:
         self.settings = settings.check()
         device = torch.device(device)
         self.generator = None
-        if settings.temperature > 0 and device.type != "meta":  # meta has no generator (and no values)
+        if not settings.greedy and device.type != "meta":  # meta has no generator (and no values)
             self.generator = torch.Generator(device=device)
             if settings.seed is None:
                 self.generator.seed()
@@ -58,7 +70,7 @@ class DeviceSampler:
     def on_device(self, logits: torch.Tensor) -> torch.Tensor:
         s = self.settings
         logits = raw = logits.reshape(-1).float()  # (vocab,)
-        if s.temperature == 0:
+        if s.greedy:
             return self._mark_invalid(raw, logits.argmax().reshape(1))
         logits = logits / s.temperature
         if s.top_k and s.top_k < logits.numel():

@@ -2,7 +2,9 @@
 
 This works on the files in the hub layout, independently of the runtime's internal layout
 (weights.py), so a test comparing the two checks one against the other. Tensors keep their
-stored dtype and are processed one at a time, so extracting needs little memory.
+stored dtype and are processed one at a time, so extracting needs little memory. Nothing is left
+behind by a failure: the output is written to a temporary folder beside `out` and renamed at the end,
+and any failure (a full disk, which safetensors reports as its own error from Rust) is one line.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ..errors import UsageError
+from ..native import guarded
 from .check import inspect_checkpoint
 from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .quant import BLOCK, QuantSpec, whole_blocks
@@ -55,7 +58,11 @@ def extract(folder, name: str, out) -> Path:
     except OSError as e:
         raise UsageError(f"cannot write to {out.parent} ({e.strerror}); choose another folder") from None
     try:
-        save_file(_sliced_tensors(cfg, table, sub, quant), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        with guarded(lambda why: UsageError(f"cannot read the weights of {folder} ({why}); nothing was written")):
+            tensors = _sliced_tensors(cfg, table, sub, quant)
+        # safetensors writes in Rust: a full disk is its SafetensorError, not an OSError
+        with guarded(lambda why: UsageError(f"cannot write {out} ({why}); nothing was written")):
+            save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(new_config, indent=2) + "\n")
         nested = [s for s in subs if s.fits_within(sub)]
         (tmp / "elastic.json").write_text(json.dumps(_nested_elastic(cfg, sub, nested), indent=2) + "\n")

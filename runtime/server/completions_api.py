@@ -86,14 +86,16 @@ def _refuse_unsupported(body: dict) -> None:
         raise bad("suffix", "suffix (fill-in-the-middle) is not supported: the model is not trained for it; "
                             "send the text before the cursor as the prompt")
     for key in ("n", "best_of"):
-        if body.get(key) not in (None, 1):
+        value = body.get(key)
+        if value is not None and (type(value) is not int or value != 1):  # true and 1.0 equal 1 in Python
             raise bad(key, f"this server returns one choice per request ({key} must be 1)")
-    if body.get("logprobs") not in (None, 0):
+    if body.get("logprobs") not in (None, 0) or isinstance(body.get("logprobs"), bool):
         raise bad("logprobs", "log-probabilities are not returned by this server")
     if body.get("logit_bias"):
         raise bad("logit_bias", "logit_bias is not supported by this server")
     for key in ("presence_penalty", "frequency_penalty"):
-        if body.get(key) not in (None, 0, 0.0):
+        value = body.get(key)
+        if value is not None and (isinstance(value, bool) or value not in (0, 0.0)):  # false equals 0
             raise bad(key, f"{key} is not supported by this server (leave it out or 0)")
 
 

@@ -273,8 +273,9 @@ def refuse_unknown(body: dict, known: set[str], route: str) -> None:
 
 def _refuse_unsupported(body: dict) -> None:
     """Fields that would change the reply in a way this engine cannot: refused, never silently ignored."""
-    if body.get("n") not in (None, 1):
-        raise bad("n", "this server returns one choice per request (n must be 1)")
+    n = body.get("n")
+    if n is not None and (type(n) is not int or n != 1):  # true and 1.0 equal 1 in Python, not in JSON's types
+        raise bad("n", refusal("n", n, "1: this server returns one choice per request"))
     for key in ("logprobs", "top_logprobs"):
         if body.get(key) not in (None, False, 0):  # the decode loop reads one token per step from the device
             raise bad(key, f"{key} is not returned by this server: its decode loop reads only the token back "
@@ -282,7 +283,8 @@ def _refuse_unsupported(body: dict) -> None:
     if body.get("logit_bias"):
         raise bad("logit_bias", "logit_bias is not supported by this server")
     for key in ("presence_penalty", "frequency_penalty"):
-        if body.get(key) not in (None, 0, 0.0):
+        value = body.get(key)
+        if value is not None and (isinstance(value, bool) or value not in (0, 0.0)):  # false equals 0
             raise bad(key, f"{key} is not supported by this server (leave it out or 0)")
 
 
@@ -441,7 +443,12 @@ def cache_key(value) -> str | None:
 
 def _field(option: Option, source: dict, param: str | None = None, key: str | None = None):
     """A numeric field checked by its option (runtime/options.py), as the CLI and the app check it;
-    the option's default when absent or null."""
+    the option's default when absent or null. An integer field refuses 4.0 as OpenAI does (the
+    registry counts it as whole for settings files; a request's JSON says what it sends)."""
+    value = source.get(key or option.name)
+    if option.kind is int and isinstance(value, float):
+        raise bad(param or option.name, refusal(param or option.name, value, option.rule + ", written without "
+                                                "a decimal point"))
     try:
         return option.read(source, param, key)
     except OptionError as e:
