@@ -123,8 +123,14 @@ MAX_QUEUE = Option("max_queue", int, 8, 1, 1024, "requests that may wait for the
 STALL_SECONDS = Option("stall_seconds", float, 30.0, 0.1, 3600.0, "seconds without data before a download retries")
 STEPS = Option("steps", int, 4, 1, 4096, "decode steps to run")
 
+# ---------------------------------------------------------------------- tools (runtime/tool_loop.py, runtime/mcp/)
+
+MAX_TOOL_CALLS = Option("max_tool_calls", int, 8, 1, 64, "the most tool calls one reply may make")
+TOOL_TIMEOUT = Option("tool_timeout", float, 60.0, 1.0, 3600.0, "seconds a tool may take before its call fails",
+                      step=5.0)
+
 OPTIONS = {o.name: o for o in (*SAMPLING, SEED, MAX_NEW_TOKENS, CONTEXT, THINKING_BUDGET, PORT, MAX_QUEUE,
-                               STALL_SECONDS, STEPS)}
+                               STALL_SECONDS, STEPS, MAX_TOOL_CALLS, TOOL_TIMEOUT)}
 FLAG_ALIASES = {"max_context": "context"}  # `--max-context` of generate and serve is the context
 
 
