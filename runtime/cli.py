@@ -134,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_flag(p, option)
     p.add_argument("--system", help="a system prompt")
     add_flag(p, CONTEXT, "--max-context", default=ENGINE_CONTEXT)
-    p.add_argument("--json", action="store_true", help="JSON lines: token, switch and done events")
+    p.add_argument("--json", action="store_true",
+                   help="JSON lines: token, switch, tool_call, invalid_tool_call and done events")
+    p.add_argument("--tools", metavar="FILE", help="a JSON list of OpenAI-style tools to offer the model")
     p.add_argument("--transplant", action="store_true",
                    help="APPROXIMATE switch: reuse the thinking submodel's state instead of re-prefilling")
     _device_flags(p)
@@ -209,12 +211,13 @@ def _serve(args) -> int:
 def _generate(args) -> int:
     from .depth import find_level
     from .engine import Engine
-    from .events import Done, Switch, Token
+    from .events import Done, InvalidToolCall, Switch, Token, ToolCall
     from .generate import ChatRequest, stream_chat
     from .sampling import SamplingSettings
     from .store.planner import check_cpu_fit
     from .store.submodel_tables import folder_table
 
+    tools = _read_tools(args.tools) if args.tools else None  # before the load: a bad file fails fast
     engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
                          table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit)
     parent = engine.submodels_by_size()[-1]
@@ -232,17 +235,37 @@ def _generate(args) -> int:
         [{"role": "user", "content": args.prompt}]
     request = ChatRequest(tuple(messages), think, answer, budget, args.max_new_tokens,
                           SamplingSettings(args.temperature, args.top_p, args.top_k, args.min_p, args.seed),
-                          transplant=args.transplant, escalation=escalation)
+                          transplant=args.transplant, escalation=escalation, tools=tools)
     printer = _JsonPrinter() if args.json else _TextPrinter()
     for event in stream_chat(engine, request):
         if isinstance(event, Token):
             printer.token(event)
         elif isinstance(event, Switch):
             printer.switch(event)
+        elif isinstance(event, (ToolCall, InvalidToolCall)):
+            printer.tool_call(event)
         elif isinstance(event, Done):
             printer.done(event)
             return 0 if event.finish_reason != "error" else 1
     return 1
+
+
+MAX_TOOLS_FILE = 4 << 20
+
+
+def _read_tools(path: str) -> tuple[dict, ...]:
+    """The --tools file: a JSON list of OpenAI-style tools, checked as a request's are."""
+    from .json_file import JsonFileError, read_json_file
+    from .tool_calls import ToolSpecError, check_tools
+
+    try:
+        return check_tools(read_json_file(path, MAX_TOOLS_FILE, kind=list))
+    except FileNotFoundError:
+        raise UsageError(f"--tools {printable(path)}: no such file") from None
+    except JsonFileError as e:
+        raise UsageError(f"--tools {printable(path)}: {e}; give a JSON list of tools") from None
+    except ToolSpecError as e:
+        raise UsageError(f"--tools {printable(path)}: {e}") from None
 
 
 def stderr_progress(every_s: float = 1.0):
@@ -273,7 +296,7 @@ class _JsonPrinter:
     def _out(event):
         print(json.dumps(event.to_dict(), ensure_ascii=False), flush=True)
 
-    token = switch = done = _out
+    token = switch = tool_call = done = _out
 
 
 class _TextPrinter:
@@ -294,6 +317,13 @@ class _TextPrinter:
         why = "" if e.reason == "answer" else f" ({printable(e.reason)})"  # e.g. "escalate": Auto climbed
         print(f"\n[switch {printable(e.from_submodel)} -> {printable(e.to_submodel)}{why}: re-prefilled "
               f"{e.reprefill_tokens} tokens in {e.ms:.0f} ms{how}]", end="", flush=True)
+
+    def tool_call(self, e):
+        if e.type == "tool_call":
+            print(f"\n[tool call {printable(e.name)} {printable(json.dumps(e.arguments, ensure_ascii=False))}]",
+                  flush=True)
+        else:
+            print(f"\n[invalid tool call: {printable(e.error)}]", flush=True)
 
     def done(self, e):
         print()

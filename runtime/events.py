@@ -5,7 +5,12 @@ The events are the reply's one record. Each carries the reply's running totals (
 mlx-lm's GenerationResponse does), so no consumer counts tokens or times anything; the texts of
 each phase's Token events, joined, are exactly the texts in `Done`. Each event's `to_dict` is its
 one serialisation: the lines of `python -m runtime generate --json` (a contract), the switches a
-chat saves, the server's switch object.
+chat saves, the server's switch object, the tool calls a history keeps.
+
+When tools are offered, the answer's text goes through the tool-call parser: a call's text never
+reaches a Token; each call comes as a ToolCall event (or an InvalidToolCall, with the reason) after
+the Token of the token that closed it, and Done lists them all (finish_reason TOOL_CALLS when any
+valid call was made).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass, field
 
 THINKING, ANSWER = "thinking", "answer"
 END_OF_TURN, LENGTH, STOPPED, STOP_STRING, ERROR = "end_of_turn", "length", "stopped", "stop_string", "error"
+TOOL_CALLS = "tool_calls"  # the reply ended having made valid tool calls (the caller runs them)
 
 
 @dataclass(frozen=True)
@@ -93,20 +99,61 @@ class Switch:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A tool call the answer made, complete and valid: its block closed, it names an offered tool and
+    its arguments have the JSON types the tool's schema declares. Its text is never part of a Token."""
+    id: str  # "call_..." (the format carries none: order is the only link to the result)
+    name: str
+    arguments: dict
+    index: int  # its place among this reply's valid calls, from 0
+    progress: Progress = field(default_factory=Progress)
+    type: str = "tool_call"
+
+    def to_dict(self) -> dict:
+        return {"type": self.type, "id": self.id, "name": self.name, "arguments": self.arguments,
+                "index": self.index}
+
+    def as_message_call(self) -> dict:
+        """The call as an assistant message's `tool_calls` entry (arguments as an object, which the
+        template needs; chat_format also accepts OpenAI's JSON string)."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": dict(self.arguments)}}
+
+
+@dataclass(frozen=True)
+class InvalidToolCall:
+    """A tool call the answer tried that cannot run (malformed, cut off, an unknown tool, arguments of
+    the wrong type): reported, never dropped and never shown as text."""
+    error: str  # one line: why
+    text: str  # the call's raw text
+    name: str | None  # what could be read of it (None when not even that)
+    arguments: dict | None  # raw text values
+    index: int  # its place among this reply's invalid calls, from 0
+    progress: Progress = field(default_factory=Progress)
+    type: str = "invalid_tool_call"
+
+    def to_dict(self) -> dict:
+        return {"type": self.type, "error": self.error, "name": self.name, "arguments": self.arguments,
+                "text": self.text, "index": self.index}
+
+
+@dataclass(frozen=True)
 class Done:
     """The reply's end (always its last event): the texts, how it ended, and its final totals."""
-    finish_reason: str  # END_OF_TURN, LENGTH, STOPPED, STOP_STRING or ERROR
+    finish_reason: str  # END_OF_TURN, TOOL_CALLS, LENGTH, STOPPED, STOP_STRING or ERROR
     thinking_text: str
     answer_text: str  # without the line breaks the model puts after </think>
     think_submodel: str | None
     answer_submodel: str
     thinking_budget: int | None
     budget_hit: bool = False  # thinking was ended by the budget, not by the model
-    # How thinking ended: "model" (it closed its thought), "budget", "user" (Answer now), "" (it did not think)
+    # How thinking ended: "model" (it closed its thought), "budget", "user" (Answer now), "tool_call" (a call
+    # began inside it), "" (it did not think)
     thinking_end: str = ""
     switches: tuple[Switch, ...] = ()  # every switch of the reply, in order
     error: str | None = None
     progress: Progress = field(default_factory=Progress)
+    tool_calls: tuple[ToolCall, ...] = ()  # every ToolCall event of the reply, in order
+    invalid_tool_calls: tuple[InvalidToolCall, ...] = ()  # every InvalidToolCall event, in order
     type: str = "done"
 
     # The totals are the final Progress's, named as they always were.
@@ -138,12 +185,16 @@ class Done:
                "answer_tokens": self.answer_tokens, "budget_hit": self.budget_hit, "ttft_ms": self.ttft_ms,
                "tokens_per_s": self.tokens_per_s, "thinking_end": self.thinking_end,
                "thinking_by_submodel": dict(self.thinking_by_submodel)}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.invalid_tool_calls:
+            out["invalid_tool_calls"] = [c.to_dict() for c in self.invalid_tool_calls]
         if self.error:
             out["error"] = self.error
         return out
 
 
-Event = Prefill | Token | Switch | Done
+Event = Prefill | Token | Switch | ToolCall | InvalidToolCall | Done
 
 
 def to_dict(event: Event) -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
@@ -39,14 +40,18 @@ from .events import (
     STOP_STRING,
     STOPPED,
     THINKING,
+    TOOL_CALLS,
     Done,
     Event,
+    InvalidToolCall,
     Progress,
     Switch,
     Token,
+    ToolCall,
 )
 from .options import MAX_NEW_TOKENS
 from .sampling import DeviceSampler, SamplingSettings
+from .tool_calls import CALL_OPEN, Text, ToolCallError, ToolCallStream, opening_held, tool_schemas
 
 log = logging.getLogger(__name__)
 GRACE_TOKENS = 16  # after the budget, how long to wait for a line to end before forcing </think>
@@ -68,6 +73,15 @@ class ChatRequest:
     transplant: bool = False
     # Auto: thinking climbs to larger submodels when the thinker struggles (DepthLevel.escalation)
     escalation: Escalation | None = None
+    # OpenAI-style tools offered ({"type": "function", "function": {name, description, parameters}}),
+    # rendered by the template; the answer's calls come as ToolCall events (runtime/tool_calls.py parses)
+    tools: tuple[dict, ...] | None = None
+    tool_choice: str = "auto"  # TOOL_CHOICES: "none" offers no tool; "required" forces a call (grammar.py)
+    tool_name: str | None = None  # the one tool a forced call must call (tool_choice "required")
+    parallel_tool_calls: bool = True  # False: the reply ends at its first valid call
+
+
+TOOL_CHOICES = ("auto", "none", "required")
 
 
 def sampled_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=(),
@@ -129,6 +143,7 @@ class _Reply:
         self.special = engine.chat.special
         if request.max_new_tokens < 1:
             raise UsageError("max_new_tokens must be at least 1")
+        self.tools = _offered_tools(request)
         ladder = request.escalation.ladder if request.escalation else ()
         for name in filter(None, (request.think_submodel, request.answer_submodel, *ladder)):
             engine.model.submodel(name)  # raises a clear error for an unknown or unloaded submodel
@@ -169,6 +184,12 @@ class _Reply:
         self.thinking_end = ""
         self.held = ""  # answer text held back while it could be the start of a stop string
         self.answering = False  # the answer's first text came (the line breaks before it are dropped)
+        # Tool calls: the answer's raw text goes through the parser, which keeps calls out of the Tokens.
+        self.tool_stream = ToolCallStream(list(self.tools)) if self.tools else None
+        self.think_held = ""  # thinking text held back while it could be the start of <tool_call>
+        self.carried = ""  # raw answer text not yet parsed (a call that began inside the thinking)
+        self.calls: list[ToolCall] = []
+        self.invalid_calls: list[InvalidToolCall] = []
 
     def _set_budget(self, budget: int | None) -> None:
         """Thinking ends at the first line end after `budget` tokens (all thinking so far counts)..."""
@@ -179,7 +200,8 @@ class _Reply:
 
     def _prompt(self, thinking: bool) -> list[int]:
         return self.chat.prompt_ids(list(self.req.messages), enable_thinking=thinking,
-                                    truncate_history_thinking=self.req.truncate_history_thinking)
+                                    truncate_history_thinking=self.req.truncate_history_thinking,
+                                    tools=list(self.tools) if self.tools else None)
 
     # ------------------------------------------------------------------ the loop
 
@@ -278,6 +300,16 @@ class _Reply:
             return
         text = self.decoder.push(token)
         self._count(token)
+        if self.tool_stream is not None:
+            text, self.think_held = self.think_held + text, ""
+            if CALL_OPEN in text:  # a call that starts inside the thinking ends it (as the real model does)
+                at = text.index(CALL_OPEN)
+                self.thinking_end, self.carried = "tool_call", text[at:]
+                yield self._token(text[:at], token, latency)
+                yield from self._start_answer([])
+                return
+            keep = opening_held(text)
+            text, self.think_held = text[:len(text) - keep], text[len(text) - keep:]
         yield self._token(text, token, latency)
         n = self.counts[THINKING]
         if n >= self.soft_limit and ("\n" in text or n >= self.hard_limit):
@@ -315,19 +347,25 @@ class _Reply:
 
     def _start_answer(self, closing: list[int], latency: float = 0.0, forced: bool = True) -> Iterator[Event]:
         """Ends the thinking phase with `closing` (forced tokens, or the model's own `</think>`), whose
-        last Token also carries what the thinking decoder still held, then switches to the answering
-        submodel."""
+        first Token also carries the thinking text held back and whose last one what the thinking
+        decoder still held, then switches to the answering submodel. No `closing` (a tool call began
+        inside the thinking): the call's text so far and the decoder's are carried into the answer."""
         for i, t in enumerate(closing):
-            text = self.decoder.push(t) + (self.decoder.flush() if i == len(closing) - 1 else "")
+            text = ((self.think_held if i == 0 else "") + self.decoder.push(t)
+                    + (self.decoder.flush() if i == len(closing) - 1 else ""))
             self._count(t)
             yield self._token(text, t, 0.0 if forced else latency, forced)
+        if not closing:
+            self.carried += self.decoder.flush()
+        self.think_held = ""
         self.phase, self.decoder = ANSWER, self.chat.stream_decoder()
         target = self.req.answer_submodel
         if target != self.current:
             yield self._switch(target, approximate=self.req.transplant)
-        else:  # same submodel: it only runs the forced tokens and the last sampled one
+        elif closing:  # same submodel: it only runs the forced tokens and the last sampled one
             _, logits = self.engine.catch_up(self.current, self.context, None, self.controls)
             self.steps = self._steps(self.current, logits)
+        # (no closing on the same submodel: its steps already hold the logits after the last token)
 
     def _switch(self, target: str, approximate: bool = False, reason: str = "answer") -> Switch:
         """The answering (or requested) submodel catches up on the context it has not seen: exactly by
@@ -350,9 +388,10 @@ class _Reply:
         if token in self.special.end_of_turn:
             self.finish = END_OF_TURN
             return
-        text = self.held + self.decoder.push(token)
+        raw = self.decoder.push(token)
         self._count(token)
-        self.held = ""
+        text, calls = self._parse(raw, final=False)
+        text, self.held = self.held + text, ""
         for stop in self.req.stop_strings:
             if stop and stop in text:
                 text, self.finish = text[:text.index(stop)], STOP_STRING
@@ -360,35 +399,92 @@ class _Reply:
             text, self.held = _hold_back(text, self.req.stop_strings)
         if self.finish is None and self.counts[THINKING] + self.counts[ANSWER] >= self.max_new:
             self.finish = LENGTH
-            text += self._tail()  # the reply's last token carries what was still held back
+            tail, more = self._tail()  # the reply's last token carries what was still held back
+            text, calls = text + tail, calls + more
         yield self._token(text, token, latency)
+        yield from self._call_events(calls)
+
+    def _parse(self, raw: str, final: bool) -> tuple[str, list]:
+        """Raw answer text -> the content to show and the calls it completed (parser events). Without
+        tools, the text itself; `final` closes the parser (an open call is reported cut off)."""
+        if self.tool_stream is None:
+            return raw, []
+        raw, self.carried = self.carried + raw, ""
+        parsed = self.tool_stream.feed(raw)
+        if final:
+            parsed += self.tool_stream.close()
+            self.tool_stream = None
+        return "".join(e.text for e in parsed if isinstance(e, Text)), [e for e in parsed if not isinstance(e, Text)]
+
+    def _call_events(self, parsed: list) -> Iterator[ToolCall | InvalidToolCall]:
+        """The parser's calls as events, numbered and recorded; a valid call ends the reply when the
+        request allows one call only."""
+        for p in parsed:
+            if isinstance(p, Text):
+                continue
+            if isinstance(p, ToolCallError):
+                event = InvalidToolCall(p.reason, p.text, p.name, p.arguments, len(self.invalid_calls),
+                                        self._progress())
+                self.invalid_calls.append(event)
+            else:
+                event = ToolCall(f"call_{uuid.uuid4().hex[:24]}", p.name, p.arguments, len(self.calls),
+                                 self._progress())
+                self.calls.append(event)
+                if not self.req.parallel_tool_calls and self.finish is None:
+                    self.finish = TOOL_CALLS
+            yield event
 
     # ------------------------------------------------------------------ the end
 
-    def _tail(self, whole: bool = True) -> str:
+    def _tail(self, whole: bool = True) -> tuple[str, list]:
         """The text still held back, taken once: the start of a stop string that never came and (`whole`)
-        the decoder's last bytes."""
-        text = self.held + (self.decoder.flush() if whole else "")
-        self.held, self.decoder = "", self.chat.stream_decoder()
-        return text
+        the decoder's last bytes, with the calls the parser completes on closing (or reports cut off)."""
+        text, calls = self._parse(self.decoder.flush() if whole else "", final=True)
+        text, self.held, self.decoder = self.held + text, "", self.chat.stream_decoder()
+        return text, calls
 
-    def _release(self) -> Iterator[Token]:
+    def _release(self) -> Iterator[Event]:
         """A reply that ended on no token of its own releases what was still held back as one Token of no
         new token: after a stop string, nothing; after a stop or an error, not the bytes of a character
-        the cut split (they were never text)."""
+        the cut split (they were never text). A call still open is reported cut off."""
         if self.finish == STOP_STRING:
+            _, calls = self._parse("", final=True)
+            yield from self._call_events(calls)
             return
-        text = self._tail(whole=self.finish not in (STOPPED, ERROR))
+        text, calls = self._tail(whole=self.finish not in (STOPPED, ERROR))
         if text and (token := self._token(text, None)).text:  # (line breaks alone before the answer are dropped)
             yield token
+        yield from self._call_events(calls)
 
     def _done(self, error: str | None) -> Done:
+        finish = self.finish or ERROR
+        if finish == END_OF_TURN and self.calls:
+            finish = TOOL_CALLS
         return Done(
-            finish_reason=self.finish or ERROR, thinking_text="".join(self.texts[THINKING]),
+            finish_reason=finish, thinking_text="".join(self.texts[THINKING]),
             answer_text="".join(self.texts[ANSWER]), think_submodel=self.think_sub,
             answer_submodel=self.req.answer_submodel, thinking_budget=self.budget if self.think_sub else 0,
             budget_hit=self.budget_hit, thinking_end=self.thinking_end, switches=tuple(self.switches), error=error,
-            progress=self._progress())
+            progress=self._progress(), tool_calls=tuple(self.calls), invalid_tool_calls=tuple(self.invalid_calls))
+
+
+def _offered_tools(request: ChatRequest) -> tuple[dict, ...] | None:
+    """The tools the template renders and the parser checks calls against: none for tool_choice
+    "none"; a forced tool must be among them."""
+    if request.tool_choice not in TOOL_CHOICES:
+        raise UsageError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {str(request.tool_choice)[:40]!r}")
+    tools = tuple(request.tools or ())
+    if request.tool_choice == "none" or not tools:
+        if request.tool_choice == "required" or request.tool_name:
+            raise UsageError("a tool call is required but no tool is offered")
+        return None
+    names = tool_schemas(tools)
+    if len(names) != len(tools):
+        raise UsageError("every tool needs a function name, each a different one")
+    if request.tool_name is not None and request.tool_name not in names:
+        raise UsageError(f"the forced tool {request.tool_name[:40]!r} is not offered "
+                         f"(offered: {', '.join(sorted(names))[:200]})")
+    return tools
 
 
 def _ms(seconds: float) -> float:

@@ -117,6 +117,70 @@ def tool_message(content: str) -> dict:
     return {"role": "tool", "content": content}
 
 
+# ----------------------------------------------------------------------------- checking tools from outside
+
+MAX_TOOLS = 128  # as OpenAI's API allows
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # OpenAI's rule for function names
+_BREAKS_FORMAT = re.compile(r"[<>\n\r]")  # a parameter name with these could not be parsed back
+
+
+class ToolSpecError(ValueError):
+    """A tool definition that cannot be offered; `param` says where (`tools[1].function.name`)."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(f"{param}: {message}")
+        self.param, self.message = param, message
+
+
+def check_tools(value) -> tuple[dict, ...]:
+    """OpenAI-style tools from outside (a request, a file) -> `{"type": "function", "function": {name,
+    description, parameters}}` each, or ToolSpecError. Names follow OpenAI's rule and are unique;
+    parameter names must not hold `<`, `>` or line breaks (they would break the call format).
+    JSON-schema keywords are checked where a schema constrains decoding (runtime/grammar.py)."""
+    if not isinstance(value, list) or not value:
+        raise ToolSpecError("tools", "must be a non-empty list of {type: function, function: {...}} objects")
+    if len(value) > MAX_TOOLS:
+        raise ToolSpecError("tools", f"at most {MAX_TOOLS} tools can be offered, not {len(value)}")
+    out, seen = [], set()
+    for i, tool in enumerate(value):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
+            raise ToolSpecError(f"{where}.type", "only {type: function, function: {...}} tools are supported")
+        f = tool.get("function")
+        if not isinstance(f, dict):
+            raise ToolSpecError(f"{where}.function", "must be an object with name, description and parameters")
+        name = f.get("name")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ToolSpecError(f"{where}.function.name", "must be 1 to 64 letters, digits, _ or -")
+        if name in seen:
+            raise ToolSpecError(f"{where}.function.name", f"{name!r} is offered twice")
+        seen.add(name)
+        description = f.get("description")
+        if description is not None and not isinstance(description, str):
+            raise ToolSpecError(f"{where}.function.description", "must be a string")
+        params = f.get("parameters")
+        if params is None:
+            params = {"type": "object", "properties": {}}
+        if not isinstance(params, dict):
+            raise ToolSpecError(f"{where}.function.parameters", "must be a JSON schema object")
+        props = params.get("properties", {})
+        if not isinstance(props, dict):
+            raise ToolSpecError(f"{where}.function.parameters.properties", "must be an object")
+        for key in props:
+            if not key or len(key) > 128 or _BREAKS_FORMAT.search(key):
+                raise ToolSpecError(f"{where}.function.parameters.properties",
+                                    f"the parameter name {key[:40]!r} cannot be written in a call "
+                                    "(1 to 128 characters, no <, > or line break)")
+        strict = f.get("strict")
+        if strict is not None and not isinstance(strict, bool):
+            raise ToolSpecError(f"{where}.function.strict", "must be true or false")
+        entry = {"name": name, "parameters": params}
+        if description:
+            entry["description"] = description
+        out.append({"type": "function", "function": entry})
+    return tuple(out)
+
+
 # ----------------------------------------------------------------------------- schemas
 
 def tool_schemas(tools: Iterable[dict] | None) -> dict[str, dict] | None:
@@ -315,6 +379,15 @@ class ToolCallStream:
                 events.append(Text(self._buffer[:start]))
             self._buffer, self._in_call = self._buffer[start:], True
         return events
+
+
+def opening_held(text: str) -> int:
+    """How many trailing characters of `text` could be the start of `<tool_call>` (the decode loop
+    holds them back from the thinking, where a call's opening ends the thought)."""
+    for n in range(min(len(text), len(CALL_OPEN) - 1), 0, -1):
+        if CALL_OPEN.startswith(text[-n:]):
+            return n
+    return 0
 
 
 def _held(text: str) -> int:
