@@ -6,8 +6,9 @@
              # after each round that called tools, and one Done (always last)
 
 One round is one reply of `stream` (generate.stream_chat, or engine_queue.stream_in_turn, which takes a
-turn on the engine per round, so others may use it while a call waits for consent) with the tools offered. When it ends having made calls, each call
-is put to `consent` (unless the tool is allowed already: always, or in this chat), run through the
+turn on the engine per round, so others may use it while a call waits for consent) with the tools
+offered. When it ends having made calls, each call is put to `consent` (unless the tool is allowed
+already: always, or in this chat), run through the
 `toolbox` (runtime/mcp/client.py's McpManager, or anything with its `tool` and `call`) and its result
 becomes a `tool` message after the round's assistant turn (runtime/tool_calls.py's messages, which the
 template renders); then the model goes on in the next round. A declined call goes back to the model as
@@ -144,8 +145,9 @@ def replay_messages(saved_rounds: list[dict]) -> list[dict]:
     return out
 
 
-def run_tool_loop(stream: Callable[[ChatRequest, Controls], Iterator[Event]], request: ChatRequest, toolbox: Toolbox, consent: Callable[[PendingCall], str],
-                  controls: Controls | None = None, chat_tools: ChatTools | None = None,
+def run_tool_loop(stream: Callable[[ChatRequest, Controls], Iterator[Event]], request: ChatRequest,
+                  toolbox: Toolbox, consent: Callable[[PendingCall], str], controls: Controls | None = None,
+                  chat_tools: ChatTools | None = None,
                   max_calls: int = MAX_TOOL_CALLS.default, timeout_s: float | None = None) -> Iterator[Event]:
     """A reply with tools; see the module's docstring. `request.tools` are the tools offered."""
     controls = controls or Controls()
