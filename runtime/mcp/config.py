@@ -157,26 +157,26 @@ def parse_server(name, entry) -> ServerConfig:
     if "command" in entry and "url" in entry:
         raise ConfigError(f"{where} has both a \"command\" and a \"url\"; keep one")
     if "url" in entry:
-        url = _text(entry["url"], f"{where}'s url", 2048)
+        url = _text(entry["url"], f"{where}: the url", 2048)
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"{where}'s url must be an http:// or https:// address, not {show(url, 60)}")
+            raise ConfigError(f"{where}: the url must be an http:// or https:// address, not {show(url, 60)}")
         if any(c.isspace() for c in url):
-            raise ConfigError(f"{where}'s url holds a space or a line break")
-        headers = _mapping(entry.get("headers"), f"{where}'s headers", MAX_HEADERS, _HEADER, "header name")
+            raise ConfigError(f"{where}: the url holds a space or a line break")
+        headers = _mapping(entry.get("headers"), f"{where}: the headers", MAX_HEADERS, _HEADER, "header name")
         return ServerConfig(name, url=url, headers=headers)
     if "command" not in entry:
         raise ConfigError(f"{where} has neither a \"command\" nor a \"url\"")
-    command = _text(entry["command"], f"{where}'s command")
+    command = _text(entry["command"], f"{where}: the command")
     args = entry.get("args", [])
     if args is None:
         args = []
     if not isinstance(args, list):
-        raise ConfigError(f"{where}'s args must be a list of text")
+        raise ConfigError(f"{where}: the args must be a list of text")
     if len(args) > MAX_ARGS:
         raise ConfigError(f"{where} has more than {MAX_ARGS} args")
-    args = tuple(_text(a, f"{where}'s argument {i + 1}", empty=True) for i, a in enumerate(args))
-    env = _mapping(entry.get("env"), f"{where}'s env", MAX_ENV, _ENV_KEY, "variable name")
+    args = tuple(_text(a, f"{where}: argument {i + 1}", empty=True) for i, a in enumerate(args))
+    env = _mapping(entry.get("env"), f"{where}: the env", MAX_ENV, _ENV_KEY, "variable name")
     return ServerConfig(name, command=command, args=args, env=env)
 
 

@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-import torch
 
 from runtime.controls import Controls
 from runtime.engine import Engine
@@ -27,6 +26,7 @@ from runtime.tool_loop import (
     replay_messages,
     run_tool_loop,
 )
+from tests.engine_support import Scripted
 
 ADD = {"type": "function", "function": {"name": "add_numbers", "description": "Adds two integers.", "parameters": {
     "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}
@@ -37,31 +37,6 @@ pytestmark = pytest.mark.slow  # each round prefills the template's tool instruc
 @pytest.fixture(scope="module")
 def engine(checkpoints):
     return Engine.load(checkpoints["hybrid"], max_context=2048)
-
-
-class Script:
-    """A logits processor that spells one reply per round (a new round: a new context list), each a list
-    of pieces: text, or a special token id; then ends the turn. It keeps the contexts it saw."""
-
-    def __init__(self, engine, rounds):
-        self.engine, self.rounds, self.contexts = engine, rounds, []
-        self.round, self.start, self.last = -1, 0, None
-
-    def ids(self, pieces):
-        out = []
-        for p in pieces:
-            out += [p] if isinstance(p, int) else self.engine.chat.encode(p)
-        return out + [min(self.engine.chat.special.end_of_turn)]
-
-    def __call__(self, context, logits):
-        if context is not self.last:
-            self.last, self.start = context, len(context)
-            self.round += 1
-            self.contexts.append(context)
-        target = self.ids(self.rounds[min(self.round, len(self.rounds) - 1)])
-        logits = torch.full_like(logits, float("-inf"))
-        logits[..., target[min(len(context) - self.start, len(target) - 1)]] = 0
-        return logits
 
 
 class Tool:
@@ -93,7 +68,7 @@ def call(a, b):
 
 def loop(engine, rounds, consent=lambda c: ALLOW_ONCE, toolbox=None, controls=None, think=False, budget=None,
          **kw):
-    script = Script(engine, rounds)
+    script = Scripted(engine, rounds)
     request = ChatRequest(QUESTION, "full" if think else None, "full", thinking_budget=budget,
                           sampling=SamplingSettings(temperature=0), tools=(ADD,), logits_processors=(script,),
                           max_new_tokens=kw.pop("max_new_tokens", 400))

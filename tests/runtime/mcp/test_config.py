@@ -44,7 +44,7 @@ def test_reads_claude_desktop_and_lm_studio_files(tmp_path):
 
 @pytest.mark.parametrize("servers, says", [
     ({"a": {"args": []}}, "neither a \"command\" nor a \"url\""),
-    ({"a": {"command": 3}}, "'a''s command must be text"),
+    ({"a": {"command": 3}}, "'a': the command must be text"),
     ({"a": {"command": ""}}, "command is empty"),
     ({"a": {"command": "x", "args": "-y"}}, "args must be a list"),
     ({"a": {"command": "x", "args": ["ok", 1]}}, "argument 2 must be text"),
