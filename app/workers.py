@@ -210,8 +210,10 @@ class EngineWorker(QObject):
         waits ends it at once, with nothing generated; with no model loaded it ends with an error)."""
         from runtime.engine_queue import stream_in_turn
 
-        try:
-            for event in stream_in_turn(self.queue, request, controls, "chat"):
+        def stream(r, c):
+            return stream_in_turn(self.queue, r, c, "chat")
+        try:  # a reply with tools (app/tools_controller.py ToolJob) takes a turn per round
+            for event in request.run(stream, controls) if hasattr(request, "run") else stream(request, controls):
                 self.sig_event.emit(request_id, event)
         except Exception as e:  # bad request values: the reply fails, the app does not
             log.exception("reply %s failed", request_id)

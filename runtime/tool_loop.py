@@ -128,6 +128,25 @@ def conversation_after(round_: ToolRound) -> list[dict]:
     return [message, *(tool_message(r.content) for r in round_.results)]
 
 
+MAX_SAVED_ROUNDS = 256
+
+
+def saved_rounds(meta: dict) -> list[dict]:
+    """A saved reply's rounds (`meta["tool_rounds"]`, outside input: a history file), each checked: its
+    texts as text and only the calls that read back as results. [] when there are none."""
+    rounds = meta.get("tool_rounds") if isinstance(meta, dict) else None
+    out = []
+    for r in rounds[:MAX_SAVED_ROUNDS] if isinstance(rounds, list) else []:
+        if not isinstance(r, dict):
+            continue
+        calls = r.get("calls") if isinstance(r.get("calls"), list) else []
+        results = [x for x in (ToolResult.from_dict(c) for c in calls if isinstance(c, dict)) if x]
+        out.append({"thinking": r.get("thinking") if isinstance(r.get("thinking"), str) else "",
+                    "answer": r.get("answer") if isinstance(r.get("answer"), str) else "",
+                    "calls": [x.to_dict() for x in results]})
+    return out
+
+
 def replay_messages(saved_rounds: list[dict]) -> list[dict]:
     """The messages of a saved reply's rounds (ToolRound.to_dict), for a conversation sent again: the
     history keeps each round, so an edit or a regenerate gives the model what it saw."""

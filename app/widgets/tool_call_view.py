@@ -22,7 +22,8 @@ from runtime.tool_loop import describe_arguments
 SHOWN_RESULT_CHARS = 4000
 STATUS = {"ok": ("✓", ""), "error": ("✗", "failed"), "declined": ("⊘", "declined by you"),
           "stopped": ("■", "stopped"), "limit": ("⊘", "not run: call limit reached"),
-          "invalid": ("✗", "malformed call"), "asking": ("?", "waiting for your consent…"),
+          "invalid": ("✗", "malformed call"), "pending": ("…", "waiting for the reply's calls to end"),
+          "asking": ("?", "waiting for your consent…"),
           "running": ("…", "running…")}
 
 
@@ -45,7 +46,7 @@ def call_summary(call: dict) -> str:
     if call.get("server"):
         parts.append(printable(call["server"]))
     ms = call.get("ms") or 0
-    if call.get("status") not in ("asking", "running", "declined", "limit", "invalid", "stopped") or ms:
+    if call.get("status") not in ("pending", "asking", "running", "declined", "limit", "invalid", "stopped") or ms:
         parts.append(f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s")
     text = f"{mark} " + " · ".join(parts)
     if word:
@@ -78,7 +79,7 @@ class ToolCallView(QFrame):
         column.addWidget(_plain("Arguments", "toolCallHeading"))
         column.addWidget(_plain(printable(describe_arguments(call.get("arguments") or {}), keep_newlines=True),
                                 "toolCallArguments", mono=True))
-        if call.get("status") not in ("asking", "running"):
+        if call.get("status") not in ("pending", "asking", "running"):
             content = str(call.get("content", ""))
             shown = content if len(content) <= SHOWN_RESULT_CHARS else (
                 content[:SHOWN_RESULT_CHARS] + f"\n… ({len(content):,} characters; the model read them all)")
