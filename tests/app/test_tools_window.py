@@ -98,7 +98,11 @@ def test_a_declined_call_and_the_chat_switch(qtbot, tmp_path, scripted):
     reply = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
     assert reply.meta["tool_rounds"][0]["calls"][0]["status"] == "declined"
     assert "declined by you" in w.chat.message_widget(reply.id).tools.calls[0].toggle.text()
-    w.controller.set_chat_tools(False, set())  # the chat's switch: no tools offered at all
+    w.tools_button.menu_.aboutToShow.emit()  # the chat's switch: no tools offered at all
+    switch = w.tools_button.menu_.actions()[0]
+    assert switch.text() == "Offer tools in this chat" and switch.isChecked()
+    assert "add_numbers  (calc)" in [a.text() for a in w.tools_button.menu_.actions()]
+    switch.trigger()
     assert w.controller.chat_tools() == (False, set()) and w.tools_button.text() == "Tools: off"
     plain = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
     assert "tool_rounds" not in plain.meta
