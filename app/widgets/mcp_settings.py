@@ -195,7 +195,7 @@ class McpSettingsBox(QWidget):
         approved = bool(server) and self.tools.approvals.is_approved(server)
         self.command.setPlainText(printable(server.command_line(reveal=self.reveal.isChecked())) if server else "")
         self.state.setText("" if not server else
-                           (f"Approved. {self.tools.status.get(server.name, '')}" if approved else
+                           (f"Approved; {self.tools.status.get(server.name, 'not started yet')}." if approved else
                             "Not approved: it will not start. Check the command above, then approve it."))
         self.approve_button.setEnabled(bool(server) and not approved)
         self.revoke_button.setEnabled(approved)
