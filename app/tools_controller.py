@@ -85,14 +85,20 @@ class ToolJob:
     ask: object = None  # (PendingCall, Controls) -> answer, called in the engine thread
     max_calls: int = MAX_TOOL_CALLS.default
     timeout_s: float = TOOL_TIMEOUT.default
+    # server name -> (its definition, why it failed): not tried again by every reply (a server that hangs
+    # at start would hold each one up); approving it again in Settings tries again
+    failed: dict = field(default_factory=dict)
 
     def run(self, stream, controls):
         problems = []
         for server in self.servers:
+            if self.failed.get(server.name, (None,))[0] == server:
+                continue
             try:
                 self.manager.start(server)
             except McpError as e:
-                problems.append(str(e))
+                self.failed[server.name] = (server, str(e))
+                problems.append(f"{e} (it is left out; approve it again in Settings to retry)")
         offered = [t for t in self.manager.tools() if t.name not in self.off]
         yield ToolsReady(tuple(t.name for t in offered), tuple(problems))
         request = replace(self.request, tools=tuple(t.as_tool() for t in offered) or None)
@@ -119,6 +125,7 @@ class ToolsController(QObject):
         self.manager = McpManager(is_approved=self.approvals.is_approved)
         self.status: dict[str, str] = {}  # server name -> one line ("running: 5 tools", an error)
         self.chats: dict[int, ChatTools] = {}
+        self.failed: dict[str, tuple] = {}  # servers that could not start (ToolJob.failed)
         self.waiting: dict[int, list[Mailbox]] = {}  # request id -> its unanswered consents
         self.tasks = TaskRunner(self)
         self._sig_ask.connect(self._ask)
@@ -150,6 +157,7 @@ class ToolsController(QObject):
         if server is None:
             return
         self.approvals.approve(server)
+        self.failed.pop(name, None)
         self.status[name] = "starting…"
         self.sig_servers.emit()
         self.tasks.run(self.manager.start, (server,), lambda tools: self._started(name, tools),
@@ -163,6 +171,9 @@ class ToolsController(QObject):
 
     def _failed(self, name: str, message: str) -> None:
         self.status[name] = message
+        server = self.config.server(name)
+        if server is not None:
+            self.failed[name] = (server, message)
         self.sig_servers.emit()
 
     def revoke(self, name: str) -> None:
@@ -194,7 +205,8 @@ class ToolsController(QObject):
             box = Mailbox()
             self._sig_ask.emit(request_id, call, box)  # queued to the GUI thread
             return box.wait(lambda: controls.stop_requested)
-        return ToolJob(request, self.manager, servers, chat, off, ask, max_calls or MAX_TOOL_CALLS.default)
+        return ToolJob(request, self.manager, servers, chat, off, ask, max_calls or MAX_TOOL_CALLS.default,
+                       failed=self.failed)
 
     @Slot(int, object, object)
     def _ask(self, request_id: int, call: PendingCall, box: Mailbox) -> None:

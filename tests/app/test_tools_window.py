@@ -151,3 +151,29 @@ def test_importing_another_apps_file(qtbot, tmp_path):
     box.import_file(str(bad))
     assert str(bad) in box.notice.text() and box.servers.count() == 3
     tools.shutdown()
+
+
+def test_stop_while_the_dialog_asks_runs_nothing(qtbot, tmp_path, scripted):
+    data = data_with_calc(tmp_path)
+    w = make_window(qtbot, data, Settings(max_new_tokens=160))
+    scripted.append(Scripted(w.controller.worker.engine, [[format_tool_call("add_numbers", {"a": 1, "b": 2})],
+                                                          ["never"]]))
+    w.controller.sig_consent.connect(lambda *_: QTimer.singleShot(50, w.controller.stop))  # Esc, while it asks
+    reply = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
+    qtbot.waitUntil(lambda: not w.consents, timeout=5000)  # the dialog went with the reply
+    call = reply.meta["tool_rounds"][0]["calls"][0]
+    assert reply.meta["finish_reason"] == "stopped" and call["status"] == "stopped" and call["content"] != "3"
+
+
+def test_a_server_that_cannot_start_is_one_line_once(qtbot, tmp_path, scripted):
+    data = tmp_path / "data"
+    data.mkdir()
+    broken = ServerConfig("broken", command=sys.executable, args=("-c", "import sys; sys.exit('no config')"))
+    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"broken": broken.to_dict()}}))
+    Approvals(data / "mcp_approvals.json").approve(broken)
+    w = make_window(qtbot, data, Settings(max_new_tokens=160))
+    errors = []
+    w.controller.sig_error.connect(lambda text, _: errors.append(text))
+    ask(qtbot, w, "hello", "Off", timeout=120000)
+    ask(qtbot, w, "hello", "Off", timeout=120000)
+    assert len(errors) == 1 and "'broken' could not start" in errors[0] and "\n" not in errors[0]
