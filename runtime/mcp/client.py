@@ -99,7 +99,7 @@ class McpManager:
         self.is_approved = is_approved
         self.call_timeout_s, self.start_timeout_s = call_timeout_s, start_timeout_s
         self.max_result_chars = max_result_chars
-        self._lock = threading.Lock()
+        self._lock, self._starting = threading.Lock(), threading.Lock()
         self._running: dict[str, _Running] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -124,6 +124,10 @@ class McpManager:
         if not self.is_approved(server):
             raise NotApproved(f"the MCP server {server.name!r} is not approved to start; approve it in "
                               "Settings > MCP servers first")
+        with self._starting:  # one start at a time (Settings' thread and a reply's may ask at once)
+            return self._start(server)
+
+    def _start(self, server: ServerConfig) -> tuple[McpTool, ...]:
         running = self._running.get(server.name)
         if running is not None and not running.dead and running.server == server:
             return running.tools
