@@ -157,7 +157,7 @@ class ChatController(QObject):
         self._sig_generate.connect(self.worker.generate)
         # The local server shares the worker's engine queue: one copy of the weights, one line for replies.
         self.server = ServerControl(self.worker.queue, self)
-        self._served: tuple | None = None  # (host, port, key) the server was last started with
+        self._served: tuple | None = None  # (host, port, key, names, origins) the server was last started with
         self.apply_server_settings()
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(FLUSH_MS)
@@ -215,7 +215,8 @@ class ChatController(QObject):
         """Starts, stops or restarts the local server as the settings now say (a start that failed is
         tried again); the outcome arrives as `server.sig_status`."""
         s = self.settings
-        wanted = (s.server_host, s.server_port, s.server_api_key) if s.server_enabled else None
+        wanted = (s.server_host, s.server_port, s.server_api_key, tuple(s.server_allow_hosts),
+                  tuple(s.server_allow_origins)) if s.server_enabled else None
         if wanted == self._served and not self.server.status().error:
             return
         self._served = wanted

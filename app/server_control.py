@@ -59,21 +59,27 @@ class ServerControl(QObject):
         self.timer.timeout.connect(self._poll)
         self.timer.start()
 
-    def start(self, host: str = "127.0.0.1", port: int = 8000, api_key: str = "") -> None:
-        """Starts serving in the background; the outcome arrives as `sig_status` (address or error)."""
+    def start(self, host: str = "127.0.0.1", port: int = 8000, api_key: str = "", allow_hosts=(),
+              allow_origins=()) -> None:
+        """Starts serving in the background; the outcome arrives as `sig_status` (address or error).
+        `allow_hosts`, `allow_origins`: the names and web pages it accepts besides its own (the
+        settings' server_allow_hosts and server_allow_origins, runtime/server/web_rules.py)."""
         self.stop()
         self._wanted += 1
-        threading.Thread(target=self._start, args=(host, port, api_key or None, self._wanted), name="server start",
-                         daemon=True).start()
+        web = (tuple(allow_hosts), tuple(allow_origins))
+        threading.Thread(target=self._start, args=(host, port, api_key or None, web, self._wanted),
+                         name="server start", daemon=True).start()
 
-    def _start(self, host: str, port: int, api_key: str | None, wanted: int) -> None:
+    def _start(self, host: str, port: int, api_key: str | None, web: tuple, wanted: int) -> None:
         from runtime.server.runner import ServerThread  # noqa: PLC0415 (FastAPI loads only when serving)
 
         with self._busy:
             if wanted != self._wanted:
                 return  # stopped (or started again) before this start began
             try:
-                server, self.error = ServerThread(self.queue, host, port, api_key).start(), ""
+                server = ServerThread(self.queue, host, port, api_key, allow_hosts=web[0],
+                                      allow_origins=web[1]).start()
+                self.error = ""
             except ElasticError as e:  # a taken port, an open host without a key: one line for the user
                 self.error = str(e)
                 return

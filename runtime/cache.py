@@ -44,6 +44,7 @@ class SequenceCache:
     tokens: list[int] = field(default_factory=list)
     snapshots: list[Snapshot] = field(default_factory=list)
     max_snapshots: int = 4
+    scope: str = ""  # whose replies the state and snapshots hold (Engine.catch_up reuses only its own)
     step: object = None  # its decode step (decode_step.DecodeStep), made on first use
 
     @property

@@ -156,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", help="clients must send 'Authorization: Bearer KEY'")
     add_flag(p, CONTEXT, "--max-context", default=ENGINE_CONTEXT)
     add_flag(p, MAX_QUEUE, help=True)
+    for names in options.NAME_LISTS.values():  # --allow-host, --allow-origin (server/web_rules.py)
+        options.add_list_flag(p, names)
+    for option in options.SERVER_LIMITS:  # --request-timeout, --keep-alive-timeout, --max-connections
+        add_flag(p, option, help=True)
     _device_flags(p)
 
     models_cli.add_parser(sub)

@@ -137,20 +137,21 @@ class Engine:
         return self.model.decode_path()
 
     def catch_up(self, name: str, context: list[int], boundary: int | None = None,
-             controls: Controls | None = None) -> tuple[Prefill, torch.Tensor]:
+                 controls: Controls | None = None, scope: str = "") -> tuple[Prefill, torch.Tensor]:
         """Brings submodel `name`'s cache to exactly `context`; returns the prefill report and the
         logits after the last context token.
 
-        Reuses the longest cached prefix (the live state or a snapshot); prefills the rest in
-        chunks, polling `controls` between chunks. When the prefill crosses `boundary` (the start
-        of the assistant turn), a snapshot is taken there for the next turn to resume from.
+        Reuses the longest cached prefix (the live state or a snapshot) that replies of the same
+        `scope` left (ChatRequest.cache_scope); prefills the rest in chunks, polling `controls`
+        between chunks. When the prefill crosses `boundary` (the start of the assistant turn), a
+        snapshot is taken there for the next turn to resume from.
         """
         if len(context) > self.max_context:
             raise UsageError(f"the conversation ({len(context)} tokens) is longer than the context "
                              f"({self.max_context}); start a new chat or raise the context length")
         start = time.perf_counter()
         cache = self.cache(name)
-        reused = self._reuse_prefix(cache, context)
+        reused = self._reuse_prefix(cache, context, scope)
         logits = None
         pos = cache.length
         while pos < len(context):
@@ -167,7 +168,7 @@ class Engine:
         return Prefill(name, len(context), reused, len(context) - reused, ms), logits
 
     def transplant(self, source: str, target: str, context: list[int], prompt_len: int,
-                   controls: Controls | None = None) -> tuple[Prefill, torch.Tensor]:
+                   controls: Controls | None = None, scope: str = "") -> tuple[Prefill, torch.Tensor]:
         """APPROXIMATE switch: `target` takes over `source`'s state for the thinking tokens instead of
         re-prefilling them. Attention KV is copied as is (heads are not elastic); the Mamba state of
         the heads both submodels share is copied, the target's extra heads keep their state at the end
@@ -175,9 +176,9 @@ class Engine:
         start = time.perf_counter()
         src, dst = self.cache(source), self.cache(target)
         done = src.length
-        if done <= prompt_len or src.tokens != context[:done]:  # nothing to transplant: do it exactly
-            return self.catch_up(target, context, None, controls)
-        prefill, _ = self.catch_up(target, context[:prompt_len], None, controls)
+        if done <= prompt_len or src.tokens != context[:done] or src.scope != scope:  # nothing to transplant
+            return self.catch_up(target, context, None, controls, scope)  # so do it exactly
+        prefill, _ = self.catch_up(target, context[:prompt_len], None, controls, scope)
         for mine, theirs in zip(dst.layers, src.layers):
             if hasattr(mine, "k"):
                 mine.k[:, prompt_len:done] = theirs.k[:, prompt_len:done]
@@ -194,9 +195,14 @@ class Engine:
         return Prefill(target, len(context), len(context) - run, run, ms), logits
 
     @staticmethod
-    def _reuse_prefix(cache: SequenceCache, context: list[int]) -> int:
+    def _reuse_prefix(cache: SequenceCache, context: list[int], scope: str) -> int:
         """Leaves the cache at the longest usable prefix of `context`; returns its length.
-        At least one token is always left to run, since its logits are needed."""
+        At least one token is always left to run, since its logits are needed. What another scope
+        left is never usable: what it reused, and how fast, would tell one client another's prompt."""
+        if cache.scope != scope:
+            cache.reset()
+            cache.scope = scope
+            return 0
         n = cache.length
         if 0 < n < len(context) and cache.tokens == context[:n]:
             return n

@@ -79,6 +79,9 @@ class ChatRequest:
     tool_choice: str = "auto"  # TOOL_CHOICES: "none" offers no tool; "required" forces a call (grammar.py)
     tool_name: str | None = None  # the one tool a forced call must call (tool_choice "required")
     parallel_tool_calls: bool = True  # False: the reply ends at its first valid call
+    # Whose earlier turns this reply may reuse from the engine's cache (Engine.catch_up): "" is the
+    # local user (the app's window, the CLI); the server gives each request its own (server/http_app.py)
+    cache_scope: str = ""
 
 
 TOOL_CHOICES = ("auto", "none", "required")
@@ -209,7 +212,8 @@ class _Reply:
         self.started = time.perf_counter()
         error = None
         try:
-            prefill, logits = self.engine.catch_up(self.current, self.context, self.boundary, self.controls)
+            prefill, logits = self.engine.catch_up(self.current, self.context, self.boundary, self.controls,
+                                                   self.req.cache_scope)
             yield replace(prefill, progress=self._progress())
             self.steps = self._steps(self.current, logits)
             while self.finish is None:
@@ -363,7 +367,7 @@ class _Reply:
         if target != self.current:
             yield self._switch(target, approximate=self.req.transplant)
         elif closing:  # same submodel: it only runs the forced tokens and the last sampled one
-            _, logits = self.engine.catch_up(self.current, self.context, None, self.controls)
+            _, logits = self.engine.catch_up(self.current, self.context, None, self.controls, self.req.cache_scope)
             self.steps = self._steps(self.current, logits)
         # (no closing on the same submodel: its steps already hold the logits after the last token)
 
@@ -372,9 +376,10 @@ class _Reply:
         re-prefilling it, or (opt-in) approximately by taking over the thinking submodel's state."""
         if approximate:
             prefill, logits = self.engine.transplant(self.current, target, self.context, len(self.prompt),
-                                                     self.controls)
+                                                     self.controls, self.req.cache_scope)
         else:
-            prefill, logits = self.engine.catch_up(target, self.context, self.boundary, self.controls)
+            prefill, logits = self.engine.catch_up(target, self.context, self.boundary, self.controls,
+                                                   self.req.cache_scope)
         event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms, exact=not approximate,
                        reason=reason, progress=self._progress())
         self.switches.append(event)

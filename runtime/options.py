@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import show
@@ -120,6 +121,14 @@ CLI_MAX_NEW_TOKENS = 512  # `generate`'s default, a contract of the CLI (a chat 
 
 PORT = Option("port", int, 8000, 0, 65535, "default 8000 (0: any free port)")
 MAX_QUEUE = Option("max_queue", int, 8, 1, 1024, "requests that may wait for the model (more get 429)")
+# What one client may hold (server/connections.py): a request arrives whole in seconds, an idle
+# connection closes, and connections are counted (each holds a file descriptor).
+REQUEST_TIMEOUT = Option("request_timeout", float, 10.0, 0.1, 3600.0,
+                         "seconds a client has to send a whole request, headers and body (else 408)")
+KEEP_ALIVE_TIMEOUT = Option("keep_alive_timeout", float, 5.0, 0.1, 3600.0,
+                            "seconds an idle connection stays open between requests")
+MAX_CONNECTIONS = Option("max_connections", int, 64, 1, 4096, "connections open at once (one more gets 503)")
+SERVER_LIMITS = (REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS)
 STALL_SECONDS = Option("stall_seconds", float, 30.0, 0.1, 3600.0, "seconds without data before a download retries")
 STEPS = Option("steps", int, 4, 1, 4096, "decode steps to run")
 
@@ -129,9 +138,80 @@ MAX_TOOL_CALLS = Option("max_tool_calls", int, 8, 1, 64, "the most tool calls on
 TOOL_TIMEOUT = Option("tool_timeout", float, 60.0, 1.0, 3600.0, "seconds a tool may take before its call fails",
                       step=5.0)
 
+@dataclass(frozen=True)
+class NameList:
+    """A list of names the user adds (the server's extra Host names, the web pages it lets in): a
+    repeatable flag (`--allow-host A --allow-host B`), a list in the settings file, a comma-separated
+    field in the dialog. Each entry is checked and spelled one way by `entry`."""
+    name: str  # the key in settings files
+    flag: str  # one name per use, repeatable
+    entry: Callable[[str], str]  # the entry as kept, or ValueError(what a valid one is)
+    help: str
+    metavar: str
+    max_items: int = 64
+
+    def check(self, values) -> tuple[str, ...]:
+        """`values` (a list or tuple; None: empty) checked and spelled as kept, duplicates dropped;
+        ValueError(what it must be) for a bad entry or a list that is not one."""
+        kept, bad = self._entries(values)
+        if bad is not None:
+            raise ValueError(self.rule if bad[1] == self.rule else
+                             f"a list of entries, each {bad[1]} ({show(bad[0], 40)} is not)")
+        return kept
+
+    def parse(self, values, name: str | None = None) -> tuple[str, ...]:
+        """`check`, refusing the bad entry itself as `name` (default: the flag) in the house shape."""
+        kept, bad = self._entries(values)
+        if bad is not None:
+            raise OptionError(refusal(name or self.flag, *bad))
+        return kept
+
+    @property
+    def rule(self) -> str:
+        return f"a list of at most {self.max_items} entries"
+
+    def _entries(self, values) -> tuple[tuple[str, ...], tuple | None]:
+        if values is None:
+            return (), None
+        if not isinstance(values, (list, tuple)) or len(values) > self.max_items:
+            return (), (values, self.rule)
+        out = []
+        for value in values:
+            try:
+                out.append(self.entry(value))
+            except ValueError as e:
+                return (), (value, str(e))
+        return tuple(dict.fromkeys(out)), None
+
+    def split(self, text: str) -> list[str]:
+        """The dialog's text (entries separated by commas or spaces) as a list."""
+        return [part for part in text.replace(",", " ").split() if part]
+
+
+def _web_rule(name: str):
+    def entry(value):  # the server's own rule (server/web_rules.py has no web library in it)
+        from .server import web_rules  # noqa: PLC0415 (runtime/server imports this module)
+
+        return getattr(web_rules, name)(value)
+    return entry
+
+
+ALLOW_HOSTS = NameList("allow_hosts", "--allow-host", _web_rule("host_entry"),
+                       "another name the server answers to, besides localhost, 127.0.0.1, [::1] and its address",
+                       "NAME")
+ALLOW_ORIGINS = NameList("allow_origins", "--allow-origin", _web_rule("origin_entry"),
+                         "a web page's origin (such as http://localhost:3000) that may call the server; * for any",
+                         "ORIGIN")
+NAME_LISTS = {o.name: o for o in (ALLOW_HOSTS, ALLOW_ORIGINS)}
+
 OPTIONS = {o.name: o for o in (*SAMPLING, SEED, MAX_NEW_TOKENS, CONTEXT, THINKING_BUDGET, PORT, MAX_QUEUE,
-                               STALL_SECONDS, STEPS, MAX_TOOL_CALLS, TOOL_TIMEOUT)}
+                               *SERVER_LIMITS, STALL_SECONDS, STEPS, MAX_TOOL_CALLS, TOOL_TIMEOUT)}
 FLAG_ALIASES = {"max_context": "context"}  # `--max-context` of generate and serve is the context
+
+
+def add_list_flag(parser, option: NameList) -> None:
+    """Adds `option` to an argparse parser as a repeatable flag (its values checked by `option.parse`)."""
+    parser.add_argument(option.flag, action="append", default=[], metavar=option.metavar, help=option.help)
 
 
 def for_flag(dest: str) -> Option | None:

@@ -25,7 +25,20 @@ from pathlib import Path
 from runtime.depth import level_names, table_default_level
 from runtime.errors import show
 from runtime.json_file import read_json_file
-from runtime.options import CONTEXT, MAX_NEW_TOKENS, MIN_P, PORT, SAMPLING, TEMPERATURE, TOP_K, TOP_P, Option, refusal
+from runtime.options import (
+    ALLOW_HOSTS,
+    ALLOW_ORIGINS,
+    CONTEXT,
+    MAX_NEW_TOKENS,
+    MIN_P,
+    PORT,
+    SAMPLING,
+    TEMPERATURE,
+    TOP_K,
+    TOP_P,
+    Option,
+    refusal,
+)
 
 log = logging.getLogger(__name__)
 THEMES = ("system", "light", "dark")
@@ -61,6 +74,8 @@ class Settings:
     server_host: str = "127.0.0.1"  # any address that is not loopback needs server_api_key
     server_port: int = SERVER_PORT.default
     server_api_key: str = ""  # clients send it as a Bearer token; empty: none asked for
+    server_allow_hosts: list[str] = field(default_factory=list)  # more names it answers to (ALLOW_HOSTS)
+    server_allow_origins: list[str] = field(default_factory=list)  # web pages that may call it (ALLOW_ORIGINS)
     problem: str = ""  # what was wrong with the data files, for the window's banner (shown once, not saved)
 
     def __post_init__(self):
@@ -256,6 +271,8 @@ FIELDS = {
     "server_host": _host,
     "server_port": SERVER_PORT.check,
     "server_api_key": _api_key,
+    "server_allow_hosts": lambda v: list(ALLOW_HOSTS.check(v)),
+    "server_allow_origins": lambda v: list(ALLOW_ORIGINS.check(v)),
 }
 SAMPLING_FIELDS = {option.name: option.check for option in SAMPLING}
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QFormLayout, QGroupBox, QLabel, QLineEdit
 
+from runtime.options import ALLOW_HOSTS, ALLOW_ORIGINS, OptionError
+
 from ..state.settings import SERVER_PORT, server_problem
 from .option_box import option_box
 
 
 class ServerSettingsBox(QGroupBox):
-    def __init__(self, enabled: bool, host: str, port: int, api_key: str, address: str = "", parent=None):
+    def __init__(self, enabled: bool, host: str, port: int, api_key: str, address: str = "", parent=None,
+                 web: tuple = ((), ())):
         super().__init__("Local server", parent)
         form = QFormLayout(self)
         self.enabled = QCheckBox("Serve the loaded model to other programs (OpenAI-compatible API)")
@@ -22,14 +25,19 @@ class ServerSettingsBox(QGroupBox):
         self.api_key = QLineEdit(api_key)
         self.api_key.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
         self.api_key.setPlaceholderText("optional on 127.0.0.1; clients send it as a Bearer token")
+        # The names and web pages it accepts besides its own (runtime/options.py ALLOW_HOSTS, ALLOW_ORIGINS).
+        self.allow_hosts, self.allow_origins = (self._list_field(option, values)
+                                                for option, values in zip((ALLOW_HOSTS, ALLOW_ORIGINS), web))
         self.note = QLabel()
         self.note.setWordWrap(True)
         form.addRow(self.enabled)
         form.addRow("Address", self.host)
         form.addRow("Port", self.port)
         form.addRow("API key", self.api_key)
+        form.addRow("Other names", self.allow_hosts)
+        form.addRow("Web pages", self.allow_origins)
         form.addRow(self.note)
-        for w in (self.enabled, self.host, self.api_key):
+        for w in (self.enabled, self.host, self.api_key, self.allow_hosts, self.allow_origins):
             (w.toggled if w is self.enabled else w.textChanged).connect(self._explain)
         self.port.valueChanged.connect(self._explain)
         self.address = address
@@ -39,11 +47,28 @@ class ServerSettingsBox(QGroupBox):
         return self.enabled.isChecked(), self.host.text().strip() or "127.0.0.1", self.port.value(), \
             self.api_key.text().strip()
 
+    def web_values(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The other names and the web pages' origins, as typed (checked by `problem`)."""
+        return tuple(ALLOW_HOSTS.split(self.allow_hosts.text())), tuple(ALLOW_ORIGINS.split(self.allow_origins.text()))
+
     def problem(self) -> str:
         """Why these values cannot be saved, or served when serving is on ("" when they can): the
         settings' check (app/settings.py), which applies the server's own rules."""
         on, host, port, key = self.values()
+        for field, option, values in zip(("Other names", "Web pages"), (ALLOW_HOSTS, ALLOW_ORIGINS),
+                                         self.web_values()):
+            try:
+                option.parse(values, field)
+            except OptionError as e:
+                return f"{e}."
         return server_problem(host, port, key, serving=on)
+
+    @staticmethod
+    def _list_field(option, values) -> QLineEdit:
+        field = QLineEdit(", ".join(values))
+        field.setToolTip(f"Optional: {option.help}. Separate several with commas.")
+        field.setPlaceholderText("none" if option is ALLOW_HOSTS else "none: no web page may call the server")
+        return field
 
     def _explain(self, *_) -> None:
         problem = self.problem()

@@ -72,7 +72,8 @@ class SettingsDialog(QDialog):
         server = QWidget()
         server_column = QVBoxLayout(server)
         self.server_box = ServerSettingsBox(settings.server_enabled, settings.server_host, settings.server_port,
-                                            settings.server_api_key, server_address)
+                                            settings.server_api_key, server_address,
+                                            web=(settings.server_allow_hosts, settings.server_allow_origins))
         server_column.addWidget(self.server_box)
         server_column.addStretch(1)
         self.server_tab = self.tabs.addTab(server, "Server")
@@ -104,6 +105,7 @@ class SettingsDialog(QDialog):
         for k, v in self.default_sampling.values().items():
             setattr(s.sampling, k, v)
         s.server_enabled, s.server_host, s.server_port, s.server_api_key = self.server_box.values()
+        s.server_allow_hosts, s.server_allow_origins = (list(v) for v in self.server_box.web_values())
 
     def conversation_values(self) -> tuple[str, dict]:
         return self.chat_prompt.toPlainText(), {"sampling": self.chat_sampling.values()}

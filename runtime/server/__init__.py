@@ -3,9 +3,20 @@
 - `openai_api.py`    the protocol mapped onto `ChatRequest` and the engine's events (no HTTP)
 - `jobs.py`          one request's reply: a thread in the engine's line (runtime/engine_queue.py),
                      its events handed to the HTTP loop
-- `http_app.py`      the FastAPI routes, the API key, errors in OpenAI's shape, SSE
+- `http_app.py`      the FastAPI routes, the API key, a cache scope per request, errors in OpenAI's shape, SSE
+- `gate.py`          refuses what a web page could send, before any work (Host, Origin, content type, CORS)
+- `web_rules.py`     which Host names and page origins are accepted (no web library: the settings use it too)
+- `connections.py`   uvicorn's protocol with bounds: a request arrives whole in time, connections counted
 - `runner.py`        uvicorn in a thread, the safe-address rules, the `serve` command
 
-FastAPI and uvicorn are imported only by `http_app.py` and `runner.py`'s start, so importing the engine
-never needs them.
+The principles, one per class of attack (docs/server.md "Security" has the rules in full):
+- Every request is addressed to this server by a name the user chose (DNS rebinding: web_rules.py).
+- No web page calls the server unless the user allowed its origin; no body is read that is not JSON.
+- Refusals come before any work: before the body is read, before the engine's line (gate.py).
+- No client learns what another asked: a request reuses only its own cached prompt (http_app.py).
+- No client holds the server: time and connections are bounded (connections.py); the key is compared
+  in constant time.
+
+FastAPI and uvicorn are imported only by `http_app.py`, `connections.py` and `runner.py`'s start, so
+importing the engine never needs them.
 """

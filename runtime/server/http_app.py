@@ -13,21 +13,26 @@ reads or writes a file. Every error leaves in OpenAI's shape: {"error": {message
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import json
 import time
 from collections import deque
+from dataclasses import replace
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from ..engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
 from ..events import Done
+from .gate import RequestGate
 from .jobs import Job
 from .openai_api import ApiError, ChunkStream, ServedModel, completion, error_body, new_id, parse_chat
+from .web_rules import WebRules
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a long conversation is well under this; anything bigger is refused (413)
 DISCONNECT_POLL_S = 0.25  # a non-streamed reply looks for a hung-up client this often
@@ -67,9 +72,12 @@ class BodyLimit:
         await self.app(scope, limited_receive, send)
 
 
-def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES, *,
+               web: WebRules) -> FastAPI:
+    """The app over `queue`; `web`: the Host names and page origins it accepts (gate.py, web_rules.py)."""
     app = FastAPI(title="Elastic Chat", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
+    app.add_middleware(RequestGate, rules=web)  # added last: outermost, so it refuses before the body is read
     server = _Server(queue, api_key)
     app.state.queue, app.state.records, app.state.jobs = queue, server.records, server.jobs
     _add_error_handlers(app)
@@ -95,28 +103,46 @@ class _Server:
         return self._served[1]
 
     def authorized(self, request: Request) -> bool:
+        """The key comes as `Authorization: Bearer KEY` (the scheme in any case), the only form read."""
         if not self.api_key:
             return True
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.api_key.encode())
+        return scheme.lower() == "bearer" and key_matches(token.strip(), self.api_key)
 
     def require_key(self, request: Request) -> None:
         if not self.authorized(request):
             raise ApiError(401, "missing or incorrect API key: send it as 'Authorization: Bearer KEY'", None,
                            "invalid_api_key")
 
+    def cache_scope(self, cache_key: str | None) -> str:
+        """A request reuses no other request's cached prompt (nor the app window's), so neither its
+        `cached_tokens` nor its speed can tell a client what anyone else asked; only requests that
+        send the same `prompt_cache_key` with the same API key share theirs."""
+        if cache_key is None:
+            return f"server request {new_id()}"
+        digest = hashlib.sha256(f"{self.api_key or ''}\0{cache_key}".encode("utf-8", "surrogatepass")).hexdigest()
+        return f"server key {digest}"
+
     def open(self, parsed, request: Request) -> Job:
         """The request's reply enters the engine's line (QueueFull: the line is full, nothing started)."""
         client = request.client
         who = f"server {client.host}:{client.port}" if client else "server"
-        job = Job(self.queue, parsed.request, who, asyncio.get_running_loop(), self.records.append)
+        own = replace(parsed.request, cache_scope=self.cache_scope(parsed.cache_key))
+        job = Job(self.queue, own, who, asyncio.get_running_loop(), self.records.append)
         self.jobs.add(job)
         return job
 
     def close(self, job: Job) -> None:
         job.cancel()  # a no-op once the reply is done
         self.jobs.discard(job)
+
+
+def key_matches(given: str, key: str) -> bool:
+    """Whether `given` is the key, in the same time whatever `given` holds: both are hashed first, so
+    not even their lengths decide how long the comparison takes (compare_digest's own caveat)."""
+    digest = [hashlib.sha256(k.encode("utf-8", "surrogatepass")).digest() for k in (given, key)]
+    return hmac.compare_digest(*digest)
 
 
 # ---------------------------------------------------------------------- errors, all in OpenAI's shape
@@ -190,6 +216,8 @@ def _chat_routes(server: _Server) -> APIRouter:
     async def chat_completions(request: Request):
         try:
             body = json.loads(await request.body())
+        except ClientDisconnect:  # hung up, or cut off for sending too slowly (connections.py)
+            return Response(status_code=499)
         except (ValueError, UnicodeDecodeError, RecursionError):
             raise ApiError(400, "the request body is not valid JSON", None, "invalid_json") from None
         parsed = parse_chat(body, server.served())

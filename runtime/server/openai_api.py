@@ -40,6 +40,7 @@ from ..options import (
 from ..sampling import SamplingSettings
 
 MAX_STOPS, MAX_STOP_CHARS = 4, 256
+MIN_CACHE_KEY, MAX_CACHE_KEY = 16, 256  # a UUID is 36
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 ELASTIC_FIELDS = {"think_submodel", "answer_submodel", "thinking_budget", "depth", "keep_reasoning"}
 FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length"}
@@ -123,6 +124,7 @@ class ParsedChat:
     stream: bool
     include_usage: bool
     depth: str | None  # the depth stop used, None when the submodels were given directly
+    cache_key: str | None = None  # `prompt_cache_key`: requests that send the same one share cached prompts
 
 
 def parse_chat(body, served: ServedModel) -> ParsedChat:
@@ -191,7 +193,7 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
     request = ChatRequest(tuple(messages), think, answer, budget if think else 0, max_tokens, sampling,
                           _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
                           escalation=escalation if think else None)
-    return ParsedChat(request, model, stream, include_usage, depth)
+    return ParsedChat(request, model, stream, include_usage, depth, _cache_key(body.get("prompt_cache_key")))
 
 
 def _refuse_unsupported(body: dict) -> None:
@@ -331,6 +333,19 @@ def _stops(value) -> tuple[str, ...]:
         raise bad("stop", f"stop must be a string or a list of up to {MAX_STOPS} non-empty strings "
                           f"(at most {MAX_STOP_CHARS} characters each)")
     return tuple(stops)
+
+
+def _cache_key(value) -> str | None:
+    """OpenAI's `prompt_cache_key`: the requests that send the same key may reuse each other's cached
+    prompt (http_app.py gives every other request a cache of its own). Whoever knows a key can test
+    guesses of the prompts sent with it, so it must be hard to guess: a random value such as a UUID."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not MIN_CACHE_KEY <= len(value) <= MAX_CACHE_KEY or not value.isprintable():
+        raise bad("prompt_cache_key", f"prompt_cache_key must be {MIN_CACHE_KEY} to {MAX_CACHE_KEY} printable "
+                                      "characters, hard to guess (such as a UUID): requests that send the same key "
+                                      "share cached prompts")
+    return value
 
 
 def _field(option: Option, source: dict, param: str | None = None, key: str | None = None):

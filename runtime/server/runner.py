@@ -1,7 +1,9 @@
 """Running the server: uvicorn in a thread of its own, over an `EngineQueue` shared with whoever else
 uses the engine (the app's chat window), and `python -m runtime serve`.
 
-Safe by default: it listens on 127.0.0.1; any address that is not loopback needs an API key.
+Safe by default: it listens on 127.0.0.1; any address that is not loopback needs an API key; it
+answers only the names it was given and no web page the user did not allow (gate.py), and bounds
+what one client may hold (connections.py).
 The port is bound before anything slow happens, so a taken port fails at once, in one line.
 """
 
@@ -19,8 +21,9 @@ from pathlib import Path
 
 from ..engine_queue import EngineQueue
 from ..errors import UsageError
-from ..options import PORT, OptionError
+from ..options import ALLOW_HOSTS, ALLOW_ORIGINS, PORT, SERVER_LIMITS, OptionError
 from ..store.submodel_tables import folder_table
+from .web_rules import WebRules, host_entry
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", PORT.default
 KEY_CHARS = set(string.ascii_letters + string.digits + string.punctuation)
@@ -40,12 +43,22 @@ def valid_api_key(api_key: str) -> bool:
     return len(api_key) >= 8 and set(api_key) <= KEY_CHARS
 
 
-def check_listen(host: str, port: int, api_key: str | None) -> None:
-    """Refuses an address that is not safe or not valid, in one line that says what to do."""
+def check_listen(host: str, port: int, api_key: str | None, allow_hosts=(), allow_origins=()) -> None:
+    """Refuses an address that is not safe or not valid, in one line that says what to do; also the
+    names and origins the user allows (web_rules.py)."""
+    for option, values in ((ALLOW_HOSTS, allow_hosts), (ALLOW_ORIGINS, allow_origins)):
+        try:
+            option.parse(values)
+        except OptionError as e:
+            raise UsageError(str(e)) from None
     try:
         PORT.parse(port, "--port")
     except OptionError as e:
         raise UsageError(str(e)) from None
+    try:
+        host_entry(host)
+    except ValueError as e:
+        raise UsageError(f"--host {host} is not {e}") from None
     if api_key is not None and not valid_api_key(api_key):
         raise UsageError("--api-key must be at least 8 printable characters with no spaces")
     if not is_loopback(host) and not api_key:
@@ -77,9 +90,19 @@ class ServerThread:
     accepts connections; `stop()` ends every server reply and the thread."""
 
     def __init__(self, queue: EngineQueue, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 api_key: str | None = None, log_level: str = "warning"):
-        check_listen(host, port, api_key)
+                 api_key: str | None = None, log_level: str = "warning", allow_hosts=(), allow_origins=(),
+                 limits: dict | None = None):
+        """`allow_hosts`, `allow_origins`: see web_rules.py; `limits`: what one client may hold
+        (connections.py), by option name (options.SERVER_LIMITS), each defaulting to its option's."""
+        check_listen(host, port, api_key, allow_hosts, allow_origins)
+        limits = limits or {}
+        try:
+            self.limits = {o.name: o.parse(limits.get(o.name, o.default), "--" + o.name.replace("_", "-"))
+                           for o in SERVER_LIMITS}
+        except OptionError as e:
+            raise UsageError(str(e)) from None
         self.queue, self.host, self.port, self.api_key = queue, host, port, api_key or None
+        self.allow_hosts, self.allow_origins = ALLOW_HOSTS.parse(allow_hosts), ALLOW_ORIGINS.parse(allow_origins)
         self.log_level = log_level
         self.app = None
         self.server = None
@@ -99,6 +122,8 @@ class ServerThread:
         try:
             import uvicorn  # noqa: PLC0415 (only when serving)
 
+            from .connections import bounded_protocol  # noqa: PLC0415
+            from .gate import MAX_HEAD_BYTES  # noqa: PLC0415
             from .http_app import create_app  # noqa: PLC0415
         except ImportError as e:
             raise UsageError(f"the server needs FastAPI and uvicorn ({e.name} is missing): "
@@ -106,9 +131,14 @@ class ServerThread:
 
         sock = bind(self.host, self.port)
         self.port = sock.getsockname()[1]
-        self.app = create_app(self.queue, self.api_key)
+        web = WebRules.serving(self.host, self.port, self.allow_hosts, self.allow_origins)
+        self.app = create_app(self.queue, self.api_key, web=web)
+        limits = self.limits
         config = uvicorn.Config(self.app, log_level=self.log_level, access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=3, server_header=False)
+                                timeout_graceful_shutdown=3, server_header=False, ws="none",
+                                http=bounded_protocol(limits["request_timeout"], limits["max_connections"]),
+                                timeout_keep_alive=limits["keep_alive_timeout"],
+                                h11_max_incomplete_event_size=MAX_HEAD_BYTES)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self._run, args=(sock,), name="http server", daemon=True)
         self.thread.start()
@@ -161,7 +191,9 @@ def serve_command(args) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     queue = EngineQueue(max_waiting=args.max_queue)
     queue.set_loading(f"the model {folder.name} is loading")
-    server = ServerThread(queue, args.host, args.port, args.api_key).start()
+    server = ServerThread(queue, args.host, args.port, args.api_key, allow_hosts=args.allow_host,
+                          allow_origins=args.allow_origin,
+                          limits={o.name: getattr(args, o.name) for o in SERVER_LIMITS}).start()
     print(f"listening on {server.address} (OpenAI-compatible); loading {folder} ...", flush=True)
     try:
         from ..cli import stderr_progress  # noqa: PLC0415

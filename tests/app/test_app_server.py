@@ -41,6 +41,14 @@ def refused(address: str) -> bool:
     return False
 
 
+def answered(url: str, host: str) -> int | None:
+    """The status of a GET of `url` addressed to `host`; None while nothing listens there."""
+    try:
+        return requests.get(url, headers={"Host": host}, timeout=60).status_code
+    except requests.ConnectionError:
+        return None
+
+
 def serving(qtbot, data, port: int, **settings):
     """A window whose settings turn the server on at `port`; returns it once the model is loaded and
     the server answers."""
@@ -277,6 +285,10 @@ BAD = [
     ("server_port", True), ("server_port", -1),
     ("server_api_key", 12345678), ("server_api_key", "short"), ("server_api_key", "has a space in it"),
     ("server_api_key", "naïve-key-é"),
+    ("server_allow_hosts", "box.lan"), ("server_allow_hosts", ["localhost."]), ("server_allow_hosts", [5]),
+    ("server_allow_hosts", ["*"]), ("server_allow_hosts", ["x"] * 65), ("server_allow_origins", ["null"]),
+    ("server_allow_origins", "*"), ("server_allow_origins", ["http://x.example/page"]),
+    ("server_allow_origins", ["x.example"]), ("server_allow_origins", {"http://x.example": 1}),
 ]
 
 
@@ -320,10 +332,61 @@ def test_the_settings_round_trip_the_server_values(tmp_path):
     assert not again.problem and (again.server_enabled, again.server_host, again.server_port) == (True, "::1", 9001)
 
 
+def test_the_settings_round_trip_the_names_and_pages_the_server_allows(tmp_path):
+    path = tmp_path / "settings.json"
+    s = Settings(server_allow_hosts=["Box.LAN", "box.lan", "::1"], server_allow_origins=["HTTP://localhost:3000"])
+    assert s.save(path) == ""
+    again = Settings.load(path)
+    assert not again.problem and again.server_allow_hosts == ["box.lan", "[::1]"]
+    assert again.server_allow_origins == ["http://localhost:3000"]
+
+
+def test_the_settings_box_checks_the_names_and_pages_it_allows(qtbot):
+    from app.widgets.server_settings import ServerSettingsBox
+
+    box = ServerSettingsBox(True, "127.0.0.1", 8000, "", web=(["box.lan"], ["http://localhost:3000"]))
+    qtbot.addWidget(box)
+    assert box.problem() == "" and box.web_values() == (("box.lan",), ("http://localhost:3000",))
+    box.allow_origins.setText("http://localhost:3000, null")
+    assert "Web pages is 'null'" in box.problem() and "origin" in box.note.text()
+    box.allow_origins.setText("*")
+    box.allow_hosts.setText("box.lan localhost.")
+    assert "Other names is 'localhost.'" in box.problem()
+    box.allow_hosts.setText("box.lan, other.lan")
+    assert box.problem() == "" and box.web_values() == (("box.lan", "other.lan"), ("*",))
+
+
+@pytest.mark.slow
+def test_the_apps_server_refuses_other_names_and_pages_as_serve_does(qtbot, tmp_path, monkeypatch):
+    w = serving(qtbot, tmp_path / "data", free_port(), server_allow_origins=["http://localhost:3000"])
+    try:
+        address = w.controller.server.status().address
+        body = {"model": w.loaded.name, "messages": QUESTION, "max_tokens": 2, "reasoning_effort": "none"}
+        chat = address + "/chat/completions"
+        r = requests.post(chat, json=body, headers={"Host": "evil.example"}, timeout=60)
+        assert r.status_code == 421 and r.json()["error"]["code"] == "host_not_allowed"
+        r = requests.post(chat, json=body, headers={"Origin": "http://evil.example"}, timeout=60)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "origin_not_allowed"
+        r = requests.post(chat, data=json.dumps(body), headers={"Content-Type": "text/plain"}, timeout=60)
+        assert r.status_code == 415
+        r = requests.post(chat, json=body, headers={"Origin": "http://localhost:3000"}, timeout=60)
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "http://localhost:3000"
+        assert requests.get(address + "/models", headers={"Host": "box.lan"}, timeout=60).status_code == 421
+
+        settings_dialog_does(monkeypatch, lambda d: d.server_box.allow_hosts.setText("box.lan"))
+        w.open_settings(tab=2)  # a new name restarts the server with it
+        assert w.settings.server_allow_hosts == ["box.lan"]
+        qtbot.waitUntil(lambda: answered(address + "/models", "box.lan") == 200, timeout=60000)
+        assert requests.get(address + "/models", headers={"Host": "evil.example"}, timeout=60).status_code == 421
+    finally:
+        w.close()
+
+
 @pytest.mark.parametrize("host,key", [("127.0.0.1", ""), ("localhost", ""), ("::1", ""), ("127.0.0.2", ""),
                                       ("0.0.0.0", ""), ("192.168.1.20", ""), ("::", ""), ("example.com", ""),
                                       ("0.0.0.0", "s3cret-key"), ("0.0.0.0", "short"), ("127.0.0.1", "short"),
-                                      ("127.0.0.1", "with space")])
+                                      ("127.0.0.1", "with space"), ("127.1", "s3cret-key"), ("my_host", ""),
+                                      ("Box.LAN", "s3cret-key"), ("localhost.", ""), ("[::1]", "")])
 def test_the_app_accepts_exactly_the_addresses_serve_accepts(host, key):
     try:
         check_listen(host, 8000, key or None)

@@ -94,3 +94,21 @@ def test_the_dialog_offers_exactly_what_the_file_accepts(qtbot):
         assert low == option.low or (option.low_open and 0 < low - option.low <= 0.01 + 1e-9), name
         assert high == option.high or (option.high_open and 0 < option.high - high <= 0.01 + 1e-9), name
         assert box.toolTip() and box.value() == option.default, name
+
+
+@pytest.mark.parametrize("option,bad", [(options.ALLOW_HOSTS, "localhost."), (options.ALLOW_ORIGINS, "null")])
+def test_a_bad_name_gets_its_rule_from_the_registry_everywhere(capsys, tmp_path, qtbot, option, bad):
+    """serve's flag, the settings file and the Server tab refuse the entry by the same rule."""
+    from app.widgets.server_settings import ServerSettingsBox
+
+    rule = str(pytest.raises(ValueError, option.entry, bad).value)
+    assert main(["serve", "--checkpoint", str(DEMO), option.flag, bad]) == 2
+    said = {"cli": capsys.readouterr().err}
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"server_" + option.name: [bad]}))
+    said["settings file"] = Settings.load(path).problem
+    box = ServerSettingsBox(False, "127.0.0.1", 8000, "")
+    qtbot.addWidget(box)
+    (box.allow_hosts if option is options.ALLOW_HOSTS else box.allow_origins).setText(bad)
+    said["dialog"] = box.problem()
+    assert all(rule in text and repr(bad) in text for text in said.values()), said

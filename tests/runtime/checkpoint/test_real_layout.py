@@ -180,7 +180,7 @@ def test_the_plan_is_what_loading_holds(folders, name):
 
 def test_a_cpu_load_that_does_not_fit_is_refused_with_the_numbers(folders):
     small = HardwareProbe((), 1 << 30, 100 << 20, 100 << 30, "no GPU here")
-    with pytest.raises(Exception, match=r"does not fit this machine's memory: 30B does not fit in RAM: needs .* GB"):
+    with pytest.raises(Exception, match=r"does not fit this machine's memory: 30B does not fit in RAM: needs .* GiB"):
         check_cpu_fit(folders["nvfp4"], 1024, probe=small)
     assert plan_checkpoint(folders["nvfp4"], small, 1024).submodels[0].verdict == NO
 

@@ -276,7 +276,8 @@ def test_unknown_model_404_bad_json_400_big_body_413(server):
     url = server.address + "/chat/completions"
     r = requests.post(url, data=b"{not json", headers={"content-type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
-    r = requests.post(url, data=b'{"x": "' + b"a" * (5 * 1024 * 1024) + b'"}')
+    r = requests.post(url, data=b'{"x": "' + b"a" * (5 * 1024 * 1024) + b'"}',
+                      headers={"content-type": "application/json"})
     assert r.status_code == 413 and "error" in r.json()
     r = requests.get(server.address.replace("/v1", "/v2/anything"))
     assert r.status_code == 404 and r.json()["error"]["message"]
@@ -518,7 +519,8 @@ def test_a_big_body_without_a_length_is_refused_too(server):
         for _ in range(5 * 1024):
             yield b"a" * 1024
 
-    r = requests.post(server.address + "/chat/completions", data=chunks())  # chunked: no Content-Length
+    r = requests.post(server.address + "/chat/completions", data=chunks(),  # chunked: no Content-Length
+                      headers={"content-type": "application/json"})
     assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
 
 
