@@ -86,7 +86,9 @@ def test_a_session_of_tool_use(qtbot, tmp_path, scripted):
     follow = Scripted(again.controller.worker.engine, [["Still 368."]])
     scripted[0] = follow
     ask(qtbot, again, "And again?", "Off", timeout=120000)
-    assert "tool\n368" in again.controller.worker.engine.chat.decode(follow.contexts[0])
+    seen = again.controller.worker.engine.chat.decode(follow.contexts[0])
+    assert "<function=add_numbers>" in seen and "<tool_response>\n368\n</tool_response>" in seen
+    assert seen.index("<tool_response>") < seen.index("And again?")
 
 
 def test_a_declined_call_and_the_chat_switch(qtbot, tmp_path, scripted):
@@ -119,9 +121,9 @@ def test_nothing_starts_before_approval_and_settings_approve(qtbot, tmp_path, sc
     box.show()
     assert box.command.toPlainText() == CALC.command_line() and "Not approved" in box.state.text()
     qtbot.mouseClick(box.approve_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: "running: 5 tools" in box.state.text(), timeout=60000)
-    assert box.tool_list.count() == 5
-    add = next(box.tool_list.item(i) for i in range(5) if box.tool_list.item(i).text() == "add_numbers")
+    qtbot.waitUntil(lambda: "running: 6 tools" in box.state.text(), timeout=60000)
+    assert box.tool_list.count() == 6
+    add = next(box.tool_list.item(i) for i in range(6) if box.tool_list.item(i).text() == "add_numbers")
     add.setCheckState(Qt.CheckState.Checked)  # always allow this one tool
     assert Approvals(data / "mcp_approvals.json").always_allowed(CALC) == {"add_numbers"}
     scripted[0] = Scripted(w.controller.worker.engine, [[format_tool_call("add_numbers", {"a": 1, "b": 2})],

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
@@ -17,6 +18,15 @@ server = MCPServer("calc")
 def add_numbers(a: int, b: int) -> str:
     """Adds two integers."""
     return str(a + b)
+
+
+@server.tool()
+def evaluate_arithmetic(arithmetic_expression: str) -> str:
+    """Evaluates additions and subtractions of whole numbers and returns the value."""
+    text = arithmetic_expression.replace(" ", "")
+    if not re.fullmatch(r"[+-]?\d{1,30}([+-]\d{1,30}){0,30}", text):
+        raise ToolError(f"not a sum of whole numbers: {arithmetic_expression[:60]!r}")
+    return str(sum(int(n) for n in re.findall(r"[+-]?\d+", text)))
 
 
 @server.tool()

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow  # each test spawns a Python server process (about
 def test_stdio_server_lists_and_calls_its_tools(manager, calc_stdio, caplog):
     with caplog.at_level(logging.INFO, logger="runtime.mcp.client"):
         tools = manager.start(calc_stdio)
-        assert {t.name for t in tools} == {"add_numbers", "fail", "huge", "hang", "crash"}
+        assert {t.name for t in tools} == {"add_numbers", "evaluate_arithmetic", "fail", "huge", "hang", "crash"}
         add = manager.tool("add_numbers")
         assert add.server == "calc" and add.input_schema["required"] == ["a", "b"]
         assert add.as_tool()["function"]["parameters"]["properties"]["a"]["type"] == "integer"
@@ -30,6 +30,7 @@ def test_stdio_server_lists_and_calls_its_tools(manager, calc_stdio, caplog):
 def test_http_server_lists_and_calls_its_tools(manager, calc_http):
     assert "add_numbers" in {t.name for t in manager.start(calc_http)}
     assert manager.call("add_numbers", {"a": 2, "b": 3}).content == "5"
+    assert manager.call("evaluate_arithmetic", {"arithmetic_expression": "145+223-1000"}).content == "-632"
 
 
 def test_an_error_result_and_an_unknown_tool(manager, calc_stdio):

@@ -33,7 +33,7 @@ def run(checkpoints, monkeypatch, capsys, config, *flags):
         return real(engine, replace(request, logits_processors=(scripts[0],)), controls)
     monkeypatch.setattr(runtime.generate, "stream_chat", scripted)
     code = cli.main(["generate", "--checkpoint", str(checkpoints["hybrid"]), "--prompt", "What is 145 + 223?",
-                     "--submodel", "full", "--thinking-budget", "0", "--temperature", "0", "--max-context", "2048",
+                     "--submodel", "full", "--thinking-budget", "0", "--temperature", "0", "--max-context", "4096",
                      "--mcp-config", str(config), "--json", *flags])
     out, err = capsys.readouterr()
     return code, [json.loads(line) for line in out.splitlines()], err
