@@ -55,6 +55,8 @@ class Reply:
     thinking: list[str] = field(default_factory=list)  # the Token texts, joined when shown or saved
     answer: list[str] = field(default_factory=list)
     switches: list = field(default_factory=list)  # runtime.events.Switch, in order
+    rounds: list = field(default_factory=list)  # runtime.tool_loop.ToolRound.to_dict() of the rounds that called tools
+    calls: list = field(default_factory=list)  # this round's calls: ToolResult dicts, or {..., "status": "asking"}
     ending_thought: bool = False  # "Answer now" (or the depth Off) was asked: no more steering
     dirty: bool = False
     stopping: bool = False
@@ -67,7 +69,13 @@ class Reply:
         return {"depth": self.level.name, "think_submodel": self.level.think, "answer_submodel": self.level.answer,
                 "thinking_budget": self.level.budget if self.level.think else 0, **self.progress.to_dict(),
                 "switch": answer_switch.to_dict() if answer_switch else {},
-                "switches": [s.to_dict() for s in self.switches]}
+                "switches": [s.to_dict() for s in self.switches],
+                **({"tool_rounds": self.shown_rounds()} if self.rounds or self.calls else {})}
+
+    def shown_rounds(self) -> list[dict]:
+        """The rounds as shown: those done, then this one's calls so far (its texts are the live ones)."""
+        live = [{"thinking": "", "answer": "", "calls": list(self.calls)}] if self.calls else []
+        return [*self.rounds, *live]
 
 
 def sampling_for(defaults, chat_settings: dict):
@@ -115,6 +123,8 @@ class ChatController(QObject):
     sig_notice = Signal(str)  # one line for the user that is not an error (why the depth changed)
     # the shown chat's reply: "thinking" (it can be steered), "answer" (a depth change is for the next reply), ""
     sig_live_phase = Signal(str)
+    sig_tool_rounds = Signal(int, int, object)  # conv id, message id, the reply's tool rounds (list of dicts)
+    sig_consent = Signal(int, object, object)  # request id, runtime.tool_loop.PendingCall, Mailbox: ask the user
     # requests to the engine worker (queued: it lives in its own thread)
     _sig_load = Signal(str, str, bool)
     _sig_generate = Signal(int, object, object)
@@ -141,6 +151,10 @@ class ChatController(QObject):
         self.worker.sig_load_progress.connect(self.sig_load_progress)
         self.worker.sig_load_cancelled.connect(self.sig_load_cancelled)
         self.worker.sig_event.connect(self._on_event)
+        from .tools_controller import ToolsController
+
+        self.tools = ToolsController(self.data_dir, self)  # MCP servers, approvals, consent (docs/tools.md)
+        self.tools.sig_consent.connect(self._consent_asked)
         self.worker.sig_reply_failed.connect(self._on_reply_failed)
         self._sig_load.connect(self.worker.load)
         self._sig_generate.connect(self.worker.generate)
@@ -365,7 +379,19 @@ class ChatController(QObject):
 
     @_refuses_read_only
     def set_conversation_settings(self, system_prompt: str, settings: dict) -> None:
-        self.history.update_settings(self.current, system_prompt, settings)
+        kept = self.history.conversation(self.current).settings  # keys the caller does not set (the tools switch)
+        self.history.update_settings(self.current, system_prompt, {**kept, **settings})
+
+    def chat_tools(self) -> tuple[bool, set[str]]:
+        """The current chat's tools switch: (tools offered, tools left out)."""
+        from .tools_controller import chat_tool_settings
+
+        return chat_tool_settings(self.conversation_settings()[1]) if self.current is not None else (True, set())
+
+    @_refuses_read_only
+    def set_chat_tools(self, on: bool, off: set[str]) -> None:
+        prompt, settings = self.conversation_settings()
+        self.set_conversation_settings(prompt, {**settings, "tools": {"on": on, "off": sorted(off)}})
 
     # ------------------------------------------------------------------ editing a sent message
 
@@ -441,7 +467,12 @@ class ChatController(QObject):
 
         conv = self.history.conversation(cid)
         messages = ([{"role": "system", "content": conv.system_prompt}] if conv.system_prompt else [])
-        messages += [m.as_chat() for m in self.history.messages(cid) if m.role in ("user", "assistant") and m.complete]
+        from runtime.tool_loop import replay_messages, saved_rounds
+
+        for m in self.history.messages(cid):
+            if m.role in ("user", "assistant") and m.complete:  # a reply's tool rounds, as the model saw them
+                messages += replay_messages(saved_rounds(m.meta)) if m.role == "assistant" else []
+                messages.append(m.as_chat())
         return ChatRequest(tuple(messages), level.think, level.answer, level.budget, self.settings.max_new_tokens,
                            sampling_for(self.settings.sampling, conv.settings), escalation=level.escalation)
 
@@ -470,7 +501,8 @@ class ChatController(QObject):
         self._update_live_phase()
         self.flush_timer.start()
         self.persist_timer.start()
-        self._sig_generate.emit(reply.request_id, request, reply.controls)
+        job = self.tools.job(reply.request_id, cid, request, self.history.conversation(cid).settings)
+        self._sig_generate.emit(reply.request_id, job or request, reply.controls)
 
     def stop(self) -> None:
         """Esc: stops the reply in flight (the decode loop sees the flag within one token); its Done saves it."""
@@ -479,6 +511,7 @@ class ChatController(QObject):
 
     def _stop_reply(self, r: Reply) -> None:
         r.controls.stop()
+        self.tools.reply_ended(r.request_id)  # a consent it waits for is declined
         r.stopping = True
         self._update_live_phase()
 
@@ -487,7 +520,7 @@ class ChatController(QObject):
         r = self.replies.get(request_id)
         if r is None:
             return  # a late event of a reply already closed
-        kind, r.progress = event.type, event.progress
+        kind, r.progress = event.type, getattr(event, "progress", None) or r.progress  # (a tool result has none)
         if kind == "prefill":
             r.submodel = event.submodel
         elif kind == "token":
@@ -508,8 +541,42 @@ class ChatController(QObject):
             if not r.stopping:
                 self.sig_switch.emit(event.from_submodel, event.to_submodel, event.reprefill_tokens, event.ms,
                                      event.reason)
+        elif kind in ("tools_ready", "tool_call", "invalid_tool_call", "tool_result", "tool_round"):
+            self._on_tool_event(r, event)
         elif kind == "done":
             self._finish(r, event)
+
+    @Slot(int, object, object)
+    def _consent_asked(self, request_id: int, call, box) -> None:
+        """A call waits for the user's consent: shown as asking, and the window asks (sig_consent)."""
+        r = self.replies.get(request_id)
+        if r is None or r.stopping:
+            self.tools.answered(request_id, box, "decline")
+            return
+        for c in r.calls:
+            if c["id"] == call.id:
+                c["status"], c["server"] = "asking", call.server
+        self.sig_tool_rounds.emit(r.conversation_id, r.message_id, r.shown_rounds())
+        self.sig_consent.emit(request_id, call, box)
+
+    def _on_tool_event(self, r: Reply, event) -> None:
+        """A tool event of the reply's loop (runtime/tool_loop.py): the calls shown live, then each round's
+        record; a round's texts move into its record and the next round streams afresh."""
+        kind = event.type
+        if kind == "tools_ready":
+            for problem in event.problems:
+                self.sig_error.emit(problem, "")
+            return
+        if kind == "tool_call":
+            r.calls.append({"id": event.id, "name": event.name, "server": "", "arguments": event.arguments,
+                            "content": "", "is_error": False, "status": "pending", "ms": 0})
+        elif kind == "tool_result":
+            r.calls = [c for c in r.calls if c["id"] != event.id] + [event.to_dict()]
+        elif kind == "tool_round":
+            r.rounds.append(event.to_dict())
+            r.calls, r.thinking, r.answer, r.dirty = [], [], [], True
+        if not r.removed:
+            self.sig_tool_rounds.emit(r.conversation_id, r.message_id, r.shown_rounds())
 
     @Slot(int, str)
     def _on_reply_failed(self, request_id: int, message: str) -> None:
@@ -553,6 +620,7 @@ class ChatController(QObject):
 
     def _close(self, r: Reply, answer: str, thinking: str, meta: dict) -> None:
         del self.replies[r.request_id]
+        self.tools.reply_ended(r.request_id)
         if not self.replies:
             self.flush_timer.stop()
             self.persist_timer.stop()
@@ -593,6 +661,7 @@ class ChatController(QObject):
         for r in list(self.replies.values()):
             self._close(r, "".join(r.answer), "".join(r.thinking), {**r.meta(), "finish_reason": "stopped"})
         self.worker.unload()
+        self.tools.shutdown()  # the MCP servers end with the app
         self.settings.depth = self.depth
         self.settings.save(self.settings_path)
         self.history.close()

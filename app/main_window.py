@@ -133,6 +133,7 @@ class MainWindow(QMainWindow):
         self.controller = ChatController(data_dir, settings, settings_path, probe_file)
         self.manager: ModelManager | None = None
         self.shortcuts_dialog: QMessageBox | None = None
+        self.consents: dict = {}  # request id -> its open tool-consent dialog
         self._build()
         self._menus()
         self._connect()
@@ -247,6 +248,11 @@ class MainWindow(QMainWindow):
         steer.addWidget(self.answer_now_button)
         steer.addWidget(self.think_longer_button)
         steer.addStretch()
+        from .widgets.tools_menu import ToolsButton
+
+        c = self.controller
+        self.tools_button = ToolsButton(lambda: (*c.chat_tools(), c.tools.known_tools()))
+        steer.insertWidget(0, self.tools_button)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
@@ -333,6 +339,13 @@ class MainWindow(QMainWindow):
         c.sig_depth.connect(self._depth)
         c.server.sig_status.connect(self._server_status)
         c.sig_live_phase.connect(self._live_phase)
+        c.sig_tool_rounds.connect(self.chat.tool_rounds)
+        c.sig_consent.connect(self.ask_consent)
+        c.tools.sig_consent_ended.connect(self._consent_ended)
+        c.sig_chat_shown.connect(lambda *_: self.tools_button.refresh())
+        c.tools.sig_servers.connect(self.tools_button.refresh)
+        self.tools_button.sig_changed.connect(c.set_chat_tools)
+        self.tools_button.sig_manage.connect(lambda: self.open_settings(tab=self.MCP_TAB))
 
     # ------------------------------------------------------------------ window state
 
@@ -565,9 +578,29 @@ class MainWindow(QMainWindow):
         self.retry_load.setVisible(False)  # another choice: the model held at start is no longer offered
         self.load_model(folder, resident, is_demo)
 
+    MCP_TAB = 3  # the Settings dialog's "MCP servers" tab
+
+    def ask_consent(self, request_id: int, call, box) -> None:
+        """A tool call waits for the user's consent: the dialog (window-modal, never blocking the window's
+        thread); its one answer goes back to the waiting reply."""
+        from .widgets.tool_consent import ToolConsentDialog
+
+        dialog = ToolConsentDialog(self, call)
+        dialog.sig_decided.connect(lambda answer: self.controller.tools.answered(request_id, box, answer))
+        dialog.finished.connect(dialog.deleteLater)
+        self.consents[request_id] = dialog
+        dialog.finished.connect(lambda _: self.consents.pop(request_id, None))
+        dialog.open()
+
+    def _consent_ended(self, request_id: int) -> None:
+        """The reply stopped or ended while its dialog was open: the dialog goes (its call is declined)."""
+        dialog = self.consents.pop(request_id, None)
+        if dialog is not None:
+            dialog.reject()
+
     def open_settings(self, tab: int = 0) -> None:
         dialog = SettingsDialog(self, self.settings, *self.controller.conversation_settings(),
-                                server_address=self.controller.server.status().address)
+                                server_address=self.controller.server.status().address, tools=self.controller.tools)
         dialog.tabs.setCurrentIndex(tab)
         try:
             if dialog.exec() != QDialog.DialogCode.Accepted:

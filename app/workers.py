@@ -258,10 +258,12 @@ class EngineWorker(QObject):
         waits ends it at once, with nothing generated; with no model loaded it ends with an error)."""
         from runtime.engine_queue import stream_in_turn
 
-        try:  # a remote reply needs no turn here: the server keeps its own line
-            events = self.remote.stream(request, controls) if self.remote is not None else \
-                stream_in_turn(self.queue, request, controls, "chat")
-            for event in events:
+        def stream(r, c):
+            if self.remote is not None:  # a remote reply needs no turn here: the server keeps its own line
+                return self.remote.stream(r, c)
+            return stream_in_turn(self.queue, r, c, "chat")
+        try:  # a reply with tools (app/tools_controller.py ToolJob) takes a turn per round
+            for event in request.run(stream, controls) if hasattr(request, "run") else stream(request, controls):
                 self.sig_event.emit(request_id, event)
         except BaseException as e:  # bad request values, a native panic: the reply fails, the app does not
             if not _caught(e):

@@ -29,12 +29,14 @@ from .options import (
     MAX_NEW_TOKENS,
     MAX_QUEUE,
     MAX_TOKENS,
+    MAX_TOOL_CALLS,
     MIN_P,
     PORT,
     SEED,
     STEPS,
     TEMPERATURE,
     THINKING_BUDGET,
+    TOOL_TIMEOUT,
     TOP_K,
     TOP_P,
     add_flag,
@@ -141,6 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="JSON lines: token, switch, tool_call, invalid_tool_call and done events")
     p.add_argument("--tools", metavar="FILE", help="a JSON list of OpenAI-style tools to offer the model")
+    p.add_argument("--mcp-config", metavar="FILE",
+                   help="an mcp.json: start its servers and offer their tools (docs/tools.md)")
+    p.add_argument("--allow-tools", action="store_true",
+                   help="consent to every tool call (for scripts); without it each call is declined")
+    add_flag(p, MAX_TOOL_CALLS, help=True)
+    add_flag(p, TOOL_TIMEOUT, help=True)
     p.add_argument("--transplant", action="store_true",
                    help="APPROXIMATE switch: reuse the thinking submodel's state instead of re-prefilling")
     _device_flags(p)
@@ -235,6 +243,13 @@ def _generate(args) -> int:
     from .store.submodel_tables import folder_table
 
     tools, strict = _read_tools(args.tools) if args.tools else (None, False)  # before the load: fail fast
+    if args.mcp_config:
+        if args.remote:
+            raise UsageError("--mcp-config works on a local checkpoint only for now (the remote client does not "
+                             "pass tools)")
+        from .mcp.command import generate_with_tools, read_servers
+
+        servers = read_servers(args.mcp_config)
     if args.remote:
         engine = _remote_engine(args)
         stream = engine.stream
@@ -263,6 +278,8 @@ def _generate(args) -> int:
                           SamplingSettings(args.temperature, args.top_p, args.top_k, args.min_p, args.seed),
                           transplant=args.transplant, escalation=escalation, tools=tools, strict_tools=strict)
     printer = _JsonPrinter() if args.json else _TextPrinter()
+    if args.mcp_config:
+        return generate_with_tools(lambda r, c: stream_chat(engine, r, c), request, servers, args, printer)
     for event in stream(request):
         if isinstance(event, Token):
             printer.token(event)
@@ -344,7 +361,14 @@ class _JsonPrinter:
     def _out(event):
         print(json.dumps(event.to_dict(), ensure_ascii=False), flush=True)
 
-    token = switch = tool_call = done = _out
+    token = switch = done = _out
+
+    @staticmethod
+    def tool_call(event):
+        """A tool call's line also says `"event"` (the key the tool lines' contract names, docs/tools.md)."""
+        print(json.dumps({"event": event.type, **event.to_dict()}, ensure_ascii=False), flush=True)
+
+    tool_result = tool_call
 
 
 class _TextPrinter:
@@ -372,6 +396,10 @@ class _TextPrinter:
                   flush=True)
         else:
             print(f"\n[invalid tool call: {printable(e.error)}]", flush=True)
+
+    def tool_result(self, e):
+        mark = "" if not e.is_error else f" ({printable(e.status)})"
+        print(f"[tool result{mark}: {one_line(e.content, 300)}]", flush=True)
 
     def done(self, e):
         print()

@@ -132,6 +132,11 @@ SERVER_LIMITS = (REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS)
 STALL_SECONDS = Option("stall_seconds", float, 30.0, 0.1, 3600.0, "seconds without data before a download retries")
 STEPS = Option("steps", int, 4, 1, 4096, "decode steps to run")
 
+# ---------------------------------------------------------------------- tools (runtime/tool_loop.py, runtime/mcp/)
+
+MAX_TOOL_CALLS = Option("max_tool_calls", int, 8, 1, 64, "the most tool calls one reply may make")
+TOOL_TIMEOUT = Option("tool_timeout", float, 60.0, 1.0, 3600.0, "seconds a tool may take before its call fails",
+                      step=5.0)
 
 @dataclass(frozen=True)
 class NameList:
@@ -200,7 +205,7 @@ ALLOW_ORIGINS = NameList("allow_origins", "--allow-origin", _web_rule("origin_en
 NAME_LISTS = {o.name: o for o in (ALLOW_HOSTS, ALLOW_ORIGINS)}
 
 OPTIONS = {o.name: o for o in (*SAMPLING, SEED, MAX_NEW_TOKENS, CONTEXT, THINKING_BUDGET, PORT, MAX_QUEUE,
-                               *SERVER_LIMITS, STALL_SECONDS, STEPS)}
+                               *SERVER_LIMITS, STALL_SECONDS, STEPS, MAX_TOOL_CALLS, TOOL_TIMEOUT)}
 FLAG_ALIASES = {"max_context": "context"}  # `--max-context` of generate and serve is the context
 
 

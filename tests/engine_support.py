@@ -107,3 +107,28 @@ def held_engine(engine):
         Controls.take_thinking_request = take
         del engine.model.forward
         del engine.decoder
+
+
+class Scripted:
+    """A logits processor that spells one reply per round (a new round: a new context list), each a list
+    of pieces: text, or a special token id; then ends the turn. It keeps the contexts it saw."""
+
+    def __init__(self, engine, rounds):
+        self.engine, self.rounds, self.contexts = engine, rounds, []
+        self.round, self.start, self.last = -1, 0, None
+
+    def ids(self, pieces):
+        out = []
+        for p in pieces:
+            out += [p] if isinstance(p, int) else self.engine.chat.encode(p)
+        return out + [min(self.engine.chat.special.end_of_turn)]
+
+    def __call__(self, context, logits):
+        if context is not self.last:
+            self.last, self.start = context, len(context)
+            self.round += 1
+            self.contexts.append(context)
+        target = self.ids(self.rounds[min(self.round, len(self.rounds) - 1)])
+        logits = torch.full_like(logits, float("-inf"))
+        logits[..., target[min(len(context) - self.start, len(target) - 1)]] = 0
+        return logits

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..markdown_blocks import Block, finish_blocks, split_blocks, with_readable_math
+from .tool_call_view import ToolRoundsView
 
 
 def _label(text: str = "", markdown: bool = False, object_name: str = "") -> QLabel:
@@ -126,6 +127,8 @@ class MessageWidget(QFrame):
         if self.thinking:
             layout.addWidget(self.thinking)
             self.thinking.setVisible(bool(thinking) or streaming)
+        self.tools = ToolRoundsView()  # the reply's tool calls, above its answer (hidden when it made none)
+        layout.addWidget(self.tools)
         self.content = QVBoxLayout()
         layout.addLayout(self.content)
         self.tail = _label(object_name="streamTail")
@@ -168,6 +171,9 @@ class MessageWidget(QFrame):
         self.tail.setText("")
         self.tail.setVisible(False)
         self.text = answer
+        from runtime.tool_loop import saved_rounds
+
+        self.tools.set_rounds(saved_rounds(meta))
         if self.thinking:
             self.thinking.setVisible(bool(thinking))
             if thinking:
@@ -286,6 +292,11 @@ class ChatView(QScrollArea):
         if w is not None:
             w.update_stream(answer, thinking, submodel, live)
 
+    def tool_rounds(self, cid: int, message_id: int, rounds: list) -> None:
+        w = self.message_widget(message_id) if cid == self.cid else None
+        if w is not None:
+            w.tools.set_rounds(rounds)
+
     def finish(self, cid: int, message) -> None:
         w = self.message_widget(message.id) if cid == self.cid else None
         if w is not None:
@@ -296,6 +307,9 @@ class ChatView(QScrollArea):
             w = MessageWidget(m.id, m.role, streaming=True)
             if m.content or m.thinking:
                 w.update_stream(m.content, m.thinking, m.meta.get("think_submodel") or "", not m.content)
+            from runtime.tool_loop import saved_rounds
+
+            w.tools.set_rounds(saved_rounds(m.meta))
         else:
             w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta)
         self._connect(w)

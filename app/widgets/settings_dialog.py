@@ -40,7 +40,8 @@ from .server_settings import ServerSettingsBox
 class SettingsDialog(QDialog):
     """Defaults for every chat, this chat's system prompt and sampling, and the local server."""
 
-    def __init__(self, parent, settings: Settings, system_prompt: str, chat_settings: dict, server_address: str = ""):
+    def __init__(self, parent, settings: Settings, system_prompt: str, chat_settings: dict, server_address: str = "",
+                 tools=None):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         layout = QVBoxLayout(self)
@@ -85,6 +86,11 @@ class SettingsDialog(QDialog):
         server_column.addWidget(self.server_box)
         server_column.addStretch(1)
         self.server_tab = self.tabs.addTab(server, "Server")
+        if tools is not None:  # app/tools_controller.py; approving and revoking act at once (mcp_settings.py)
+            from .mcp_settings import McpSettingsBox
+
+            self.mcp = McpSettingsBox(tools)
+            self.mcp_tab = self.tabs.addTab(self.mcp, "MCP servers")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)

@@ -1,0 +1,181 @@
+"""A session of tool use in the real window on the demo: an approved MCP server (the tests' calc server,
+over stdio), a reply that calls its tool, the consent dialog, the call shown in the reply, the history
+kept across a restart and replayed to the model. The demo rarely calls tools yet, so the replies are
+spelled by a script (tests/engine_support.py Scripted); everything else is the app's own path."""
+
+import json
+import sys
+from dataclasses import replace
+
+import pytest
+from PySide6.QtCore import Qt, QTimer
+
+import runtime.generate
+from app.main_window import MainWindow
+from app.state.settings import Settings
+from app.widgets.mcp_settings import McpSettingsBox
+from runtime.mcp.approvals import Approvals
+from runtime.mcp.config import ServerConfig
+from runtime.tool_calls import format_tool_call
+from tests.app_support import ask, make_window, warmed_up
+from tests.engine_support import Scripted
+from tests.paths import ROOT
+
+pytestmark = pytest.mark.slow
+CALC = ServerConfig("calc", command=sys.executable, args=(str(ROOT / "tests" / "runtime" / "mcp" / "calc_server.py"),))
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    """Replies with tools offered are spelled by the script in `scripts[0]` (set by the test)."""
+    real, scripts = runtime.generate.stream_chat, []
+
+    def stream(engine, request, controls=None):
+        if request.tools and scripts:
+            request = replace(request, logits_processors=(scripts[0],))
+        return real(engine, request, controls)
+    monkeypatch.setattr(runtime.generate, "stream_chat", stream)
+    return scripts
+
+
+def data_with_calc(tmp_path, approved=True):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"calc": CALC.to_dict()}}))
+    if approved:
+        Approvals(data / "mcp_approvals.json").approve(CALC)
+    return data
+
+
+def allow_when_asked(qtbot, w, button="once", seen=None):
+    def click(request_id, call, box):
+        if seen is not None:
+            seen.append(call)
+        QTimer.singleShot(50, lambda: qtbot.mouseClick(getattr(w.consents[request_id], button),
+                                                       Qt.MouseButton.LeftButton))
+    w.controller.sig_consent.connect(click)
+
+
+def test_a_session_of_tool_use(qtbot, tmp_path, scripted):
+    data = data_with_calc(tmp_path)
+    w = make_window(qtbot, data, Settings(max_new_tokens=160))
+    scripted.append(Scripted(w.controller.worker.engine, [["Let me add.", format_tool_call(
+        "add_numbers", {"a": 145, "b": 223})], ["It is 368."]]))
+    seen = []
+    allow_when_asked(qtbot, w, seen=seen)
+    reply = ask(qtbot, w, "What is 145 + 223?", "Off", timeout=120000)
+    assert [c.name for c in seen] == ["add_numbers"] and seen[0].server == "calc"
+    assert reply.content == "It is 368."
+    call = reply.meta["tool_rounds"][0]["calls"][0]
+    assert (call["name"], call["content"], call["status"], call["is_error"]) == ("add_numbers", "368", "ok", False)
+    view = w.chat.message_widget(reply.id)
+    assert view.tools.isVisible() and view.tools.calls[0].toggle.text().startswith("✓ add_numbers · calc")
+    w.grab().save(str(tmp_path / "tool_reply.png"))
+    cid = w.controller.current
+    w.close()
+
+    again = MainWindow(data, Settings(max_new_tokens=160), data / "settings.json")  # a restart
+    qtbot.addWidget(again)
+    again.show()
+    qtbot.waitUntil(lambda: again.loaded is not None, timeout=180000)
+    warmed_up(qtbot, again)
+    again.controller.select(cid)
+    shown = again.chat.message_widget(reply.id)
+    assert shown is not None and shown.tools.calls[0].call["content"] == "368"
+    # the next question's prompt holds the earlier call's result: the history replays what the model saw
+    follow = Scripted(again.controller.worker.engine, [["Still 368."]])
+    scripted[0] = follow
+    ask(qtbot, again, "And again?", "Off", timeout=120000)
+    seen = again.controller.worker.engine.chat.decode(follow.contexts[0])
+    assert "<function=add_numbers>" in seen and "<tool_response>\n368\n</tool_response>" in seen
+    assert seen.index("<tool_response>") < seen.index("And again?")
+
+
+def test_a_declined_call_and_the_chat_switch(qtbot, tmp_path, scripted):
+    data = data_with_calc(tmp_path)
+    w = make_window(qtbot, data, Settings(max_new_tokens=160))
+    scripted.append(Scripted(w.controller.worker.engine, [[format_tool_call("add_numbers", {"a": 1, "b": 2})],
+                                                          ["I was not allowed."]]))
+    allow_when_asked(qtbot, w, button="decline")
+    reply = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
+    assert reply.meta["tool_rounds"][0]["calls"][0]["status"] == "declined"
+    assert "declined by you" in w.chat.message_widget(reply.id).tools.calls[0].toggle.text()
+    w.tools_button.menu_.aboutToShow.emit()  # the chat's switch: no tools offered at all
+    switch = w.tools_button.menu_.actions()[0]
+    assert switch.text() == "Offer tools in this chat" and switch.isChecked()
+    assert "add_numbers  (calc)" in [a.text() for a in w.tools_button.menu_.actions()]
+    switch.trigger()
+    assert w.controller.chat_tools() == (False, set()) and w.tools_button.text() == "Tools: off"
+    plain = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
+    assert "tool_rounds" not in plain.meta
+
+
+def test_nothing_starts_before_approval_and_settings_approve(qtbot, tmp_path, scripted):
+    data = data_with_calc(tmp_path, approved=False)
+    w = make_window(qtbot, data, Settings(max_new_tokens=160))
+    scripted.append(Scripted(w.controller.worker.engine, [[format_tool_call("add_numbers", {"a": 1, "b": 2})]]))
+    reply = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
+    assert "tool_rounds" not in reply.meta and w.controller.tools.manager.tools() == []  # no server ran
+    box = McpSettingsBox(w.controller.tools)
+    qtbot.addWidget(box)
+    box.show()
+    assert box.command.toPlainText() == CALC.command_line() and "Not approved" in box.state.text()
+    qtbot.mouseClick(box.approve_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "running: 6 tools" in box.state.text(), timeout=60000)
+    assert box.tool_list.count() == 6
+    add = next(box.tool_list.item(i) for i in range(6) if box.tool_list.item(i).text() == "add_numbers")
+    add.setCheckState(Qt.CheckState.Checked)  # always allow this one tool
+    assert Approvals(data / "mcp_approvals.json").always_allowed(CALC) == {"add_numbers"}
+    scripted[0] = Scripted(w.controller.worker.engine, [[format_tool_call("add_numbers", {"a": 1, "b": 2})],
+                                                       ["3."]])
+    with qtbot.assertNotEmitted(w.controller.sig_consent):  # allowed always: not asked
+        reply = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
+    assert reply.meta["tool_rounds"][0]["calls"][0]["content"] == "3"
+    qtbot.mouseClick(box.revoke_button, Qt.MouseButton.LeftButton)
+    assert not Approvals(data / "mcp_approvals.json").is_approved(CALC) and box.approve_button.isEnabled()
+
+
+def test_importing_another_apps_file(qtbot, tmp_path):
+    data = data_with_calc(tmp_path, approved=False)
+    from app.tools_controller import ToolsController
+
+    tools = ToolsController(data)
+    box = McpSettingsBox(tools)
+    qtbot.addWidget(box)
+    claude = tmp_path / "claude_desktop_config.json"
+    claude.write_text(json.dumps({"mcpServers": {"calc": {"command": "other"}, "web": {"url": "https://x.org/mcp"}}}))
+    box.import_file(str(claude))
+    assert [box.servers.item(i).text() for i in range(box.servers.count())] == [
+        "calc — not approved", "calc-2 — not approved", "web — not approved"]
+    assert "approve each one" in box.notice.text()
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    box.import_file(str(bad))
+    assert str(bad) in box.notice.text() and box.servers.count() == 3
+    tools.shutdown()
+
+
+def test_stop_while_the_dialog_asks_runs_nothing(qtbot, tmp_path, scripted):
+    data = data_with_calc(tmp_path)
+    w = make_window(qtbot, data, Settings(max_new_tokens=160))
+    scripted.append(Scripted(w.controller.worker.engine, [[format_tool_call("add_numbers", {"a": 1, "b": 2})],
+                                                          ["never"]]))
+    w.controller.sig_consent.connect(lambda *_: QTimer.singleShot(50, w.controller.stop))  # Esc, while it asks
+    reply = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
+    qtbot.waitUntil(lambda: not w.consents, timeout=5000)  # the dialog went with the reply
+    call = reply.meta["tool_rounds"][0]["calls"][0]
+    assert reply.meta["finish_reason"] == "stopped" and call["status"] == "stopped" and call["content"] != "3"
+
+
+def test_a_server_that_cannot_start_is_one_line_once(qtbot, tmp_path, scripted):
+    data = tmp_path / "data"
+    data.mkdir()
+    broken = ServerConfig("broken", command=sys.executable, args=("-c", "import sys; sys.exit('no config')"))
+    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"broken": broken.to_dict()}}))
+    Approvals(data / "mcp_approvals.json").approve(broken)
+    w = make_window(qtbot, data, Settings(max_new_tokens=160))
+    errors = []
+    w.controller.sig_error.connect(lambda text, _: errors.append(text))
+    ask(qtbot, w, "hello", "Off", timeout=120000)
+    ask(qtbot, w, "hello", "Off", timeout=120000)
+    assert len(errors) == 1 and "'broken' could not start" in errors[0] and "\n" not in errors[0]
