@@ -18,6 +18,7 @@ Once it answers, a depth change is for the next reply only. The depth stays the 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import logging
@@ -31,10 +32,12 @@ from runtime.depth import lower_level, usable_level
 from .server_control import ServerControl
 from .state.history import History, HistoryReadOnly, Message
 from .state.settings import Settings
+from .token_counter import TokenCounter
 from .workers import EngineWorker, LoadedModel, start_in_thread, stop_thread
 
 log = logging.getLogger(__name__)
 FLUSH_MS, PERSIST_MS = 33, 1000
+COUNT_MS = 250  # the meter counts a draft this long after the typing pauses
 THINK_LONGER_PART = 0.25  # "Think longer" adds this part of the model's thinking ceiling (depth.thinking_ceiling)
 INTERRUPTED = "interrupted"  # a reply the process died during (a crash, a kill, a power cut)
 
@@ -57,13 +60,19 @@ class Reply:
     ending_thought: bool = False  # "Answer now" (or the depth Off) was asked: no more steering
     dirty: bool = False
     stopping: bool = False
-    removed: bool = False  # its message was deleted (edit, regenerate); SQLite may give its id to the next one
+    removed: bool = False  # its message was deleted (the context refused it); SQLite may give its id to the next one
+    prompt_tokens: int | None = None  # what the model read (the worker's fit, app/context_fit.py)
+    dropped: int = 0  # earlier messages left out so the chat fits the context
 
     def meta(self) -> dict:
         """What is known so far; saved with the partial reply, so an interrupted one still says what it was.
         Counts, timings and switches are the events' own serialisations (runtime/events.py)."""
         answer_switch = next((s for s in self.switches if s.reason == "answer"), None)
-        return {"depth": self.level.name, "think_submodel": self.level.think, "answer_submodel": self.level.answer,
+        context = {"prompt_tokens": self.prompt_tokens} if self.prompt_tokens is not None else {}
+        if self.dropped:
+            context["context_dropped"] = self.dropped
+        return {**context, "depth": self.level.name, "think_submodel": self.level.think,
+                "answer_submodel": self.level.answer,
                 "thinking_budget": self.level.budget if self.level.think else 0, **self.progress.to_dict(),
                 "switch": answer_switch.to_dict() if answer_switch else {},
                 "switches": [s.to_dict() for s in self.switches]}
@@ -114,9 +123,17 @@ class ChatController(QObject):
     sig_notice = Signal(str)  # one line for the user that is not an error (why the depth changed)
     # the shown chat's reply: "thinking" (it can be steered), "answer" (a depth change is for the next reply), ""
     sig_live_phase = Signal(str)
-    # requests to the engine worker (queued: it lives in its own thread)
+    # the context meter: tokens the next reply's prompt holds (-1: not counted), the most that leaves the
+    # reply its room, the context length, why it was not counted ("" when it was)
+    sig_context = Signal(int, int, int, str)
+    # a chat that does not fit the context: the line for the user, and whether leaving out turns would do
+    sig_overflow = Signal(str, bool)
+    sig_take_back = Signal(str)  # a message taken back from the chat: its text, for the message box
+    # requests to the engine worker and the token counter (queued: each lives in its own thread)
     _sig_load = Signal(str, str, bool)
-    _sig_generate = Signal(int, object, object)
+    _sig_generate = Signal(int, object, object, str)
+    _sig_count = Signal(int, object, bool)
+    _sig_count_model = Signal(str)
 
     def __init__(self, data_dir: Path, settings: Settings, settings_path: Path, probe_file: str | None = None):
         super().__init__()
@@ -127,6 +144,7 @@ class ChatController(QObject):
         self.current: int | None = None
         self.depth = settings.depth
         self.editing: int | None = None
+        self.editing_text = ""  # the edited message as the box holds it now (for the meter)
         self.loaded: LoadedModel | None = None
         self.replies: dict[int, Reply] = {}  # request id -> reply, oldest first
         self.live_phase = ""  # last sig_live_phase
@@ -139,8 +157,23 @@ class ChatController(QObject):
         self.worker.sig_load_cancelled.connect(self.sig_load_cancelled)
         self.worker.sig_event.connect(self._on_event)
         self.worker.sig_reply_failed.connect(self._on_reply_failed)
+        self.worker.sig_fitted.connect(self._on_fitted)
+        self.worker.sig_overflow.connect(self._on_overflow)
         self._sig_load.connect(self.worker.load)
         self._sig_generate.connect(self.worker.generate)
+        # The context meter counts in a thread of its own, so typing never waits for a tokenizer.
+        self.counter = TokenCounter()
+        self.counter_thread = start_in_thread(self.counter, "tokens")
+        self.counter.sig_counted.connect(self._on_counted)
+        self._sig_count.connect(self.counter.count)
+        self._sig_count_model.connect(self.counter.use)
+        self._count_serial = 0
+        self.drafts: dict[int, str] = {}  # chat id -> the message being written there (not saved)
+        self.overflow_cid: int | None = None  # the chat whose last message did not fit (the offers act on it)
+        self.count_timer = QTimer(self)
+        self.count_timer.setSingleShot(True)
+        self.count_timer.setInterval(COUNT_MS)
+        self.count_timer.timeout.connect(self.count_context)
         # The local server shares the worker's engine queue: one copy of the weights, one line for replies.
         self.server = ServerControl(self.worker.queue, self)
         self._served: tuple | None = None  # (host, port, key) the server was last started with
@@ -158,7 +191,7 @@ class ChatController(QObject):
         ever open (one stopping, one streaming), so only the newest chats need looking at, not all history."""
         count = 0
         for conv in self.history.conversations()[:5]:
-            for m in self.history.messages(conv.id):
+            for m in self.history.all_messages(conv.id):  # every branch: a version may have been streaming
                 if m.role == "assistant" and not m.complete:
                     self.history.update_message(m.id, m.content, m.thinking, {**m.meta, "finish_reason": INTERRUPTED},
                                                 complete=True)
@@ -188,10 +221,12 @@ class ChatController(QObject):
             next((s for s in levels if s.available), None)
         self.depth = usable.name if usable is not None else self.depth
         notice = self._avoid_estimated()
+        self._sig_count_model.emit(loaded.folder)
         self.sig_model_loaded.emit(loaded)
         self.sig_depth.emit(self.depth)
         if notice:
             self.sig_notice.emit(notice)
+        self.count_context()
 
     @Slot(str)
     def _on_load_failed(self, message: str) -> None:
@@ -219,6 +254,7 @@ class ChatController(QObject):
             self.settings.depth = name
             self.sig_depth.emit(name)
             self._steer_depth(name)
+            self.count_context()  # thinking on or off changes the prompt's end
 
     # ------------------------------------------------------------------ steering the thought in flight
 
@@ -313,14 +349,16 @@ class ChatController(QObject):
         self.sig_chat_shown.emit(cid, self._messages_with_live(cid), reply.message_id if reply else None)
         self.refresh_conversations()
         self._update_live_phase()
+        self.count_context()
 
     def _messages_with_live(self, cid: int) -> list[Message]:
         """The stored messages, with a reply in flight as far as it has got (not only its last save)."""
         reply = self.reply_in(cid)
         out = self.history.messages(cid)
         if reply is not None:
-            out = [Message(m.id, m.conversation_id, m.role, "".join(reply.answer), "".join(reply.thinking),
-                           reply.meta(), False) if m.id == reply.message_id else m for m in out]
+            out = [dataclasses.replace(m, content="".join(reply.answer), thinking="".join(reply.thinking),
+                                       meta=reply.meta(), complete=False) if m.id == reply.message_id else m
+                   for m in out]
         return out
 
     def ensure_conversation(self) -> None:
@@ -368,7 +406,7 @@ class ChatController(QObject):
         msg = next((m for m in self.history.messages(self.current) if m.id == message_id and m.role == "user"), None)
         if msg is None:
             return None
-        self.editing = message_id
+        self.editing, self.editing_text = message_id, msg.content
         self.sig_editing.emit(msg.content)
         return msg.content
 
@@ -392,7 +430,8 @@ class ChatController(QObject):
 
     @_refuses_read_only
     def send(self, text: str) -> bool:
-        """Sends `text` in the current chat (or, while editing, replaces the edited message and what follows)."""
+        """Sends `text` in the current chat; while editing, as a new version of the edited message (the
+        earlier version and what followed it stay, as the other branch)."""
         text = text.strip()
         if not text or self.loaded is None:
             return False
@@ -401,8 +440,10 @@ class ChatController(QObject):
         self.stop()  # one reply at a time: the engine has one thread
         cid = self.current
         if self.editing is not None:
-            self._remove_from(cid, self.editing)
+            edited = next((m for m in self.history.messages(cid) if m.id == self.editing), None)
             self.cancel_edit()
+            if edited is not None:
+                self._branch_at(cid, edited.parent_id)
         if not self.history.messages(cid):
             self.history.rename(cid, text.splitlines()[0][:48])
         user = self.history.add_message(cid, "user", text)
@@ -412,7 +453,8 @@ class ChatController(QObject):
 
     @_refuses_read_only
     def regenerate(self) -> None:
-        """Answers the current chat's last question again (a reply in flight is stopped and replaced)."""
+        """Answers the current chat's last question again, as a new version of its last reply (a reply in
+        flight is stopped and kept as the other version)."""
         cid = self.current
         msgs = self.history.messages(cid) if cid is not None else []
         last = next((m for m in reversed(msgs) if m.role == "assistant"), None)
@@ -420,27 +462,48 @@ class ChatController(QObject):
             return
         self.stop()
         self.cancel_edit()
-        self._remove_from(cid, last.id)
+        self._branch_at(cid, last.parent_id)
         self._start_reply(cid, [])
 
-    def _remove_from(self, cid: int, message_id: int) -> None:
-        for r in list(self.replies.values()):
-            if r.conversation_id == cid and r.message_id >= message_id:
-                self._stop_reply(r)
-                r.removed = True
-        self.history.delete_messages_from(cid, message_id)
-        self.sig_messages_removed.emit(cid, message_id)
+    def _branch_at(self, cid: int, parent: int) -> None:
+        """The chat shows its branch up to message `parent` (0: nothing), where a new version starts;
+        the view is rebuilt from it."""
+        self.history.set_leaf(cid, parent)
+        self.select(cid)
+
+    @_refuses_read_only
+    def show_version(self, message_id: int, step: int) -> None:
+        """The `< 1/2 >` of a message: shows its previous (step -1) or next (+1) version, and that version's
+        newest continuation."""
+        cid = self.current
+        m = next((m for m in self.history.messages(cid) if m.id == message_id), None) if cid is not None else None
+        if m is None or not m.versions:
+            return
+        i = m.versions.index(m.id) + step
+        if 0 <= i < len(m.versions):
+            self.cancel_edit()
+            self.history.show_version(cid, m.versions[i])
+            self.select(cid)
+
+    def _chat_messages(self, cid: int, before: int | None = None) -> list[dict]:
+        """What the next reply in chat `cid` is asked with: the system prompt and the finished turns (those
+        before message `before` alone, when it is being edited)."""
+        conv = self.history.conversation(cid)
+        messages = ([{"role": "system", "content": conv.system_prompt}] if conv.system_prompt else [])
+        shown = self.history.messages(cid)
+        if before is not None:
+            shown = shown[:next((i for i, m in enumerate(shown) if m.id == before), len(shown))]
+        return messages + [m.as_chat() for m in shown if m.role in ("user", "assistant") and m.complete]
 
     def _request(self, cid: int, level):
         from runtime.generate import ChatRequest
 
         conv = self.history.conversation(cid)
-        messages = ([{"role": "system", "content": conv.system_prompt}] if conv.system_prompt else [])
-        messages += [m.as_chat() for m in self.history.messages(cid) if m.role in ("user", "assistant") and m.complete]
-        return ChatRequest(tuple(messages), level.think, level.answer, level.budget, self.settings.max_new_tokens,
-                           sampling_for(self.settings.sampling, conv.settings), escalation=level.escalation)
+        return ChatRequest(tuple(self._chat_messages(cid)), level.think, level.answer, level.budget,
+                           self.settings.max_new_tokens, sampling_for(self.settings.sampling, conv.settings),
+                           escalation=level.escalation)
 
-    def _start_reply(self, cid: int, added: list[Message]) -> None:
+    def _start_reply(self, cid: int, added: list[Message], overflow: str | None = None) -> None:
         from runtime.controls import Controls
         from runtime.depth import find_level
         from runtime.errors import ElasticError
@@ -465,7 +528,120 @@ class ChatController(QObject):
         self._update_live_phase()
         self.flush_timer.start()
         self.persist_timer.start()
-        self._sig_generate.emit(reply.request_id, request, reply.controls)
+        self._sig_generate.emit(reply.request_id, request, reply.controls, overflow or self.settings.context_overflow)
+
+    # ------------------------------------------------------------------ the context
+
+    def set_draft(self, text: str) -> None:
+        """The message box's text in the chat shown (kept per chat); the meter counts it after a pause."""
+        if self.editing is not None:
+            self.editing_text = text
+        elif self.current is not None:
+            if text:
+                self.drafts[self.current] = text
+            else:
+                self.drafts.pop(self.current, None)
+        self.count_timer.start()
+
+    def draft(self, cid: int | None) -> str:
+        return self.drafts.get(cid, "") if cid is not None else ""
+
+    def context_limits(self) -> tuple[int, int]:
+        """(the most tokens a prompt may hold and leave the reply its room, the context length)."""
+        from .context_fit import reply_room
+
+        context = self.loaded.status.max_context if self.loaded else self.settings.context
+        return context - reply_room(context, self.settings.max_new_tokens), context
+
+    def count_context(self) -> None:
+        """Asks the counter for the next reply's prompt in the chat shown, the draft included (the answer
+        comes as `sig_context`); a newer ask makes an older one stale."""
+        from runtime.depth import find_level
+        from runtime.errors import ElasticError
+
+        self.count_timer.stop()
+        limit, context = self.context_limits()
+        if self.loaded is None or self.current is None:
+            self.sig_context.emit(-1, limit, context, "no model is loaded")
+            return
+        try:
+            level = find_level(list(self.loaded.levels), self.depth)
+            messages = self._chat_messages(self.current)
+        except (ElasticError, KeyError) as e:
+            self.sig_context.emit(-1, limit, context, str(e))
+            return
+        text = self.editing_text if self.editing is not None else self.draft(self.current)
+        if self.editing is not None:  # the edited message replaces itself and what followed it
+            messages = self._chat_messages(self.current, before=self.editing)
+        if text.strip():
+            messages.append({"role": "user", "content": text.strip()})
+        self._count_serial += 1
+        self.counter.ask(self._count_serial)
+        self._sig_count.emit(self._count_serial, tuple(messages), level.think is not None and level.budget != 0)
+
+    @Slot(int, int, str)
+    def _on_counted(self, serial: int, tokens: int, why: str) -> None:
+        if serial == self._count_serial:
+            self.sig_context.emit(tokens, *self.context_limits(), why)
+
+    @Slot(int, int, int)
+    def _on_fitted(self, request_id: int, tokens: int, dropped: int) -> None:
+        r = self.replies.get(request_id)
+        if r is not None:
+            r.prompt_tokens, r.dropped = tokens, dropped
+            if dropped and not r.removed and r.conversation_id == self.current:
+                self.sig_notice.emit(f"This chat is longer than the context: its {dropped} earliest message"
+                                     f"{'s were' if dropped > 1 else ' was'} left out of this reply "
+                                     "(Settings → Defaults: context length, and what to do when a chat is longer).")
+
+    @Slot(int, int, int, int, bool)
+    def _on_overflow(self, request_id: int, tokens: int, limit: int, context: int, trimmable: bool) -> None:
+        """The reply could not start: its chat does not fit. Its empty message goes; the question stays,
+        and the window offers what to do (leave out turns, take the message back, a longer context)."""
+        r = self.replies.get(request_id)
+        if r is None:
+            return
+        r.removed = True
+        self.history.delete_message(r.conversation_id, r.message_id)
+        self._close(r, "", "", {})
+        if r.conversation_id == self.current:
+            self.select(r.conversation_id)
+        self.overflow_cid = r.conversation_id
+        ceiling = self.loaded.context_ceiling if self.loaded else 0
+        longer = (f" or raise the context length in Settings (up to {ceiling:,} tokens fit this PC's memory)"
+                  if ceiling > context else "")
+        what = ("leave out its earliest turns, take your message back to shorten it" if trimmable else
+                "your last message alone is too long: take it back to shorten it or attach less")
+        self.sig_overflow.emit(f"Nothing was sent: this chat is {tokens:,} tokens, and the context of {context:,} "
+                               f"holds at most {limit:,} with room for the reply. To go on, {what}{longer}.",
+                               trimmable)
+
+    @_refuses_read_only
+    def send_leaving_out(self) -> bool:
+        """The overflow offer: answers the refused chat's last question with its earliest turns left out."""
+        cid, self.overflow_cid = self.overflow_cid, None
+        if cid is None or self.loaded is None or self.reply_in(cid) is not None:
+            return False
+        from .context_fit import KEEP_SYSTEM
+
+        self.stop()
+        self.select(cid)
+        self._start_reply(cid, [], overflow=KEEP_SYSTEM)
+        return True
+
+    @_refuses_read_only
+    def take_back(self) -> bool:
+        """The overflow offer: removes the refused chat's last message (its text goes back to the box)."""
+        cid, self.overflow_cid = self.overflow_cid, None
+        last = self.history.messages(cid)[-1:] if cid is not None else []
+        if not last or last[0].role != "user":
+            return False
+        self.history.delete_message(cid, last[0].id)
+        self.select(cid)
+        self.drafts[cid] = last[0].content
+        self.sig_take_back.emit(last[0].content)
+        self.count_context()
+        return True
 
     def stop(self) -> None:
         """Esc: stops the reply in flight (the decode loop sees the flag within one token); its Done saves it."""
@@ -559,6 +735,8 @@ class ChatController(QObject):
                                                             thinking, meta, True))
         self.sig_busy.emit(bool(self.replies))
         self.refresh_conversations()
+        if r.conversation_id == self.current:
+            self.count_context()
 
     # ------------------------------------------------------------------ shutdown
 
@@ -571,6 +749,9 @@ class ChatController(QObject):
         for r in self.replies.values():
             r.controls.stop()
         stop_thread(self.thread)  # the decode loop sees the stop flag within a token, then the thread ends
+        self.count_timer.stop()
+        self.counter.blockSignals(True)
+        stop_thread(self.counter_thread)
         QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)  # the replies' Done events, if they came
         for r in list(self.replies.values()):
             self._close(r, "".join(r.answer), "".join(r.thinking), {**r.meta(), "finish_reason": "stopped"})

@@ -31,6 +31,7 @@ from .state.settings import Settings
 from .state.window_state import WindowState
 from .theme import apply_theme
 from .widgets.chat_view import ChatView
+from .widgets.context_meter import ContextMeter
 from .widgets.depth_slider import DepthSlider, slider_stops
 from .widgets.live_strip import LiveStrip
 from .widgets.load_progress import LoadProgress
@@ -142,6 +143,9 @@ class MainWindow(QMainWindow):
         column.addWidget(self.strip)
         column.addWidget(self.loading)
         column.addWidget(self.chat, 1)
+        self.meter = ContextMeter()
+        self.meter.set_policy(self.settings.context_overflow)
+        column.addWidget(self.meter)
         column.addLayout(self._build_inputs())
         self.split = QSplitter()
         self.split.addWidget(self.sidebar)
@@ -153,11 +157,20 @@ class MainWindow(QMainWindow):
         self.setTabOrder(self.input, self.send_button)
 
     def _build_notes(self) -> QHBoxLayout:
-        """The error line, with its offers: a lower depth (a reply ran out of memory), undo (a chat deleted)."""
+        """The error line, with its offers: a lower depth (a reply ran out of memory), undo (a chat deleted),
+        and for a chat longer than the context: leave out its earliest turns, take the message back."""
         self.error = _banner("errorBanner")
         self.lower_depth = QPushButton("")
         self.lower_depth.setVisible(False)
         self.lower_depth.clicked.connect(self._use_lower_depth)
+        self.leave_out = QPushButton("Leave out earliest turns")
+        self.leave_out.setToolTip("Answer with the earliest turns of this chat left out (the system prompt stays)")
+        self.take_back = QPushButton("Take message back")
+        self.take_back.setToolTip("Remove your last message from the chat and put its text back in the message box")
+        for b in (self.leave_out, self.take_back):
+            b.setVisible(False)
+        self.leave_out.clicked.connect(self._leave_out)
+        self.take_back.clicked.connect(self._take_back)
         self.undo = QPushButton("Undo")
         self.undo.setVisible(False)
         self.undo.clicked.connect(self.undo_delete)
@@ -170,6 +183,8 @@ class MainWindow(QMainWindow):
         notes = QHBoxLayout()
         notes.addWidget(self.error, 1)
         notes.addWidget(self.lower_depth)
+        notes.addWidget(self.leave_out)
+        notes.addWidget(self.take_back)
         notes.addWidget(self.undo)
         return notes
 
@@ -273,6 +288,7 @@ class MainWindow(QMainWindow):
         self.depth.sig_changed.connect(c.set_depth)
         self.chat.sig_edit.connect(self.start_edit)
         self.chat.sig_regenerate.connect(c.regenerate)
+        self.chat.sig_version.connect(c.show_version)
         c.sig_conversations.connect(self.sidebar.set_conversations)
         c.sig_chat_shown.connect(self.chat.show_chat)
         c.sig_messages_added.connect(self.chat.append)
@@ -296,6 +312,11 @@ class MainWindow(QMainWindow):
         c.sig_depth.connect(self._depth)
         c.server.sig_status.connect(self._server_status)
         c.sig_live_phase.connect(self._live_phase)
+        c.sig_context.connect(self.meter.show_count)
+        c.sig_overflow.connect(self._overflow)
+        c.sig_take_back.connect(self.input.setPlainText)
+        c.sig_chat_shown.connect(self._chat_shown)
+        self.input.textChanged.connect(self._draft_changed)
 
     # ------------------------------------------------------------------ window state
 
@@ -383,8 +404,35 @@ class MainWindow(QMainWindow):
     def send(self) -> None:
         if self.controller.send(self.input.toPlainText()):
             self.input.clear()
-            self.error.setVisible(False)
-            self.lower_depth.setVisible(False)
+            self.hide_error()
+
+    def _draft_changed(self) -> None:
+        self.controller.set_draft(self.input.toPlainText())
+
+    @Slot(int, object, object)
+    def _chat_shown(self, cid: int, _messages, _streaming) -> None:
+        """Each chat keeps its own draft: the box shows the one of the chat shown (not while editing)."""
+        if self.controller.editing is None and self.input.toPlainText() != self.controller.draft(cid):
+            self.input.setPlainText(self.controller.draft(cid))
+
+    @Slot(str, bool)
+    def _overflow(self, message: str, trimmable: bool) -> None:
+        self.show_error(message)
+        self.leave_out.setVisible(trimmable)
+        self.take_back.setVisible(True)
+
+    def _leave_out(self) -> None:
+        self.hide_error()
+        self.controller.send_leaving_out()
+
+    def _take_back(self) -> None:
+        self.hide_error()
+        self.controller.take_back()
+        self.input.setFocus()
+
+    def hide_error(self) -> None:
+        for w in (self.error, self.lower_depth, self.leave_out, self.take_back):
+            w.setVisible(False)
 
     def new_chat(self) -> None:
         self.controller.new_conversation()
@@ -489,6 +537,8 @@ class MainWindow(QMainWindow):
         self.error.setText(message)
         self.error.setVisible(True)
         self.lower_depth.setVisible(bool(lower))
+        self.leave_out.setVisible(False)
+        self.take_back.setVisible(False)
         if lower:
             self.lower_depth.setText(f"Use {lower}")
             self.lower_depth.setToolTip(f"Switch the reasoning depth to {lower}, which needs less memory")
@@ -518,16 +568,27 @@ class MainWindow(QMainWindow):
 
     def open_settings(self, tab: int = 0) -> None:
         dialog = SettingsDialog(self, self.settings, *self.controller.conversation_settings(),
-                                server_address=self.controller.server.status().address)
+                                server_address=self.controller.server.status().address,
+                                context_ceiling=self.loaded.context_ceiling if self.loaded else 0)
         dialog.tabs.setCurrentIndex(tab)
         if dialog.exec() == QDialog.DialogCode.Accepted:
-            before = self.settings.models_dir
+            before, context = self.settings.models_dir, self.settings.context
             dialog.apply(self.settings)
             if self.settings.models_dir != before:
                 self._set_models_dir(self.settings.models_dir)
+            self.meter.set_policy(self.settings.context_overflow)
+            if self.settings.context != context:
+                self._reload_for_context(self.settings.context)
+            self.controller.count_context()
             self.controller.set_conversation_settings(*dialog.conversation_values())
             self.apply_appearance()
             self.controller.apply_server_settings()
+
+    def _reload_for_context(self, context: int) -> None:
+        """The engine's caches are allocated at the context length: a new length loads the model again."""
+        self.controller.worker.max_context = context  # read by the worker's next load (queued after this)
+        if self.loaded is not None:
+            self.load_model(self.loaded.folder, "", self.loaded.is_demo)
 
     def apply_appearance(self) -> None:
         """The settings' theme and font size, for the whole application."""

@@ -33,7 +33,7 @@ from pathlib import Path
 from .settings import check_sampling
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # version -> statements that bring a database from version-1 to version.
 MIGRATIONS: dict[int, list[str]] = {
@@ -47,12 +47,24 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # 2: soft delete, so deleting a conversation can be undone.
     2: ["ALTER TABLE conversations ADD COLUMN deleted REAL"],
+    # 3: versions. A message follows its parent (0: it starts the chat), so an edit or a regeneration is a
+    # sibling of what it replaces, and the chat shows the branch that ends at its leaf. A chat written
+    # before was a line: each message follows the one before it, and its last message is the leaf.
+    3: ["ALTER TABLE messages ADD COLUMN parent_id INTEGER",
+        "UPDATE messages SET parent_id = COALESCE((SELECT max(p.id) FROM messages p WHERE"
+        " p.conversation_id = messages.conversation_id AND p.id < messages.id), 0)",
+        "ALTER TABLE conversations ADD COLUMN leaf_id INTEGER",
+        "UPDATE conversations SET leaf_id = (SELECT max(m.id) FROM messages m"
+        " WHERE m.conversation_id = conversations.id)",
+        "CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id)"],
 }
 # The columns this version reads, with the value to use where a row (or an older/newer schema) lacks one.
+# A parent or a leaf that is NULL (a chat copied from an older or damaged file) reads as the line it was:
+# a message follows the one before it, and the newest message is the leaf.
 CONVERSATION_COLUMNS = {"id": None, "title": "Untitled chat", "created": 0.0, "updated": 0.0,
-                        "system_prompt": "", "settings": "{}", "deleted": None}
+                        "system_prompt": "", "settings": "{}", "deleted": None, "leaf_id": None}
 MESSAGE_COLUMNS = {"id": None, "conversation_id": None, "role": "user", "content": "", "thinking": "",
-                   "meta": "{}", "created": 0.0, "complete": 1}
+                   "meta": "{}", "created": 0.0, "complete": 1, "parent_id": None}
 # A reply's details (what produced it) and the type each must have to be shown. Counts, timings and
 # switches are the runtime's own serialisations (runtime/events.py: Progress, Switch and Done.to_dict).
 META_TYPES = {"think_submodel": (str, type(None)), "answer_submodel": str, "finish_reason": str, "depth": str,
@@ -62,7 +74,9 @@ META_TYPES = {"think_submodel": (str, type(None)), "answer_submodel": str, "fini
               # {"0.5M": 40, "1.0M": 12}: tokens per submodel, in the order they worked
               "thinking_by_submodel": dict, "answer_by_submodel": dict,
               # every switch of the reply: Switch.to_dict(), {"from", "to", "reprefill_tokens", "ms", "reason", ...}
-              "switches": list}
+              "switches": list,
+              # the prompt's tokens as the model read it, and the earliest messages left out to fit the context
+              "prompt_tokens": "number", "context_dropped": "number"}
 DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 
 
@@ -89,6 +103,8 @@ class Message:
     thinking: str = ""
     meta: dict = field(default_factory=dict)  # what produced it: submodels, budget, counts, timings
     complete: bool = True
+    parent_id: int = 0  # the message it follows (0: it starts the chat)
+    versions: tuple[int, ...] = ()  # it and its siblings (edits, regenerations), oldest first; () when alone
 
     def as_chat(self) -> dict:
         out = {"role": self.role, "content": self.content}
@@ -347,22 +363,45 @@ class History:
     # ------------------------------------------------------------------ messages
 
     def messages(self, cid: int) -> list[Message]:
-        rows = self.db.execute("SELECT id, conversation_id, role, content, thinking, meta, complete FROM messages"
-                               " WHERE conversation_id=? ORDER BY id", (cid,)).fetchall()
-        return [Message(r[0], r[1], _text(r[2], "user"), _text(r[3]), _text(r[4]), _meta(r[5])[0], _flag(r[6]))
-                for r in rows]
+        """The branch the chat shows: from its first message to its leaf, each with its versions."""
+        return self._tree(cid).branch()
+
+    def all_messages(self, cid: int) -> list[Message]:
+        """Every message of the chat, every branch, oldest first (export, recovery)."""
+        tree = self._tree(cid)
+        return [tree.message(i) for i in tree.ids]
+
+    def _tree(self, cid: int) -> "_Tree":
+        rows = self.db.execute("SELECT id, conversation_id, role, content, thinking, meta, complete, parent_id"
+                               " FROM messages WHERE conversation_id=? ORDER BY id", (cid,)).fetchall()
+        leaf = self.db.execute("SELECT leaf_id FROM conversations WHERE id=?", (cid,)).fetchone()
+        return _Tree(rows, leaf[0] if leaf else None)
 
     def add_message(self, cid: int, role: str, content: str, thinking: str = "", meta: dict | None = None,
-                    complete: bool = True) -> Message:
+                    complete: bool = True, parent: int | None = None) -> Message:
+        """Adds a message after `parent` (default: the end of the branch shown), which becomes the leaf."""
         self._writable()
         now = time.time()
         with self._tx():
+            if parent is None:
+                parent = self._tree(cid).leaf
             cur = self.db.execute("INSERT INTO messages"
-                                  " (conversation_id, role, content, thinking, meta, created, complete)"
-                                  " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                  (cid, role, content, thinking, json.dumps(meta or {}), now, int(complete)))
-            self.db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, cid))
-        return Message(cur.lastrowid, cid, role, content, thinking, meta or {}, complete)
+                                  " (conversation_id, role, content, thinking, meta, created, complete, parent_id)"
+                                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                  (cid, role, content, thinking, json.dumps(meta or {}), now, int(complete), parent))
+            self.db.execute("UPDATE conversations SET updated=?, leaf_id=? WHERE id=?", (now, cur.lastrowid, cid))
+        versions = self._tree(cid).versions(cur.lastrowid)
+        return Message(cur.lastrowid, cid, role, content, thinking, meta or {}, complete, parent, versions)
+
+    def set_leaf(self, cid: int, mid: int) -> None:
+        """The chat shows the branch that ends at message `mid` (0: none of it, before its first message)."""
+        self._writable()
+        with self._tx():
+            self.db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (mid, cid))
+
+    def show_version(self, cid: int, mid: int) -> None:
+        """The chat shows version `mid` of a message and, after it, its newest continuation."""
+        self.set_leaf(cid, self._tree(cid).newest_leaf_under(mid))
 
     def update_message(self, mid: int, content: str, thinking: str, meta: dict | None = None,
                        complete: bool = False) -> None:
@@ -375,6 +414,18 @@ class History:
             else:
                 self.db.execute("UPDATE messages SET content=?, thinking=?, meta=?, complete=? WHERE id=?",
                                 (content, thinking, json.dumps(meta), int(complete), mid))
+
+    def delete_message(self, cid: int, mid: int) -> None:
+        """Removes one message that nothing follows (a reply that never started, a question taken back);
+        the branch shown then ends at its parent."""
+        self._writable()
+        tree = self._tree(cid)
+        if mid not in tree.rows or tree.children.get(mid):
+            return
+        with self._tx():
+            self.db.execute("DELETE FROM messages WHERE id=? AND conversation_id=?", (mid, cid))
+            if tree.leaf == mid:
+                self.db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (tree.parent(mid), cid))
 
     def delete_messages_from(self, cid: int, mid: int) -> None:
         """Removes message `mid` and everything after it (edit and regenerate start over from there)."""
@@ -483,6 +534,57 @@ def _is_switch(v: dict) -> bool:
 
 def _is_count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+class _Tree:
+    """One chat's messages as a tree, read whatever the rows hold: a parent that is NULL (a chat from
+    before versions, or copied from a damaged file) is the message before it; one that is not in the chat
+    (a damaged row) makes its message start the chat; a cycle is cut where it closes."""
+
+    def __init__(self, rows, leaf):
+        self.rows = {r[0]: r for r in rows}
+        self.ids = [r[0] for r in rows]
+        before = {mid: (self.ids[i - 1] if i else 0) for i, mid in enumerate(self.ids)}
+        self.parents = {}
+        for mid, r in self.rows.items():
+            p = r[7]
+            self.parents[mid] = before[mid] if p is None else p if isinstance(p, int) and p in self.rows else 0
+        self.children: dict[int, list[int]] = {}
+        for mid in self.ids:
+            self.children.setdefault(self.parents[mid], []).append(mid)
+        valid = isinstance(leaf, int) and (leaf == 0 or leaf in self.rows)
+        self.leaf = leaf if valid else (self.ids[-1] if self.ids else 0)
+
+    def parent(self, mid: int) -> int:
+        return self.parents.get(mid, 0)
+
+    def path(self, leaf: int) -> list[int]:
+        out, seen = [], set()
+        while leaf in self.rows and leaf not in seen:
+            seen.add(leaf)
+            out.append(leaf)
+            leaf = self.parents[leaf]
+        return out[::-1]
+
+    def versions(self, mid: int) -> tuple[int, ...]:
+        role = _text(self.rows[mid][2], "user")
+        same = tuple(i for i in self.children.get(self.parents[mid], []) if _text(self.rows[i][2], "user") == role)
+        return same if len(same) > 1 else ()
+
+    def newest_leaf_under(self, mid: int) -> int:
+        seen = set()
+        while self.children.get(mid) and mid not in seen:
+            seen.add(mid)
+            mid = max(self.children[mid])
+        return mid
+
+    def message(self, mid: int) -> Message:
+        r = self.rows[mid]
+        return Message(r[0], r[1], _text(r[2], "user"), _text(r[3]), _text(r[4]), _meta(r[5])[0], _flag(r[6]),
+                       self.parents[mid], self.versions(mid))
+
+    def branch(self) -> list[Message]:
+        return [self.message(i) for i in self.path(self.leaf)]
 
 
 def _conversation(row) -> Conversation:

@@ -91,11 +91,13 @@ class ThinkingBlock(QFrame):
 class MessageWidget(QFrame):
     sig_edit = Signal(int)
     sig_regenerate = Signal()
+    sig_version = Signal(int, int)  # message id, -1 (the previous version) or +1 (the next)
 
     def __init__(self, message_id: int, role: str, text: str = "", thinking: str = "", meta: dict | None = None,
-                 streaming: bool = False):
+                 streaming: bool = False, versions: tuple[int, ...] = ()):
+        """`versions`: this message and its siblings (edits, regenerations), oldest first; () when alone."""
         super().__init__()
-        self.message_id, self.role = message_id, role
+        self.message_id, self.role, self.versions = message_id, role, tuple(versions)
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 8)
@@ -108,6 +110,9 @@ class MessageWidget(QFrame):
         header.addWidget(self.info)
         header.addStretch()
         self.buttons = {}
+        self.version_label = None
+        if len(self.versions) > 1:
+            self._version_switch(header)
         for name, tip in (("Copy", "Copy this message"), ("Edit", "Edit and resend"), ("Regenerate", "Answer again")):
             if (name == "Edit" and role != "user") or (name == "Regenerate" and role != "assistant"):
                 continue
@@ -136,6 +141,24 @@ class MessageWidget(QFrame):
             self.tail.setText("…")
         else:
             self.finish(text, thinking, meta or {})
+
+    def _version_switch(self, header: QHBoxLayout) -> None:
+        """`< 2/3 >`: the versions of this message; the other branches stay saved."""
+        at = self.versions.index(self.message_id) if self.message_id in self.versions else 0
+        kind = "reply" if self.role == "assistant" else "message"
+        for step, arrow in ((-1, "‹"), (1, "›")):
+            b = QPushButton(arrow)
+            b.setObjectName("smallButton")
+            b.setToolTip(f"The {'previous' if step < 0 else 'next'} version of this {kind}")
+            b.setEnabled(0 <= at + step < len(self.versions))
+            b.clicked.connect(lambda _=False, step=step: self.sig_version.emit(self.message_id, step))
+            header.addWidget(b)
+            self.buttons["Previous" if step < 0 else "Next"] = b
+            if step < 0:
+                self.version_label = QLabel(f"{at + 1}/{len(self.versions)}")
+                self.version_label.setObjectName("messageInfo")
+                self.version_label.setToolTip(f"Version {at + 1} of {len(self.versions)} of this {kind}")
+                header.addWidget(self.version_label)
 
     # ------------------------------------------------------------------ rendering
 
@@ -201,6 +224,9 @@ def reply_info(meta: dict) -> str:
     parts = [meta.get("answer_submodel", "")]
     if meta.get("finish_reason") not in (None, "end_of_turn"):
         parts.append(meta["finish_reason"].replace("_", " "))
+    dropped = meta.get("context_dropped")
+    if dropped:
+        parts.append(f"{dropped:g} earliest message{'s' if dropped != 1 else ''} left out to fit the context")
     speed = meta.get("tokens_per_s")
     if speed:
         parts.append(f"{speed:.1f} tok/s" if speed < 10 else f"{speed:.0f} tok/s")  # never "0 tok/s" on a slow PC
@@ -216,6 +242,7 @@ class ChatView(QScrollArea):
 
     sig_edit = Signal(int)
     sig_regenerate = Signal()
+    sig_version = Signal(int, int)
     PAGE = 40
 
     def __init__(self):
@@ -292,12 +319,13 @@ class ChatView(QScrollArea):
             w.finish(message.content, message.thinking, message.meta)
 
     def _append(self, m, streaming: bool) -> None:
+        versions = getattr(m, "versions", ())
         if streaming:
-            w = MessageWidget(m.id, m.role, streaming=True)
+            w = MessageWidget(m.id, m.role, streaming=True, versions=versions)
             if m.content or m.thinking:
                 w.update_stream(m.content, m.thinking, m.meta.get("think_submodel") or "", not m.content)
         else:
-            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta)
+            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta, versions=versions)
         self._connect(w)
         self.column.insertWidget(self.column.count() - 1, w)
         self.widgets.append(w)
@@ -305,13 +333,14 @@ class ChatView(QScrollArea):
     def _connect(self, w: "MessageWidget") -> None:
         w.sig_edit.connect(self.sig_edit.emit)
         w.sig_regenerate.connect(self.sig_regenerate.emit)
+        w.sig_version.connect(self.sig_version.emit)
 
     def show_earlier(self) -> None:
         """Builds the next PAGE older messages above the ones shown."""
         page, self.hidden = self.hidden[-self.PAGE:], self.hidden[:-self.PAGE]
         self._stick = False
         for i, m in enumerate(page):
-            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta)
+            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta, versions=getattr(m, "versions", ()))
             self._connect(w)
             self.column.insertWidget(1 + i, w)
             self.widgets.insert(i, w)

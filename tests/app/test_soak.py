@@ -78,6 +78,11 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
             interrupted.add(mid)
             w.chat.widgets[-1].buttons["Regenerate"].click()
             idle()
+            last = w.chat.widgets[-1]
+            if last.versions:  # the reply it replaced is kept as a version: look at it, then come back
+                last.buttons["Previous"].click()
+                w.chat.widgets[-1].buttons["Next"].click()
+                assert w.chat.widgets[-1].message_id == last.message_id
         elif kind == 8:  # edit the question mid-reply and send it again
             mid = send(question)
             interrupted.add(mid)
@@ -123,7 +128,7 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
     from app.state.history import History
 
     h = History(tmp_path / "data" / "history.sqlite3")
-    saved = [m for conv in h.conversations() for m in h.messages(conv.id) if m.role == "assistant"]
+    saved = [m for conv in h.conversations() for m in h.all_messages(conv.id) if m.role == "assistant"]
     h.close()
     assert len(saved) >= REPLIES * 0.7
     stopped = 0
