@@ -103,12 +103,12 @@ def _refuses_read_only(method):
 class ChatController(QObject):
     sig_model_loaded = Signal(object)  # LoadedModel
     sig_model_failed = Signal(str)
+    sig_model_unloaded = Signal()
     sig_load_progress = Signal(object)  # runtime LoadProgress of the load in progress
     sig_load_cancelled = Signal()
     sig_conversations = Signal(object, object)  # list[Conversation], current id
     sig_chat_shown = Signal(int, object, object)  # conversation id, list[Message], id of its streaming message or None
     sig_messages_added = Signal(int, object, object)  # conversation id, list[Message], streaming message id or None
-    sig_messages_removed = Signal(int, int)  # conversation id, first message id removed (and all after it)
     sig_reply_started = Signal(int, int, str, str)  # conversation id, message id, submodel about to work, phase
     sig_stream = Signal(int, int, str, str, str, bool)  # conv id, message id, answer, thinking, submodel, thinking live
     sig_token = Signal(str, str, float, float, float)  # submodel, phase, latency ms, TTFT ms, tokens/s so far
@@ -129,11 +129,15 @@ class ChatController(QObject):
     # a chat that does not fit the context: the line for the user, and whether leaving out turns would do
     sig_overflow = Signal(str, bool)
     sig_take_back = Signal(str)  # a message taken back from the chat: its text, for the message box
+    # the files attached to the message being written in the chat shown: [(name, tokens or -1, note)]
+    sig_attachments = Signal(object)
     # requests to the engine worker and the token counter (queued: each lives in its own thread)
     _sig_load = Signal(str, str, bool)
+    _sig_unload = Signal()
     _sig_generate = Signal(int, object, object, str)
     _sig_count = Signal(int, object, bool)
     _sig_count_model = Signal(str)
+    _sig_count_text = Signal(int, str)
 
     def __init__(self, data_dir: Path, settings: Settings, settings_path: Path, probe_file: str | None = None):
         super().__init__()
@@ -160,6 +164,7 @@ class ChatController(QObject):
         self.worker.sig_fitted.connect(self._on_fitted)
         self.worker.sig_overflow.connect(self._on_overflow)
         self._sig_load.connect(self.worker.load)
+        self._sig_unload.connect(self.worker.unload)
         self._sig_generate.connect(self.worker.generate)
         # The context meter counts in a thread of its own, so typing never waits for a tokenizer.
         self.counter = TokenCounter()
@@ -167,6 +172,15 @@ class ChatController(QObject):
         self.counter.sig_counted.connect(self._on_counted)
         self._sig_count.connect(self.counter.count)
         self._sig_count_model.connect(self.counter.use)
+        self._sig_count_text.connect(self.counter.count_text)
+        self.counter.sig_text_counted.connect(self._on_text_counted)
+        self.attached: dict[int, list] = {}  # chat id -> the Attachments of the message being written there
+        self.attachment_tokens: dict[int, int] = {}  # an attachment's key -> its tokens alone
+        self._attachment_keys = itertools.count(1)  # (a key crosses to the counter as a C int: not id())
+        self.attachment_key: dict[int, int] = {}  # id(Attachment) -> its key
+        from .workers import TaskRunner
+
+        self.tasks = TaskRunner(self)  # reads attached files (a PDF can take a while)
         self._count_serial = 0
         self.drafts: dict[int, str] = {}  # chat id -> the message being written there (not saved)
         self.overflow_cid: int | None = None  # the chat whose last message did not fit (the offers act on it)
@@ -206,6 +220,17 @@ class ChatController(QObject):
         self.stop()
         self.loaded = None
         self._sig_load.emit(folder, resident, is_demo)
+
+    def unload_model(self) -> None:
+        """Frees the model's memory (the worker waits for the engine's line to be free): replies stop first."""
+        if self.loaded is None:
+            return
+        self.stop()
+        self.loaded = None
+        self._sig_unload.emit()
+        self._sig_count_model.emit("")
+        self.sig_model_unloaded.emit()
+        self.count_context()
 
     def cancel_load(self) -> None:
         """Stops the load in progress before its next tensor (a thread-safe flag: the worker is busy)."""
@@ -349,6 +374,7 @@ class ChatController(QObject):
         self.sig_chat_shown.emit(cid, self._messages_with_live(cid), reply.message_id if reply else None)
         self.refresh_conversations()
         self._update_live_phase()
+        self._show_attachments()
         self.count_context()
 
     def _messages_with_live(self, cid: int) -> list[Message]:
@@ -392,6 +418,50 @@ class ChatController(QObject):
         self.history.undelete(cid)
         self.select(cid)
 
+    def export_chat(self, path: str, as_json: bool) -> bool:
+        """Writes the chat shown to `path`: JSON (every version, the reply details) or Markdown (to read)."""
+        import json
+        import os
+
+        from .state.chat_files import chat_json, chat_markdown
+
+        if self.current is None:
+            return False
+        text = json.dumps(chat_json(self.history, self.current), ensure_ascii=False, indent=1) if as_json \
+            else chat_markdown(self.history, self.current)
+        tmp = Path(f"{path}.part")
+        try:
+            tmp.write_text(text + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            self.sig_error.emit(f"The chat could not be exported to {path} ({e.strerror or e}); choose another "
+                                "folder.", "")
+            return False
+        self.sig_notice.emit(f"Exported “{self.history.conversation(self.current).title}” to {path}.")
+        return True
+
+    @_refuses_read_only
+    def import_chat(self, path: str) -> bool:
+        """Adds the chat in the JSON file `path` (checked whole first: a bad file imports nothing)."""
+        from .state.chat_files import ChatFileError, import_chat
+
+        try:
+            cid, note = import_chat(self.history, path)
+        except ChatFileError as e:
+            self.sig_error.emit(str(e), "")
+            return False
+        self.select(cid)
+        self.sig_notice.emit(note)
+        return True
+
+    @_refuses_read_only
+    def set_system_prompt(self, prompt: str) -> None:
+        """The chat shown's system prompt (a preset chosen in the window), for its next reply."""
+        if self.current is not None:
+            self.history.update_settings(self.current, prompt, self.history.conversation(self.current).settings)
+            self.count_context()
+
     def conversation_settings(self) -> tuple[str, dict]:
         conv = self.history.conversation(self.current)
         return conv.system_prompt, conv.settings
@@ -433,20 +503,27 @@ class ChatController(QObject):
         """Sends `text` in the current chat; while editing, as a new version of the edited message (the
         earlier version and what followed it stay, as the other branch)."""
         text = text.strip()
-        if not text or self.loaded is None:
-            return False
         if self.current is None:
             self.new_conversation()
-        self.stop()  # one reply at a time: the engine has one thread
+        files = [a.to_dict() for a in self.attached.get(self.current, [])] if self.editing is None else []
+        if (not text and not files) or self.loaded is None:
+            return False
         cid = self.current
+        self.stop(cid)  # this chat's reply in flight; one in another chat goes on, and this one waits its turn
         if self.editing is not None:
             edited = next((m for m in self.history.messages(cid) if m.id == self.editing), None)
             self.cancel_edit()
             if edited is not None:
+                files = edited.meta.get("attachments") or []  # a new version keeps the files of the old
                 self._branch_at(cid, edited.parent_id)
         if not self.history.messages(cid):
-            self.history.rename(cid, text.splitlines()[0][:48])
-        user = self.history.add_message(cid, "user", text)
+            self.history.rename(cid, (text.splitlines() or [files[0]["name"]])[0][:48])
+        user = self.history.add_message(cid, "user", text, meta={"attachments": files} if files else None)
+        sent = self.attached.pop(cid, [])
+        for a in sent:
+            self.attachment_tokens.pop(self.attachment_key.pop(id(a), 0), None)
+        if sent:
+            self._show_attachments()
         self.refresh_conversations()
         self._start_reply(cid, [user])
         return True
@@ -460,7 +537,7 @@ class ChatController(QObject):
         last = next((m for m in reversed(msgs) if m.role == "assistant"), None)
         if last is None or self.loaded is None:
             return
-        self.stop()
+        self.stop(cid)
         self.cancel_edit()
         self._branch_at(cid, last.parent_id)
         self._start_reply(cid, [])
@@ -518,6 +595,11 @@ class ChatController(QObject):
             return
         submodel = level.think or level.answer
         phase = "thinking" if level.think else "answer"
+        ahead = next((x for x in self._live() if x.conversation_id != cid), None)
+        if ahead is not None:  # the engine has one line: this reply waits for that one to end
+            title = self.history.conversation(ahead.conversation_id).title
+            self.sig_notice.emit(f"This reply starts when the one in “{title[:40]}” ends (one reply at a time; "
+                                 "stop that one there to start this one now).")
         reply = Reply(next(self._ids), cid, 0, Controls(), level, submodel, phase, Progress())
         msg = self.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
         reply.message_id = msg.id
@@ -573,8 +655,9 @@ class ChatController(QObject):
         text = self.editing_text if self.editing is not None else self.draft(self.current)
         if self.editing is not None:  # the edited message replaces itself and what followed it
             messages = self._chat_messages(self.current, before=self.editing)
-        if text.strip():
-            messages.append({"role": "user", "content": text.strip()})
+        files = [] if self.editing is not None else [a.to_dict() for a in self.attached.get(self.current, [])]
+        if text.strip() or files:
+            messages.append(Message(0, self.current, "user", text.strip(), meta={"attachments": files}).as_chat())
         self._count_serial += 1
         self.counter.ask(self._count_serial)
         self._sig_count.emit(self._count_serial, tuple(messages), level.think is not None and level.budget != 0)
@@ -624,7 +707,6 @@ class ChatController(QObject):
             return False
         from .context_fit import KEEP_SYSTEM
 
-        self.stop()
         self.select(cid)
         self._start_reply(cid, [], overflow=KEEP_SYSTEM)
         return True
@@ -637,16 +719,75 @@ class ChatController(QObject):
         if not last or last[0].role != "user":
             return False
         self.history.delete_message(cid, last[0].id)
+        files = last[0].meta.get("attachments") or []
+        if files:  # its files come back with its text
+            from .state.attachments import Attachment
+
+            self.attached[cid] = [Attachment(a["name"], a["text"], a.get("kind", "text")) for a in files]
+            for a in self.attached[cid]:
+                self._count_attachment(a)
         self.select(cid)
         self.drafts[cid] = last[0].content
         self.sig_take_back.emit(last[0].content)
         self.count_context()
         return True
 
-    def stop(self) -> None:
-        """Esc: stops the reply in flight (the decode loop sees the flag within one token); its Done saves it."""
+    # ------------------------------------------------------------------ attachments
+
+    def attach(self, path: str) -> None:
+        """Reads the file at `path` in a worker thread and attaches it to the message being written in the
+        chat shown (a refusal is the error line)."""
+        from .state.attachments import read_attachment
+
+        cid = self.current
+        if cid is None:
+            return
+        self.tasks.run(read_attachment, (path,), functools.partial(self._attached, cid), self._not_attached)
+
+    def _attached(self, cid: int, attachment) -> None:
+        self.attached.setdefault(cid, []).append(attachment)
+        self._count_attachment(attachment)
+        if attachment.note:
+            self.sig_notice.emit(f"{attachment.name} is attached: {attachment.note}.")
+        if cid == self.current:
+            self._show_attachments()
+            self.count_context()
+
+    def _count_attachment(self, attachment) -> None:
+        key = self.attachment_key[id(attachment)] = next(self._attachment_keys)
+        self._sig_count_text.emit(key, attachment.text)
+
+    def _not_attached(self, message: str) -> None:
+        self.sig_error.emit(message, "")
+
+    def detach(self, index: int) -> None:
+        files = self.attached.get(self.current, [])
+        if 0 <= index < len(files):
+            self.attachment_tokens.pop(self.attachment_key.pop(id(files.pop(index)), 0), None)
+            self._show_attachments()
+            self.count_context()
+
+    @Slot(int, int)
+    def _on_text_counted(self, key: int, tokens: int) -> None:
+        self.attachment_tokens[key] = tokens
+        self._show_attachments()
+
+    def _show_attachments(self) -> None:
+        files = self.attached.get(self.current, [])
+        self.sig_attachments.emit([(a.name, self.attachment_tokens.get(self.attachment_key.get(id(a), 0), -1), a.note)
+                                   for a in files])
+
+    def stop(self, cid: int | None = None) -> None:
+        """Stops the replies in flight (the decode loop sees the flag within one token; each one's Done saves
+        it): those of chat `cid` alone when given, else every one (a model load, an unload)."""
         for r in self._live():
-            self._stop_reply(r)
+            if cid is None or r.conversation_id == cid:
+                self._stop_reply(r)
+
+    def stop_shown(self) -> None:
+        """Esc and Stop: the reply of the chat shown, never one streaming in another chat."""
+        if self.current is not None:
+            self.stop(self.current)
 
     def _stop_reply(self, r: Reply) -> None:
         r.controls.stop()
@@ -667,7 +808,8 @@ class ChatController(QObject):
             r.phase, r.submodel, r.dirty = event.phase, event.submodel, True
             if phase_changed:
                 self._update_live_phase()
-            if not r.stopping and event.token_id is not None:  # (a Token of no new token only releases text)
+            if not r.stopping and event.token_id is not None and r.conversation_id == self.current:
+                # (a Token of no new token only releases text; the strip shows the chat on screen alone)
                 p = event.progress
                 self.sig_token.emit(event.submodel, event.phase, event.latency_ms, p.ttft_ms, p.tokens_per_s)
         elif kind == "switch":
@@ -676,7 +818,7 @@ class ChatController(QObject):
             if event.reason == "answer":  # thinking is over: the answering submodel takes over
                 r.phase = "answer"
                 self._update_live_phase()
-            if not r.stopping:
+            if not r.stopping and r.conversation_id == self.current:
                 self.sig_switch.emit(event.from_submodel, event.to_submodel, event.reprefill_tokens, event.ms,
                                      event.reason)
         elif kind == "done":
@@ -719,7 +861,8 @@ class ChatController(QObject):
         self._close(r, done.answer_text, done.thinking_text, meta)
         if done.finish_reason == "error":
             self._report_failure(done.error or "unknown error")
-        self.sig_done.emit(done)
+        if r.conversation_id == self.current:
+            self.sig_done.emit(done)
 
     def _close(self, r: Reply, answer: str, thinking: str, meta: dict) -> None:
         del self.replies[r.request_id]
@@ -750,6 +893,7 @@ class ChatController(QObject):
             r.controls.stop()
         stop_thread(self.thread)  # the decode loop sees the stop flag within a token, then the thread ends
         self.count_timer.stop()
+        self.tasks.shutdown()
         self.counter.blockSignals(True)
         stop_thread(self.counter_thread)
         QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)  # the replies' Done events, if they came

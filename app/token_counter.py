@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 class TokenCounter(QObject):
     sig_counted = Signal(int, int, str)  # serial, tokens (-1 when not counted), why not ("" when counted)
+    sig_text_counted = Signal(int, int)  # key, tokens of a text alone (an attachment; -1: not counted)
 
     def __init__(self):
         super().__init__()
@@ -63,3 +64,13 @@ class TokenCounter(QObject):
             self.sig_counted.emit(serial, -1, str(e))
             return
         self.sig_counted.emit(serial, tokens, "")
+
+    @Slot(int, str)
+    def count_text(self, key: int, text: str) -> None:
+        """The tokens of `text` alone, as plain text (an attached file's share of the prompt)."""
+        try:
+            tokens = len(self.chat.tokenizer.encode(text, add_special_tokens=False)) if self.chat else -1
+        except Exception as e:
+            log.warning("counting an attachment: %s", e)
+            tokens = -1
+        self.sig_text_counted.emit(key, tokens)

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .attachments import as_context, valid_attachments
 from .settings import check_sampling
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,9 @@ META_TYPES = {"think_submodel": (str, type(None)), "answer_submodel": str, "fini
               # every switch of the reply: Switch.to_dict(), {"from", "to", "reprefill_tokens", "ms", "reason", ...}
               "switches": list,
               # the prompt's tokens as the model read it, and the earliest messages left out to fit the context
-              "prompt_tokens": "number", "context_dropped": "number"}
+              "prompt_tokens": "number", "context_dropped": "number",
+              # a user message's files as context (app/state/attachments.py): [{"name", "text", "kind"}]
+              "attachments": list}
 DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 
 
@@ -107,7 +110,9 @@ class Message:
     versions: tuple[int, ...] = ()  # it and its siblings (edits, regenerations), oldest first; () when alone
 
     def as_chat(self) -> dict:
-        out = {"role": self.role, "content": self.content}
+        """The message as the model is sent it (a user message's attached files included)."""
+        out = {"role": self.role, "content": as_context(self.content, self.meta.get("attachments"))
+               if self.role == "user" else self.content}
         if self.role == "assistant" and self.thinking:
             out["reasoning_content"] = self.thinking
         return out
@@ -433,6 +438,24 @@ class History:
         with self._tx():
             self.db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?", (cid, mid))
 
+    def import_chat(self, title: str, system_prompt: str, settings: dict, messages: list[tuple], shown: int) -> int:
+        """A new chat holding `messages` ((id, parent, role, content, thinking, meta, complete), parents
+        before their children, ids the file's own); `shown` is the leaf to show. One transaction."""
+        self._writable()
+        now = time.time()
+        with self._tx():
+            cid = self.db.execute("INSERT INTO conversations (title, created, updated, system_prompt, settings)"
+                                  " VALUES (?, ?, ?, ?, ?)",
+                                  (title, now, now, system_prompt, json.dumps(settings))).lastrowid
+            ids = {0: 0}
+            for mid, parent, role, content, thinking, meta, complete in messages:
+                ids[mid] = self.db.execute(
+                    "INSERT INTO messages (conversation_id, role, content, thinking, meta, created, complete,"
+                    " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (cid, role, content, thinking, json.dumps(meta), now, int(complete), ids[parent])).lastrowid
+            self.db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (ids[shown], cid))
+        return cid
+
     def export_text(self, cid: int) -> str:
         conv = self.conversation(cid)
         lines = [f"# {conv.title}", ""]
@@ -504,6 +527,8 @@ def _meta(value) -> tuple[dict, bool]:
             ok = _is_switch(v)
         elif ok and key == "switches":
             ok = all(isinstance(x, dict) and _is_switch(x) for x in v)
+        elif ok and key == "attachments":
+            ok = valid_attachments(v)
         elif ok and key in ("thinking_by_submodel", "answer_by_submodel"):
             ok = all(isinstance(name, str) and _is_count(n) for name, n in v.items())
         if ok:
@@ -538,8 +563,8 @@ def _is_count(v) -> bool:
 
 class _Tree:
     """One chat's messages as a tree, read whatever the rows hold: a parent that is NULL (a chat from
-    before versions, or copied from a damaged file) is the message before it; one that is not in the chat
-    (a damaged row) makes its message start the chat; a cycle is cut where it closes."""
+    before versions), not a number, or not in the chat (lost with a damaged page, salvaged without it)
+    is the message before it, so a chat keeps its line; a cycle is cut where it closes."""
 
     def __init__(self, rows, leaf):
         self.rows = {r[0]: r for r in rows}
@@ -548,7 +573,8 @@ class _Tree:
         self.parents = {}
         for mid, r in self.rows.items():
             p = r[7]
-            self.parents[mid] = before[mid] if p is None else p if isinstance(p, int) and p in self.rows else 0
+            known = isinstance(p, int) and (p == 0 or p in self.rows)
+            self.parents[mid] = p if known else before[mid]
         self.children: dict[int, list[int]] = {}
         for mid in self.ids:
             self.children.setdefault(self.parents[mid], []).append(mid)
@@ -843,6 +869,9 @@ def _scan(src: sqlite3.Connection, table: str, columns: str, damaged: list):
     while True:
         try:
             for row in src.execute(f"SELECT {columns} FROM {table} WHERE id > ? ORDER BY id", (after,)):
+                if not isinstance(row[0], int) or row[0] <= after:  # a damaged page's nonsense: the scan
+                    damaged.append((table, row[0]))  # only moves forward, or it would start over forever
+                    continue
                 after = row[0]
                 yield row
             return

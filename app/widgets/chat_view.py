@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont, QGuiApplication
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -16,7 +16,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..markdown_blocks import Block, finish_blocks, split_blocks, with_readable_math
+from ..highlight import highlighted_html
+from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
 
 
 def _label(text: str = "", markdown: bool = False, object_name: str = "") -> QLabel:
@@ -29,8 +30,12 @@ def _label(text: str = "", markdown: bool = False, object_name: str = "") -> QLa
     label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
     if object_name:
         label.setObjectName(object_name)
-    label.setText(text)
+    label.setText(breakable(text, markdown))
     return label
+
+
+def _set_plain(label: QLabel, text: str) -> None:
+    label.setText(breakable(text))
 
 
 class CodeBlock(QFrame):
@@ -42,16 +47,39 @@ class CodeBlock(QFrame):
         top = QHBoxLayout()
         top.addWidget(QLabel(block.language or "code"))
         top.addStretch()
-        copy = QPushButton("Copy")
-        copy.setObjectName("smallButton")
-        copy.setToolTip("Copy this code")
-        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(block.text))
-        top.addWidget(copy)
+        self.copy = copy_button("Copy this code", lambda: block.text)
+        top.addWidget(self.copy)
         layout.addLayout(top)
-        code = _label(block.text, object_name="code")
+        code = _label(object_name="code")
+        code.setTextFormat(Qt.TextFormat.RichText)
+        code.setText(highlighted_html(block.text if block.language else breakable(block.text), block.language,
+                                      is_dark()))
         code.setFont(QFont("monospace"))
+        # a long line of code is clipped, never widens the chat (its Copy button has all of it)
+        code.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         layout.addWidget(code)
         self.code = code
+
+
+def is_dark() -> bool:
+    return QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() < 128
+
+
+COPIED_MS = 1500
+
+
+def copy_button(tip: str, text) -> QPushButton:
+    """A small Copy button that puts `text()` on the clipboard and says "Copied" for a moment."""
+    b = QPushButton("Copy")
+    b.setObjectName("smallButton")
+    b.setToolTip(tip)
+
+    def copy() -> None:
+        QGuiApplication.clipboard().setText(text())
+        b.setText("Copied ✓")
+        QTimer.singleShot(COPIED_MS, b, lambda: b.setText("Copy"))  # b: the timer dies with the button
+    b.clicked.connect(copy)
+    return b
 
 
 class ThinkingBlock(QFrame):
@@ -80,10 +108,10 @@ class ThinkingBlock(QFrame):
 
     def set_live(self, text: str, submodel: str = "") -> None:
         self.toggle.setText(f"Thinking on {submodel}…" if submodel else "Thinking…")
-        self.body.setText(text)
+        _set_plain(self.body, text)
 
     def finish(self, text: str, summary: str) -> None:
-        self.body.setText(text)
+        _set_plain(self.body, text)
         self.toggle.setText(summary)
         self.toggle.setChecked(False)
 
@@ -113,7 +141,10 @@ class MessageWidget(QFrame):
         self.version_label = None
         if len(self.versions) > 1:
             self._version_switch(header)
-        for name, tip in (("Copy", "Copy this message"), ("Edit", "Edit and resend"), ("Regenerate", "Answer again")):
+        self.buttons["Copy"] = copy_button("Copy this message", lambda: self.text)
+        header.addWidget(self.buttons["Copy"])
+        for name, tip in (("Edit", "Edit and resend (the sent version is kept)"),
+                          ("Regenerate", "Answer again (this reply is kept as a version)")):
             if (name == "Edit" and role != "user") or (name == "Regenerate" and role != "assistant"):
                 continue
             b = QPushButton(name)
@@ -121,7 +152,6 @@ class MessageWidget(QFrame):
             b.setToolTip(tip)
             header.addWidget(b)
             self.buttons[name] = b
-        self.buttons["Copy"].clicked.connect(lambda: QGuiApplication.clipboard().setText(self.text))
         if "Edit" in self.buttons:
             self.buttons["Edit"].clicked.connect(lambda: self.sig_edit.emit(self.message_id))
         if "Regenerate" in self.buttons:
@@ -136,6 +166,7 @@ class MessageWidget(QFrame):
         self.tail = _label(object_name="streamTail")
         layout.addWidget(self.tail)
         self.rendered: list[Block] = []
+        self.rendered_source = ""  # the answer's lines the rendered blocks cover
         self.text = ""
         if streaming:
             self.tail.setText("…")
@@ -162,32 +193,40 @@ class MessageWidget(QFrame):
 
     # ------------------------------------------------------------------ rendering
 
-    def _render(self, blocks: list[Block]) -> None:
-        """Adds widgets for blocks not rendered yet (each block is rendered once)."""
-        if blocks[:len(self.rendered)] != self.rendered:  # text changed under us (edit): start over
-            while self.content.count():
-                old = self.content.takeAt(0).widget()
-                old.hide()
-                old.deleteLater()
-            self.rendered = []
-        for block in blocks[len(self.rendered):]:
+    def _resume_at(self, answer: str) -> int:
+        """The line where the blocks not rendered yet begin; 0, with the view emptied, when the text no
+        longer starts with what was rendered (it was replaced)."""
+        if self.rendered and answer.startswith(self.rendered_source):
+            return self.rendered[-1].end
+        while self.content.count():
+            old = self.content.takeAt(0).widget()
+            old.hide()
+            old.deleteLater()
+        self.rendered, self.rendered_source = [], ""
+        return 0
+
+    def _render(self, answer: str, blocks: list[Block]) -> None:
+        """Adds a widget for each new final block (each block is rendered once)."""
+        for block in blocks:
             w = CodeBlock(block) if block.kind == "code" else _label(with_readable_math(block.text), markdown=True)
             self.content.addWidget(w)
             self.rendered.append(block)
+        if blocks:
+            self.rendered_source = "\n".join(answer.split("\n")[:self.rendered[-1].end])
 
     def update_stream(self, answer: str, thinking: str, submodel: str, thinking_live: bool) -> None:
         if self.thinking and (thinking or thinking_live):
             self.thinking.setVisible(True)
             if thinking_live:
                 self.thinking.set_live(thinking, submodel)
-        blocks, tail = split_blocks(answer)
-        self._render(blocks)
-        self.tail.setText(tail if (tail or answer) else ("" if thinking_live else "…"))
+        blocks, tail = split_blocks(answer, self._resume_at(answer))
+        self._render(answer, blocks)
+        _set_plain(self.tail, tail if (tail or answer) else ("" if thinking_live else "…"))
         self.tail.setVisible(bool(self.tail.text()))
         self.text = answer
 
     def finish(self, answer: str, thinking: str, meta: dict) -> None:
-        self._render(finish_blocks(answer))
+        self._render(answer, finish_blocks(answer, self._resume_at(answer)))
         self.tail.setText("")
         self.tail.setVisible(False)
         self.text = answer
@@ -195,7 +234,7 @@ class MessageWidget(QFrame):
             self.thinking.setVisible(bool(thinking))
             if thinking:
                 self.thinking.finish(thinking, thinking_summary(meta))
-        self.info.setText(reply_info(meta) if self.role == "assistant" else "")
+        self.info.setText(reply_info(meta) if self.role == "assistant" else attachments_line(meta))
 
 
 def thinking_summary(meta: dict) -> str:
@@ -216,6 +255,12 @@ def thinking_summary(meta: dict) -> str:
         shares = ", then ".join(f"{n} on {name}" for name, n in by[1:])
         return f"{took} · {by[0][1]} tokens on {by[0][0]}, then {shares}{ending}"
     return f"{took} on {who} · {tokens} tokens{ending}"
+
+
+def attachments_line(meta: dict) -> str:
+    """ "📎 notes.txt · report.pdf": the files a message was sent with."""
+    names = [a.get("name", "file") for a in meta.get("attachments") or []]
+    return "📎 " + " · ".join(names) if names else ""
 
 
 def reply_info(meta: dict) -> str:
@@ -248,6 +293,7 @@ class ChatView(QScrollArea):
     def __init__(self):
         super().__init__()
         self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # messages wrap, never scroll sideways
         self.setObjectName("chatView")
         inner = QWidget()
         inner.setObjectName("chatInner")
@@ -297,15 +343,6 @@ class ChatView(QScrollArea):
         for m in messages:
             self._append(m, m.id == streaming_id)
         self._stick = True
-        self._update_regenerate()
-
-    def remove_from(self, cid: int, message_id: int) -> None:
-        """An edit or a regeneration removed `message_id` and everything after it."""
-        if cid != self.cid:
-            return
-        gone = [w for w in self.widgets if w.message_id >= message_id]
-        self.widgets = [w for w in self.widgets if w.message_id < message_id]
-        self._drop(gone)
         self._update_regenerate()
 
     def stream(self, cid: int, message_id: int, answer: str, thinking: str, submodel: str, live: bool) -> None:
