@@ -800,8 +800,8 @@ class ChatController(QObject):
         if r is None:
             return  # a late event of a reply already closed
         kind, r.progress = event.type, event.progress
-        if kind == "prefill":
-            r.submodel = event.submodel
+        if kind == "prefill":  # its turn came: the view stops saying it waits
+            r.submodel, r.dirty = event.submodel, True
         elif kind == "token":
             (r.thinking if event.phase == "thinking" else r.answer).append(event.text)
             phase_changed = r.phase != event.phase

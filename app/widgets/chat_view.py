@@ -66,6 +66,7 @@ def is_dark() -> bool:
 
 
 COPIED_MS = 1500
+WAITING = "Waiting for its turn…"
 
 
 def copy_button(tip: str, text) -> QPushButton:
@@ -168,8 +169,10 @@ class MessageWidget(QFrame):
         self.rendered: list[Block] = []
         self.rendered_source = ""  # the answer's lines the rendered blocks cover
         self.text = ""
-        if streaming:
-            self.tail.setText("…")
+        if streaming:  # until the engine takes it up (a reply elsewhere, or the server's requests, go first)
+            _set_plain(self.tail, WAITING)
+            if self.thinking:
+                self.thinking.toggle.setText(WAITING)
         else:
             self.finish(text, thinking, meta or {})
 
@@ -215,8 +218,8 @@ class MessageWidget(QFrame):
             self.rendered_source = "\n".join(answer.split("\n")[:self.rendered[-1].end])
 
     def update_stream(self, answer: str, thinking: str, submodel: str, thinking_live: bool) -> None:
-        if self.thinking and (thinking or thinking_live):
-            self.thinking.setVisible(True)
+        if self.thinking:  # shown while it thinks or has thought (an answer-only reply has none)
+            self.thinking.setVisible(bool(thinking) or thinking_live)
             if thinking_live:
                 self.thinking.set_live(thinking, submodel)
         blocks, tail = split_blocks(answer, self._resume_at(answer))
@@ -310,12 +313,15 @@ class ChatView(QScrollArea):
         self.widgets: list[MessageWidget] = []
         self.hidden: list = []  # messages not built yet (the oldest)
         self.verticalScrollBar().rangeChanged.connect(self._follow)
-        self._stick = True
+        self.verticalScrollBar().valueChanged.connect(self._scrolled)
+        self._stick = True  # the view follows the end of the chat (the user has not scrolled up from it)
 
     def _follow(self, _min, maximum) -> None:
         if self._stick:
             self.verticalScrollBar().setValue(maximum)
 
+    def _scrolled(self, value: int) -> None:
+        self._stick = value >= self.verticalScrollBar().maximum() - 4  # a few pixels short still counts
     def _drop(self, widgets) -> None:
         for w in widgets:
             self.column.removeWidget(w)
@@ -329,6 +335,7 @@ class ChatView(QScrollArea):
         """Rebuilds the view for chat `cid` (a reply in flight there is shown as far as it has got, live)."""
         self._drop(self.widgets)
         self.widgets, self.cid = [], cid
+        self._stick = True  # a chat opens on its latest message, whatever was read in the one before
         shown = [m for m in messages if m.role != "system"]
         self.hidden = shown[:-self.PAGE] if len(shown) > self.PAGE else []
         for m in shown[len(self.hidden):]:

@@ -90,3 +90,30 @@ def test_the_picker_presets_drafts_and_banners_in_one_window(qtbot, tmp_path, mo
     w.banner.close_button.click()
     assert not w.banner.isVisible()
     w.close()
+
+
+def test_opening_a_chat_shows_its_latest_message_even_after_earlier_ones_were_shown(qtbot):
+    from app.state.history import Message
+    from app.widgets.chat_view import ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(500, 300)
+    view.show()
+
+    def chat(cid, n):
+        return [Message(cid * 1000 + i, cid, "user" if i % 2 == 0 else "assistant", f"message {i} " + "word " * 30)
+                for i in range(n)]
+    view.show_chat(1, chat(1, 60), None)
+    view.show_earlier()  # reading back in a long chat
+    view.show_chat(2, chat(2, 20), None)
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum(), timeout=5000)
+    bar.setValue(0)  # the user scrolls up to read: a reply growing below does not pull the view down
+    last = chat(2, 20)[-1]
+    view.finish(2, Message(last.id, 2, "assistant", last.content + " more" * 400))
+    qtbot.wait(50)
+    assert bar.value() == 0
+    bar.setValue(bar.maximum())  # back at the end: it follows again
+    view.finish(2, Message(last.id, 2, "assistant", last.content + " more" * 800))
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=5000)

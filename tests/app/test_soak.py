@@ -36,6 +36,8 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
     c.sig_reply_done.connect(lambda cid, m: done.__setitem__(m.id, (m.meta["finish_reason"], m.content)))
     interrupted: set[int] = set()  # replies this test stopped or replaced on purpose
     depths = [s.name for s in w.loaded.levels if s.available]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The meeting is on Tuesday.\n" * 10)
 
     def send(text: str) -> int:
         w.input.setPlainText(text)
@@ -99,6 +101,11 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
             idle()
         else:
             send(question)
+            idle()
+        if i % 40 == 20:  # a file as context (attachments), counted before sending
+            c.attach(str(notes))
+            qtbot.waitUntil(lambda: bool(c.attached.get(c.current)), timeout=60000)
+            send("What is 2 + 3?")
             idle()
         if i % 50 == 25:
             w.open_manager()
