@@ -691,13 +691,17 @@ class ChatController(QObject):
             self.select(r.conversation_id)
         self.overflow_cid = r.conversation_id
         ceiling = self.loaded.context_ceiling if self.loaded else 0
-        longer = (f" or raise the context length in Settings (up to {ceiling:,} tokens fit this PC's memory)"
+        longer = (f", or raise the context length in Settings (up to {ceiling:,} tokens fit this PC's memory)"
                   if ceiling > context else "")
-        what = ("leave out its earliest turns, take your message back to shorten it" if trimmable else
-                "your last message alone is too long: take it back to shorten it or attach less")
-        self.sig_overflow.emit(f"Nothing was sent: this chat is {tokens:,} tokens, and the context of {context:,} "
-                               f"holds at most {limit:,} with room for the reply. To go on, {what}{longer}.",
-                               trimmable)
+        fits = f"the context of {context:,} holds at most {limit:,} with room for the reply"
+        if trimmable:
+            text = (f"Nothing was sent: this chat is {tokens:,} tokens, and {fits}. Leave out its earliest turns"
+                    + (f", take your message back to shorten it{longer}." if longer else
+                       " or take your message back to shorten it."))
+        else:
+            text = (f"Nothing was sent: your message is too long for the context even alone ({tokens:,} tokens; "
+                    f"{fits}). Take it back to shorten it or attach less{longer}.")
+        self.sig_overflow.emit(text, trimmable)
 
     @_refuses_read_only
     def send_leaving_out(self) -> bool:

@@ -124,21 +124,25 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ layout
 
     def _build(self) -> None:
-        """The chats on the left; on the right, top to bottom: the banner, the error line with its offers,
-        the depth and buttons, the live strip, the chat, the input with its buttons."""
+        """On the left the model picker, the prompt presets and the chats; on the right, top to bottom: the
+        banner, the error line with its offers, the depth and buttons, the live strip, the chat, the files
+        attached, the input (the context meter under it) with its buttons. What is added goes where there
+        is room (the left column, the input's row), so the chat keeps its height at a large font."""
         self.sidebar = Sidebar()
+        self.picker = ModelPicker()
+        self.prompts = PromptPresets()
+        left = QWidget()
+        side = QVBoxLayout(left)
+        side.setContentsMargins(0, 0, 0, 0)
+        side.addWidget(self.picker)
+        side.addWidget(self.prompts)
+        side.addWidget(self.sidebar, 1)
         right = QWidget()
         column = QVBoxLayout(right)
         column.setContentsMargins(8, 8, 8, 8)
         self.banner = Banner("banner")
         column.addWidget(self.banner)
         column.addLayout(self._build_notes())
-        self.picker = ModelPicker()
-        self.prompts = PromptPresets()
-        choices = QHBoxLayout()
-        choices.addWidget(self.picker, 3)
-        choices.addWidget(self.prompts, 2)
-        column.addLayout(choices)
         column.addLayout(self._build_top())
         self.strip = LiveStrip()
         self.loading = LoadProgress()
@@ -146,14 +150,11 @@ class MainWindow(QMainWindow):
         column.addWidget(self.strip)
         column.addWidget(self.loading)
         column.addWidget(self.chat, 1)
-        self.meter = ContextMeter()
-        self.meter.set_policy(self.settings.context_overflow)
-        column.addWidget(self.meter)
         self.files = AttachmentRow()
         column.addWidget(self.files)
         column.addLayout(self._build_inputs())
         self.split = QSplitter()
-        self.split.addWidget(self.sidebar)
+        self.split.addWidget(left)
         self.split.addWidget(right)
         self.split.setStretchFactor(1, 1)
         self.split.setChildrenCollapsible(False)
@@ -239,10 +240,17 @@ class MainWindow(QMainWindow):
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
         buttons.addWidget(self.cancel_edit_button)
-        buttons.addWidget(self.attach_button)
         buttons.addStretch()
         inputs = QHBoxLayout()
-        inputs.addWidget(self.input, 1)
+        self.meter = ContextMeter()
+        self.meter.set_policy(self.settings.context_overflow)
+        under = QHBoxLayout()  # under the box, so the row is no taller than its buttons at any font
+        under.addWidget(self.meter, 1)
+        under.addWidget(self.attach_button)
+        box = QVBoxLayout()
+        box.addWidget(self.input, 1)
+        box.addLayout(under)
+        inputs.addLayout(box, 1)
         inputs.addLayout(steer)
         inputs.addLayout(buttons)
         return inputs
@@ -486,6 +494,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str, bool)
     def _overflow(self, message: str, trimmable: bool) -> None:
+        self.strip.clear()  # no reply ran
         self.show_error(message)
         self.leave_out.setVisible(trimmable)
         self.take_back.setVisible(True)

@@ -3,9 +3,11 @@ template, the system prompt, the earlier turns with the reasoning the template k
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QWidget
 
 from runtime.options import CONTEXT_OVERFLOW
+
+from .elided_label import ElidedLabel
 
 OVER = {"keep_system": "the earliest turns will be left out (the system prompt stays)",
         "drop_oldest": "the earliest messages will be left out",
@@ -24,11 +26,11 @@ class ContextMeter(QWidget):
         self.bar.setTextVisible(False)
         self.bar.setMaximumHeight(8)
         self.bar.setMaximumWidth(160)
-        self.label = QLabel("")
+        self.bar.setMinimumWidth(24)
+        self.label = ElidedLabel("", min_chars=8)  # never widens the input's row, whatever the font
         self.label.setObjectName("contextLabel")
-        row.addWidget(self.bar)
-        row.addWidget(self.label)
-        row.addStretch()
+        row.addWidget(self.bar, 1)
+        row.addWidget(self.label, 3)
         self.tokens = self.limit = self.context = -1
         self.policy = CONTEXT_OVERFLOW.default
 

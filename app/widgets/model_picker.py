@@ -4,7 +4,9 @@ submodels are in memory, and Unload. The model manager stays the place to downlo
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from .elided_label import ElidedLabel
 
 NONE = ""  # the combo's data for "no model loaded"
 
@@ -18,23 +20,27 @@ class ModelPicker(QWidget):
 
     def __init__(self):
         super().__init__()
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
+        rows = QVBoxLayout(self)  # short rows: it sits above the chats, in the narrow left column
+        rows.setContentsMargins(0, 0, 0, 0)
+        below = QHBoxLayout()
         self.combo = QComboBox()
         self.combo.setToolTip("The models on this PC: choose one to load it (download more in the model manager)")
-        self.combo.setMinimumContentsLength(14)
+        self.combo.setMinimumContentsLength(4)  # never widens the window (test_window_size); the list shows all
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.combo.activated.connect(self._chosen)
-        self.resident = QLabel("")
+        self.resident = ElidedLabel("", min_chars=4)  # one line, elided, whatever the font
         self.resident.setObjectName("messageInfo")
         self.unload = QPushButton("Unload")
         self.unload.setToolTip("Free the model's memory (RAM or VRAM); choose a model to load one again")
         self.unload.clicked.connect(self.sig_unload.emit)
         self.unload.setEnabled(False)
-        row.addWidget(QLabel("Model"))
-        row.addWidget(self.combo, 1)
-        row.addWidget(self.resident)
-        row.addWidget(self.unload)
+        title = QLabel("Model")
+        title.setObjectName("sectionTitle")
+        rows.addWidget(title)
+        rows.addWidget(self.combo)
+        below.addWidget(self.resident, 1)
+        below.addWidget(self.unload)
+        rows.addLayout(below)
         self.loaded_folder = ""
         self.rows: list = []
 

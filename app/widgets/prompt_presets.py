@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QVBoxLayout, QWidget
 
 OWN, SAVE = "\x00own", "\x00save"  # the combo's data for "this chat's own prompt" and "save as preset"
 
@@ -17,16 +17,18 @@ class PromptPresets(QWidget):
 
     def __init__(self):
         super().__init__()
-        row = QHBoxLayout(self)
-        row.setContentsMargins(0, 0, 0, 0)
+        rows = QVBoxLayout(self)
+        rows.setContentsMargins(0, 0, 0, 0)
         self.combo = QComboBox()
         self.combo.setToolTip("The chat's system prompt: choose a preset, or save this chat's prompt as one "
                               "(edit it in Chat → Chat settings)")
-        self.combo.setMinimumContentsLength(12)
+        self.combo.setMinimumContentsLength(4)
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.combo.activated.connect(self._chosen)
-        row.addWidget(QLabel("Prompt"))
-        row.addWidget(self.combo, 1)
+        title = QLabel("Prompt")
+        title.setObjectName("sectionTitle")
+        rows.addWidget(title)
+        rows.addWidget(self.combo)
         self.presets: dict[str, str] = {}
 
     def show_presets(self, presets: dict[str, str], prompt: str) -> None:

@@ -105,7 +105,7 @@ def test_a_message_longer_than_the_context_is_refused_with_a_way_out(qtbot, shor
     with qtbot.waitSignal(c.sig_overflow, timeout=60000) as refused:
         w.send()
     qtbot.waitUntil(lambda: not c.busy, timeout=60000)
-    assert "Nothing was sent" in refused.args[0] and "take it back" in refused.args[0]
+    assert "Nothing was sent" in refused.args[0] and "Take it back" in refused.args[0]
     assert w.take_back.isVisible() and not w.leave_out.isVisible()  # its one turn cannot be left out
     assert [m.role for m in c.history.messages(c.current)] == ["user"]  # no empty reply left behind
     w.take_back.click()

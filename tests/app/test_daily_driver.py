@@ -117,3 +117,15 @@ def test_opening_a_chat_shows_its_latest_message_even_after_earlier_ones_were_sh
     bar.setValue(bar.maximum())  # back at the end: it follows again
     view.finish(2, Message(last.id, 2, "assistant", last.content + " more" * 800))
     qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=5000)
+
+
+def test_the_load_line_never_widens_the_window(qtbot):
+    """It did: at font 20 its line asked for 1,199 px, and the window grew past a 1280 px screen while a
+    model loaded (and stayed that wide)."""
+    from app.widgets.load_progress import LoadProgress
+
+    w = LoadProgress()
+    qtbot.addWidget(w)
+    w.start("star-elastic-30b-nvfp4")
+    w.text.setText("star-elastic-30b-nvfp4: loading 3.2 of 18.0 GB (18%), shard 1 of 5, about 55 s left " * 2)
+    assert w.minimumSizeHint().width() < 500 and "about 55 s left" in w.text.text()
