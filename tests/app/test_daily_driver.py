@@ -129,3 +129,30 @@ def test_the_load_line_never_widens_the_window(qtbot):
     w.start("star-elastic-30b-nvfp4")
     w.text.setText("star-elastic-30b-nvfp4: loading 3.2 of 18.0 GB (18%), shard 1 of 5, about 55 s left " * 2)
     assert w.minimumSizeHint().width() < 500 and "about 55 s left" in w.text.text()
+
+
+def test_esc_and_a_send_elsewhere_leave_another_chats_reply_running(qtbot, tmp_path, gate):
+    from PySide6.QtCore import Qt
+
+    from app.widgets.chat_view import WAITING
+    from tests.app_support import LONG, hold
+
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=40))
+    c = w.controller
+    reply, controls = hold(qtbot, w, gate, "Balanced", at=3)  # chat A's reply, held mid-thought
+    first = c.current
+    w.new_chat()
+    qtbot.keyClick(w, Qt.Key.Key_Escape)  # Esc in chat B: B has no reply, A's goes on
+    assert not controls.stop_requested and not w.stop_button.isEnabled()
+    gate.at = None
+    w.input.setPlainText("What is 2 + 3?")
+    w.send()  # B's reply waits its turn behind A's
+    assert not controls.stop_requested and "starts when the one in" in w.error.text()
+    waiting = w.chat.widgets[-1]
+    assert waiting.tail.text() == WAITING and w.stop_button.isEnabled()
+    done = {}
+    c.sig_reply_done.connect(lambda cid, m: done.__setitem__(cid, m.meta["finish_reason"]))
+    controls.released.set()
+    qtbot.waitUntil(lambda: len(done) == 2, timeout=LONG)
+    assert done[first] != "stopped" and done[c.current] != "stopped"
+    w.close()
