@@ -11,8 +11,8 @@ from PySide6.QtCore import QRect, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
+    QFileDialog,
     QHBoxLayout,
-    QLabel,
     QMainWindow,
     QMessageBox,
     QPlainTextEdit,
@@ -30,14 +30,20 @@ from .models_controller import ModelsController
 from .state.settings import Settings
 from .state.window_state import WindowState, place
 from .theme import apply_theme
+from .widgets.attachment_row import AttachmentRow
+from .widgets.banner import Banner
 from .widgets.chat_view import ChatView
+from .widgets.context_meter import ContextMeter
 from .widgets.depth_slider import DepthSlider, slider_stops
 from .widgets.live_strip import LiveStrip
 from .widgets.load_progress import LoadProgress
 from .widgets.model_manager import ModelManager
+from .widgets.model_picker import ModelPicker
+from .widgets.prompt_presets import PromptPresets
 from .widgets.settings_dialog import SettingsDialog
 from .widgets.sidebar import Sidebar
 
+MARKDOWN_FILES, JSON_FILES = "Markdown, to read (*.md)", "JSON, to import elsewhere (*.json)"
 ANSWER_NOW_KEY, THINK_LONGER_KEY = "Ctrl+Shift+A", "Ctrl+Shift+L"  # only while a reply thinks
 SHORTCUTS = [("Enter", "send the message"), ("Shift+Enter", "new line in the message"),
              ("Ctrl+Enter", "send the message"), ("Esc", "stop the reply, or cancel editing a sent message"),
@@ -110,15 +116,6 @@ def frame_of(window: QWidget) -> tuple[int, int, int, int, int, int]:
     return inside.x() - left, inside.y() - top, inside.width(), inside.height(), extra_w, extra_h
 
 
-def _banner(name: str) -> QLabel:
-    """A line of notice across the window, hidden until it has something to say."""
-    label = QLabel("")
-    label.setObjectName(name)
-    label.setWordWrap(True)
-    label.setVisible(False)
-    return label
-
-
 class MainWindow(QMainWindow):
     def __init__(self, data_dir: Path, settings: Settings, settings_path: Path, checkpoint: str | None = None,
                  probe_file: str | None = None, notice: str = ""):
@@ -140,6 +137,7 @@ class MainWindow(QMainWindow):
         self._restore_geometry()
         self.controller.ensure_conversation()
         held = self._load_initial(checkpoint)
+        self.models.refresh()  # the picker's list of models on this PC (in a worker thread)
         self.memory_timer = QTimer(self)
         self.memory_timer.timeout.connect(self._show_memory)
         self.memory_timer.start(2000)
@@ -159,13 +157,23 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ layout
 
     def _build(self) -> None:
-        """The chats on the left; on the right, top to bottom: the banner, the error line with its offers,
-        the depth and buttons, the live strip, the chat, the input with its buttons."""
+        """On the left the model picker, the prompt presets and the chats; on the right, top to bottom: the
+        banner, the error line with its offers, the depth and buttons, the live strip, the chat, the files
+        attached, the input (the context meter under it) with its buttons. What is added goes where there
+        is room (the left column, the input's row), so the chat keeps its height at a large font."""
         self.sidebar = Sidebar()
+        self.picker = ModelPicker()
+        self.prompts = PromptPresets()
+        left = QWidget()
+        side = QVBoxLayout(left)
+        side.setContentsMargins(0, 0, 0, 0)
+        side.addWidget(self.picker)
+        side.addWidget(self.prompts)
+        side.addWidget(self.sidebar, 1)
         right = QWidget()
         column = QVBoxLayout(right)
         column.setContentsMargins(8, 8, 8, 8)
-        self.banner = _banner("banner")
+        self.banner = Banner("banner")
         column.addWidget(self.banner)
         column.addLayout(self._build_notes())
         column.addLayout(self._build_top())
@@ -175,9 +183,11 @@ class MainWindow(QMainWindow):
         column.addWidget(self.strip)
         column.addWidget(self.loading)
         column.addWidget(self.chat, 1)
+        self.files = AttachmentRow()
+        column.addWidget(self.files)
         column.addLayout(self._build_inputs())
         self.split = QSplitter()
-        self.split.addWidget(self.sidebar)
+        self.split.addWidget(left)
         self.split.addWidget(right)
         self.split.setStretchFactor(1, 1)
         self.split.setChildrenCollapsible(False)
@@ -186,11 +196,21 @@ class MainWindow(QMainWindow):
         self.setTabOrder(self.input, self.send_button)
 
     def _build_notes(self) -> QHBoxLayout:
-        """The error line, with its offers: a lower depth (a reply ran out of memory), undo (a chat deleted)."""
-        self.error = _banner("errorBanner")
+        """The error line, with its offers: a lower depth (a reply ran out of memory), undo (a chat deleted),
+        and for a chat longer than the context: leave out its earliest turns, take the message back."""
+        self.error = Banner("errorBanner")
+        self.error.sig_closed.connect(self.hide_error)  # its offers go with it
         self.lower_depth = QPushButton("")
         self.lower_depth.setVisible(False)
         self.lower_depth.clicked.connect(self._use_lower_depth)
+        self.leave_out = QPushButton("Leave out earliest turns")
+        self.leave_out.setToolTip("Answer with the earliest turns of this chat left out (the system prompt stays)")
+        self.take_back = QPushButton("Take message back")
+        self.take_back.setToolTip("Remove your last message from the chat and put its text back in the message box")
+        for b in (self.leave_out, self.take_back):
+            b.setVisible(False)
+        self.leave_out.clicked.connect(self._leave_out)
+        self.take_back.clicked.connect(self._take_back)
         self.undo = QPushButton("Undo")
         self.undo.setVisible(False)
         self.undo.clicked.connect(self.undo_delete)
@@ -198,15 +218,18 @@ class MainWindow(QMainWindow):
         self.retry_load.setVisible(False)
         self.retry_load.clicked.connect(self._retry_load)
         self.held_model = ""
-        self.deleted_id: int | None = None
+        self.deleted: list[tuple[int, str]] = []  # chats deleted lately, oldest first: Undo restores the newest
+        self._presets_problem = ""  # the presets file's last problem shown
         self._server_error = ""  # the local server's last failure shown in the banner
         self.undo_timer = QTimer(self)  # owned by the window: it dies with it
         self.undo_timer.setSingleShot(True)
         self.undo_timer.setInterval(15000)
-        self.undo_timer.timeout.connect(self.undo.hide)
+        self.undo_timer.timeout.connect(self._undo_expired)
         notes = QHBoxLayout()
         notes.addWidget(self.error, 1)
         notes.addWidget(self.lower_depth)
+        notes.addWidget(self.leave_out)
+        notes.addWidget(self.take_back)
         notes.addWidget(self.undo)
         notes.addWidget(self.retry_load)
         return notes
@@ -237,6 +260,9 @@ class MainWindow(QMainWindow):
         self.cancel_edit_button = QPushButton("Cancel edit")
         self.cancel_edit_button.setToolTip("Keep the sent message as it was (Esc)")
         self.cancel_edit_button.setVisible(False)
+        self.attach_button = QPushButton("Attach…")
+        self.attach_button.setToolTip("Attach text, code or PDF files as context for your message (the model "
+                                      "reads text; pictures are refused)")
         # Steering the thought in flight: shown always (so they can be found), enabled only while it thinks.
         self.answer_now_button = QPushButton("Answer now")
         self.answer_now_button.setToolTip(f"End the thinking at once and answer ({ANSWER_NOW_KEY}); "
@@ -259,7 +285,15 @@ class MainWindow(QMainWindow):
         buttons.addWidget(self.cancel_edit_button)
         buttons.addStretch()
         inputs = QHBoxLayout()
-        inputs.addWidget(self.input, 1)
+        self.meter = ContextMeter()
+        self.meter.set_policy(self.settings.context_overflow)
+        under = QHBoxLayout()  # under the box, so the row is no taller than its buttons at any font
+        under.addWidget(self.meter, 1)
+        under.addWidget(self.attach_button)
+        box = QVBoxLayout()
+        box.addWidget(self.input, 1)
+        box.addLayout(under)
+        inputs.addLayout(box, 1)
         inputs.addLayout(steer)
         inputs.addLayout(buttons)
         return inputs
@@ -294,6 +328,9 @@ class MainWindow(QMainWindow):
         self.think_longer_action.setEnabled(False)
         self._action(chat, "&Regenerate the last reply", c.regenerate)
         self._action(chat, "&Copy conversation", self.copy_conversation)
+        self._action(chat, "&Export chat…", self.export_chat, tip="Save this chat as Markdown (to read) or JSON "
+                     "(to import on another machine, with every version and the reply details)")
+        self._action(chat, "&Import chat…", self.import_chat, tip="Add a chat exported as JSON")
         self._action(chat, "Chat se&ttings…", lambda: self.open_settings(tab=1))
         help_ = bar.addMenu("&Help")
         self._action(help_, "&Keyboard shortcuts", self.show_shortcuts, QKeySequence.StandardKey.HelpContents)
@@ -307,7 +344,7 @@ class MainWindow(QMainWindow):
         self.sidebar.sig_delete.connect(self.confirm_delete)
         self.sidebar.sig_search.connect(c.refresh_conversations)
         self.send_button.clicked.connect(self.send)
-        self.stop_button.clicked.connect(c.stop)
+        self.stop_button.clicked.connect(c.stop_shown)
         self.answer_now_button.clicked.connect(self.answer_now)
         self.think_longer_button.clicked.connect(self.think_longer)
         self.cancel_edit_button.clicked.connect(self.cancel_edit)
@@ -316,21 +353,26 @@ class MainWindow(QMainWindow):
         self.depth.sig_changed.connect(c.set_depth)
         self.chat.sig_edit.connect(self.start_edit)
         self.chat.sig_regenerate.connect(c.regenerate)
+        self.chat.sig_version.connect(c.show_version)
         c.sig_conversations.connect(self.sidebar.set_conversations)
         c.sig_chat_shown.connect(self.chat.show_chat)
         c.sig_messages_added.connect(self.chat.append)
-        c.sig_messages_removed.connect(self.chat.remove_from)
         c.sig_stream.connect(self.chat.stream)
         c.sig_reply_done.connect(self.chat.finish)
         c.sig_reply_started.connect(self._reply_started)
         c.sig_token.connect(self.strip.on_token)
         c.sig_switch.connect(self.strip.on_switch)
         c.sig_done.connect(self.strip.on_done)
-        c.sig_busy.connect(self.stop_button.setEnabled)
         c.sig_error.connect(self.show_error)
         c.sig_notice.connect(lambda text: self.show_error(text, kind="banner"))
         c.sig_model_loaded.connect(self._model_loaded)
         c.sig_model_failed.connect(self._model_failed)
+        c.sig_model_unloaded.connect(self._model_unloaded)
+        self.models.sig_inventory.connect(self._inventory)
+        self.picker.sig_load.connect(self.models.use)
+        self.picker.sig_unload.connect(c.unload_model)
+        self.prompts.sig_chosen.connect(self._preset_chosen)
+        self.prompts.sig_save.connect(self.save_preset)
         c.sig_load_progress.connect(self.loading.update_progress)
         c.sig_load_cancelled.connect(self._load_cancelled)
         self.loading.sig_cancel.connect(c.cancel_load)
@@ -346,6 +388,14 @@ class MainWindow(QMainWindow):
         c.tools.sig_servers.connect(self.tools_button.refresh)
         self.tools_button.sig_changed.connect(c.set_chat_tools)
         self.tools_button.sig_manage.connect(lambda: self.open_settings(tab=self.MCP_TAB))
+        c.sig_context.connect(self.meter.show_count)
+        c.sig_attachments.connect(self.files.show_files)
+        self.files.sig_remove.connect(c.detach)
+        self.attach_button.clicked.connect(self.attach_files)
+        c.sig_overflow.connect(self._overflow)
+        c.sig_take_back.connect(self.input.setPlainText)
+        c.sig_chat_shown.connect(self._chat_shown)
+        self.input.textChanged.connect(self._draft_changed)
 
     # ------------------------------------------------------------------ window state
 
@@ -414,6 +464,7 @@ class MainWindow(QMainWindow):
         path = f"{loaded.status.compute_path} · decode: {loaded.status.decode_path}"
         self.strip.set_path("CPU demo · " + path if loaded.is_demo else path)
         self.models.set_active(loaded.folder)
+        self.picker.set_loaded(loaded.folder, loaded.name, loaded.loaded, loaded.submodels)
         self.strip.set_badge(loaded.loaded[-1])
         self.think_longer_button.setToolTip(f"Give the thinking {self.controller.think_longer_tokens} more tokens "
                                             f"of budget ({THINK_LONGER_KEY}); only while a reply is thinking")
@@ -422,6 +473,19 @@ class MainWindow(QMainWindow):
         self._set_loading(None)
         in_memory = ", ".join(loaded.loaded)
         self.status.showMessage(f"{loaded.name}: {in_memory} in memory; {loaded.status.compute_path}")
+        self._show_memory()
+
+    @Slot(object)
+    def _inventory(self, inventory) -> None:
+        self.picker.set_models(inventory.rows)
+
+    @Slot()
+    def _model_unloaded(self) -> None:
+        self.send_button.setEnabled(False)
+        self.send_button.setToolTip("No model is loaded: choose one beside “Model”")
+        self.picker.set_loaded("", "", (), ())
+        self.models.set_active("")
+        self.status.showMessage("The model was unloaded: its memory is free. Choose a model to load one again")
         self._show_memory()
 
     @Slot()
@@ -443,8 +507,70 @@ class MainWindow(QMainWindow):
     def send(self) -> None:
         if self.controller.send(self.input.toPlainText()):
             self.input.clear()
-            self.error.setVisible(False)
-            self.lower_depth.setVisible(False)
+            self.hide_error()
+
+    def _draft_changed(self) -> None:
+        self.controller.set_draft(self.input.toPlainText())
+
+    @Slot(int, object, object)
+    def _chat_shown(self, cid: int, _messages, _streaming) -> None:
+        """Each chat keeps its own draft: the box shows the one of the chat shown (not while editing); the
+        live strip starts over for it (a reply streaming there fills it again from its next token)."""
+        self._show_presets()
+        if self.controller.reply_in(cid) is None:
+            self.strip.clear()
+        if self.controller.editing is None and self.input.toPlainText() != self.controller.draft(cid):
+            self.input.setPlainText(self.controller.draft(cid))
+
+    def _show_presets(self) -> None:
+        from .state.presets import BUILT_IN, load_presets
+
+        own, problem = load_presets(self.data_dir)
+        if problem and problem != self._presets_problem:
+            self.show_error(problem, kind="banner")
+        self._presets_problem = problem
+        prompt = self.controller.conversation_settings()[0] if self.controller.current is not None else ""
+        self.prompts.show_presets({**BUILT_IN, **own}, prompt)
+
+    def _preset_chosen(self, prompt: str) -> None:
+        self.controller.set_system_prompt(prompt)
+        self._show_presets()
+        self.status.showMessage("The chat's system prompt is set: it applies from the next reply", 4000)
+
+    def save_preset(self) -> None:
+        from PySide6.QtWidgets import QInputDialog
+
+        from .state.presets import check_preset, load_presets, save_presets
+
+        prompt = self.controller.conversation_settings()[0] if self.controller.current is not None else ""
+        name, ok = QInputDialog.getText(self, "Save the system prompt", "A name for this chat's system prompt:")
+        if ok:
+            problem = check_preset(name, prompt)
+            own, _ = load_presets(self.data_dir)
+            problem = problem or save_presets(self.data_dir, {**own, name.strip(): prompt})
+            if problem:
+                self.show_error(problem)
+        self._show_presets()
+
+    @Slot(str, bool)
+    def _overflow(self, message: str, trimmable: bool) -> None:
+        self.strip.clear()  # no reply ran
+        self.show_error(message)
+        self.leave_out.setVisible(trimmable)
+        self.take_back.setVisible(True)
+
+    def _leave_out(self) -> None:
+        self.hide_error()
+        self.controller.send_leaving_out()
+
+    def _take_back(self) -> None:
+        self.hide_error()
+        self.controller.take_back()
+        self.input.setFocus()
+
+    def hide_error(self) -> None:
+        for w in (self.error, self.lower_depth, self.leave_out, self.take_back):
+            w.setVisible(False)
 
     def new_chat(self) -> None:
         self.controller.new_conversation()
@@ -455,7 +581,7 @@ class MainWindow(QMainWindow):
         if self.controller.editing is not None:
             self.cancel_edit()
         else:
-            self.controller.stop()
+            self.controller.stop_shown()
 
     def start_edit(self, message_id: int) -> None:
         text = self.controller.begin_edit(message_id)
@@ -476,7 +602,9 @@ class MainWindow(QMainWindow):
             self.status.clearMessage()
 
     @Slot(int, int, str, str)
-    def _reply_started(self, _cid: int, _message_id: int, submodel: str, phase: str) -> None:
+    def _reply_started(self, cid: int, _message_id: int, submodel: str, phase: str) -> None:
+        if cid != self.controller.current:
+            return  # the strip shows the chat on screen
         self.strip.reset()
         self.strip.set_badge(submodel, phase)  # the submodel about to work, during the time to first token
 
@@ -484,6 +612,7 @@ class MainWindow(QMainWindow):
     def _live_phase(self, phase: str) -> None:
         """The reply shown thinks ("thinking"), answers, or there is none: what steering can do now."""
         thinking = phase == "thinking"
+        self.stop_button.setEnabled(bool(phase))  # a reply streams in the chat shown
         for w in (self.answer_now_button, self.think_longer_button, self.answer_now_action, self.think_longer_action):
             w.setEnabled(thinking)
         self.depth.set_live(phase)
@@ -519,6 +648,31 @@ class MainWindow(QMainWindow):
             QGuiApplication.clipboard().setText(self.controller.history.export_text(self.controller.current))
             self.status.showMessage("Conversation copied", 3000)
 
+    def export_chat(self) -> None:
+        c = self.controller
+        if c.current is None:
+            return
+        title = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in c.history.conversation(c.current).title)
+        suggested = str(Path.home() / f"{title.strip() or 'chat'}.md")
+        path, kind = QFileDialog.getSaveFileName(self, "Export chat", suggested, f"{MARKDOWN_FILES};;{JSON_FILES}")
+        if path:
+            as_json = path.lower().endswith(".json") or (kind == JSON_FILES and not path.lower().endswith(".md"))
+            if as_json and not path.lower().endswith(".json"):
+                path += ".json"
+            c.export_chat(path, as_json)
+
+    def attach_files(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", str(Path.home()),
+                                                "Text, code and PDF files (*);;PDF files (*.pdf)")
+        for path in paths:
+            self.controller.attach(path)
+
+    def import_chat(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import chat", str(Path.home()),
+                                              "Chats exported as JSON (*.json);;All files (*)")
+        if path:
+            self.controller.import_chat(path)
+
     # ------------------------------------------------------------------ conversations
 
     def confirm_delete(self, cid: int) -> None:
@@ -529,17 +683,30 @@ class MainWindow(QMainWindow):
 
     @Slot(int, str)
     def _deleted(self, cid: int, title: str) -> None:
-        self.show_error(f"Deleted “{title}”.", kind="banner")
-        self.deleted_id = cid
+        self.deleted.append((cid, title))
+        self._offer_undo(f"Deleted “{title}”.")
+
+    def _offer_undo(self, said: str) -> None:
+        n = len(self.deleted)
+        more = f" Undo brings back {n} deleted chats, newest first." if n > 1 else ""
+        self.show_error(said + more, kind="banner")
+        self.undo.setText("Undo" if n == 1 else f"Undo ({n})")
         self.undo.setVisible(True)
         self.undo_timer.start()
 
     def undo_delete(self) -> None:
-        if self.deleted_id is not None:
-            self.controller.undelete(self.deleted_id)
-            self.deleted_id = None
+        if self.deleted:
+            cid, title = self.deleted.pop()
+            self.controller.undelete(cid)
+            if self.deleted:
+                self._offer_undo(f"Restored “{title}”.")
+                return
         self.undo.setVisible(False)
         self.error.setVisible(False)
+
+    def _undo_expired(self) -> None:
+        self.deleted.clear()
+        self.undo.hide()
 
     def show_error(self, message: str, lower: str = "", kind: str = "error") -> None:
         """The banner above the chat; `lower` is a depth stop the controller offers (out of memory)."""
@@ -549,6 +716,8 @@ class MainWindow(QMainWindow):
         self.error.setText(message)
         self.error.setVisible(True)
         self.lower_depth.setVisible(bool(lower))
+        self.leave_out.setVisible(False)
+        self.take_back.setVisible(False)
         if lower:
             self.lower_depth.setText(f"Use {lower}")
             self.lower_depth.setToolTip(f"Switch the reasoning depth to {lower}, which needs less memory")
@@ -600,12 +769,13 @@ class MainWindow(QMainWindow):
 
     def open_settings(self, tab: int = 0) -> None:
         dialog = SettingsDialog(self, self.settings, *self.controller.conversation_settings(),
-                                server_address=self.controller.server.status().address, tools=self.controller.tools)
+                                server_address=self.controller.server.status().address, tools=self.controller.tools,
+                                context_ceiling=self.loaded.context_ceiling if self.loaded else 0)
         dialog.tabs.setCurrentIndex(tab)
         try:
             if dialog.exec() != QDialog.DialogCode.Accepted:
                 return
-            before = self.settings.models_dir
+            before, context = self.settings.models_dir, self.settings.context
             dialog.apply(self.settings)
             conversation = dialog.conversation_values()
         finally:
@@ -613,9 +783,20 @@ class MainWindow(QMainWindow):
         self.controller.save_settings()  # now, not at quit: a kill must not lose the API key
         if self.settings.models_dir != before:
             self._set_models_dir(self.settings.models_dir)
+        self.meter.set_policy(self.settings.context_overflow)
+        if self.settings.context != context:
+            self._reload_for_context(self.settings.context)
+        self.controller.count_context()
         self.controller.set_conversation_settings(*conversation)
+        self._show_presets()
         self.apply_appearance()
         self.controller.apply_server_settings()
+
+    def _reload_for_context(self, context: int) -> None:
+        """The engine's caches are allocated at the context length: a new length loads the model again."""
+        self.controller.worker.max_context = context  # read by the worker's next load (queued after this)
+        if self.loaded is not None:
+            self.load_model(self.loaded.folder, "", self.loaded.is_demo)
 
     def apply_appearance(self) -> None:
         """The settings' theme and font size, for the whole application."""

@@ -1,65 +1,92 @@
 """Streaming markdown, split into blocks (no Qt).
 
-A reply is rendered block by block: a block is final once a blank line (text) or a closing
-fence (code) follows it, so each block is rendered as markdown exactly once while the
-unfinished tail is shown as plain text. Code blocks become their own widget with a copy
-button; inline math is rewritten into readable Unicode since Qt's markdown has no math.
+A reply is rendered block by block. The blocks are markdown-it-py's top-level block tokens (CommonMark
+plus tables), found from their line maps, so a list with blank lines or a code fence inside it, or a
+table, stays one block. While the reply streams, a block is final once the next top-level block has
+begun (a closed code fence at once); the last, unfinished block is the tail, shown as plain text. Each
+final block is rendered exactly once, and parsing resumes at the first line not yet final
+(`split_blocks(text, start)`), so a long reply is not parsed again at every flush. Code blocks become
+their own widget (highlighted, with a copy button); inline math is rewritten into readable Unicode
+since Qt's markdown has no math.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+
+CODE_TOKENS = {"fence", "code_block"}
 
 
 @dataclass(frozen=True)
 class Block:
     kind: str  # "text" or "code"
-    text: str
+    text: str  # markdown source (text) or the code itself (code)
     language: str = ""
+    end: int = 0  # the line after the block in the reply's text (where parsing resumes)
 
 
-def split_blocks(text: str) -> tuple[list[Block], str]:
-    """Finished blocks, and the unfinished tail (shown as plain text while it streams)."""
-    blocks: list[Block] = []
+@functools.lru_cache(maxsize=1)
+def _parser():
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table")
+
+
+def _tops(lines: list[str]):
+    """The top-level block tokens of `lines` (each opening or self-contained token with its line map)."""
+    return [t for t in _parser().parse("\n".join(lines)) if t.level == 0 and t.nesting >= 0 and t.map]
+
+
+def _block(token, lines: list[str], offset: int) -> Block:
+    first, last = token.map
+    if token.type in CODE_TOKENS:
+        language = token.info.split()[0] if token.info.strip() else ""
+        return Block("code", token.content.rstrip("\n"), language, offset + last)
+    return Block("text", "\n".join(lines[first:last]), "", offset + last)
+
+
+def _closed_fence(token, lines: list[str]) -> bool:
+    if token.type != "fence" or token.map[1] - token.map[0] < 2:
+        return False
+    marker = token.markup
+    return re.fullmatch(rf" {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*", lines[token.map[1] - 1]) is not None
+
+
+def split_blocks(text: str, start: int = 0) -> tuple[list[Block], str]:
+    """The finished blocks of `text` from line `start` on (a line where a block begins: the `end` of the
+    last block already final), and the unfinished tail (shown as plain text while it streams)."""
     lines = text.split("\n")
-    complete_lines = lines[:-1]  # the last line may still grow
-    i, para = 0, []
-    while i < len(complete_lines):
-        line = complete_lines[i]
-        fence = re.match(r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)", line)
-        if fence:
-            if para:
-                blocks.append(Block("text", "\n".join(para)))
-                para = []
-            marker, language = fence.group(1), fence.group(2)
-            end = next((j for j in range(i + 1, len(complete_lines))
-                        if complete_lines[j].strip().startswith(marker)), None)
-            if end is None:  # the code block is still streaming
-                return blocks, "\n".join(lines[i:])
-            blocks.append(Block("code", "\n".join(complete_lines[i + 1:end]), language))
-            i = end + 1
-            continue
-        if line.strip() == "":
-            if para:
-                blocks.append(Block("text", "\n".join(para)))
-                para = []
-        else:
-            para.append(line)
-        i += 1
-    return blocks, "\n".join(para + [lines[-1]]).strip("\n") if (para or lines[-1]) else ""
+    complete = lines[start:-1]  # the last line may still grow
+    tops = _tops(complete)
+    final = tops[:-1] + ([tops[-1]] if tops and _closed_fence(tops[-1], complete) else [])
+    blocks = [_block(t, complete, start) for t in final]
+    tail_from = start + (tops[len(final)].map[0] if len(final) < len(tops) else len(complete))
+    return blocks, "\n".join(lines[tail_from:]).strip("\n")
 
 
-def finish_blocks(text: str) -> list[Block]:
-    """All blocks of a finished reply (the tail counts as a block too)."""
-    blocks, tail = split_blocks(text + "\n\n")
-    if tail.strip():
-        fence = re.match(r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)\n?", tail)
-        if fence:  # an unclosed code block at the very end
-            blocks.append(Block("code", tail[fence.end():].rstrip("\n"), fence.group(2)))
-        else:
-            blocks.append(Block("text", tail))
-    return blocks
+def finish_blocks(text: str, start: int = 0) -> list[Block]:
+    """All blocks of a finished reply from line `start` on (the tail is a block too)."""
+    lines = text.split("\n")[start:]
+    return [_block(t, lines, start) for t in _tops(lines)]
+
+
+LONG_RUN, PIECE = 32, 16
+ZWSP = "\u200b"
+MARKUP = set("[]()<>`\\*_~|")
+
+
+def breakable(text: str, markdown: bool = False) -> str:
+    """`text` with a zero-width space after every 16 characters of a run of 32 or more without a space,
+    so a word-wrapping label can wrap a long word (a hash, a path) instead of widening the chat. In
+    markdown, a run that holds markup (a link, code, emphasis, a table cell) is left whole."""
+    def cut(m: re.Match) -> str:
+        run = m.group(0)
+        if markdown and MARKUP.intersection(run):
+            return run
+        return ZWSP.join(run[i:i + PIECE] for i in range(0, len(run), PIECE))
+    return re.sub(rf"[^\s{ZWSP}]{{{LONG_RUN},}}", cut, text)
 
 
 SYMBOLS = {

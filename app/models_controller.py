@@ -53,6 +53,7 @@ class ModelRow:
     resident: str = ""  # the submodel to load ("" = the largest that fits)
     slices: tuple[str, ...] = ()  # the catalog's published slices (hub repo ids) for its family
     remote: str = ""  # an OpenAI-compatible server's model: its spec (runtime/store/remote_sources.py)
+    imported: bool = False  # a folder the user imported: removing it only takes it off the list
 
     @property
     def on_disk(self) -> bool:
@@ -227,7 +228,7 @@ def build_rows(catalog, plan, models, imported: dict, active: str, status_of_dow
         resident = vp.resident if vp and vp.resident and vp.resident != vp.submodels[0].name else ""
         rows.append(ModelRow(m.name, f"{m.name} (imported)", m.format, size_text(m.size_bytes),
                              vp.compute_path if vp else "", tuple(vp.submodels) if vp else (), None, m.path, m.name,
-                             _status(m, active), resident, (slices or {}).get(m.name, ())))
+                             _status(m, active), resident, (slices or {}).get(m.name, ()), imported=True))
     return rows + remote_rows(remotes, active)
 
 

@@ -21,6 +21,8 @@ STYLE = """
 #banner { background: %(banner)s; border-radius: 6px; padding: 6px; }
 #errorBanner { background: #b91c1c; color: white; border-radius: 6px; padding: 6px; }
 QPushButton#smallButton { padding: 1px 8px; }
+#contextLabel { color: palette(placeholder-text); }
+#contextLabel[over="true"] { color: #d97706; font-weight: bold; }
 #liveStrip { border-top: 1px solid palette(mid); border-bottom: 1px solid palette(mid); }
 """
 

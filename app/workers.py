@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import threading
@@ -41,6 +42,7 @@ class LoadedModel:
     reasons: tuple[tuple[str, str], ...] = ()  # (submodel, why it is not in memory): the planner's one-liners
     default_depth: str = ""  # Engine.default_depth(): never a level whose thinker's widths are only estimated
     thinking_ceiling: int = 0  # Engine.thinking_ceiling: the Max level's budget, "Think longer"'s unit
+    context_ceiling: int = 0  # the longest context the memory plan allows (0: no plan could be made)
 
 
 def start_in_thread(worker: QObject, name: str) -> QThread:
@@ -66,6 +68,9 @@ class EngineWorker(QObject):
     sig_load_cancelled = Signal()
     sig_event = Signal(int, object)  # request id, runtime event
     sig_reply_failed = Signal(int, str)
+    sig_fitted = Signal(int, int, int)  # request id, the prompt's tokens, messages left out to fit the context
+    # request id, the prompt's tokens, the most it may have, the context, whether leaving out turns would fit
+    sig_overflow = Signal(int, int, int, int, bool)
 
     def __init__(self, max_context: int = CONTEXT.default, probe_file: str | None = None, load_record=None):
         """`load_record`: an app.crash.LoadRecord, told when a checkpoint (not the demo) starts and ends
@@ -146,6 +151,7 @@ class EngineWorker(QObject):
 
         try:
             hw_plan = None if is_demo else self._plan(folder)
+            before = hw_plan[0] if hw_plan is not None else _ram_probe()  # memory free before the weights
             if hw_plan is not None and not resident:
                 resident = self._largest_that_fits(hw_plan)
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
@@ -175,11 +181,23 @@ class EngineWorker(QObject):
         reasons = tuple((n, by_name.get(n, f"{n} is not in memory")) for n in missing)
         self.sig_loaded.emit(LoadedModel(folder, Path(folder).name, e.status(), tuple(e.depth_levels()),
                                          tuple(e.all_submodels_by_size()), loaded, is_demo, reasons,
-                                         e.default_depth(), e.thinking_ceiling))
+                                         e.default_depth(), e.thinking_ceiling,
+                                         self._context_ceiling(folder, before)))
         # The window is usable while this runs; a reply sent meanwhile (the chat's or the server's) waits
         # in the queue and starts right after it, warm.
         log.info("warmed up %s in %.0f ms", Path(folder).name, self._warm_up(loaded))
         return ""
+
+    def _context_ceiling(self, folder: str, before) -> int:
+        """The longest context the memory plan allows the resident submodel (0: no plan could be made)."""
+        from .context_fit import longest_context
+
+        try:
+            return longest_context(folder, before, self.engine.model.resident.name,
+                                   on_cpu=self.engine.model.device.type == "cpu")
+        except Exception as e:  # the dialog then offers the registry's range and says the plan is missing
+            log.warning("no context ceiling for %s: %s", folder, e)
+            return 0
 
     def _plan(self, folder: str):
         """The fit plan for this checkpoint on this PC (or the recorded probe); None when it cannot be made."""
@@ -252,24 +270,64 @@ class EngineWorker(QObject):
         except Exception:
             pass
 
-    @Slot(int, object, object)
-    def generate(self, request_id: int, request, controls) -> None:
+    @Slot(int, object, object, str)
+    def generate(self, request_id: int, request, controls, overflow: str = "refuse") -> None:
         """One chat reply, in its turn: it waits behind server requests that came first (a stop while it
-        waits ends it at once, with nothing generated; with no model loaded it ends with an error)."""
+        waits ends it at once, with nothing generated; with no model loaded it ends with an error).
+        First the chat is fitted to the context under the `overflow` policy (app/context_fit.py):
+        `sig_fitted` says what is sent; a chat that cannot fit gets `sig_overflow` and no reply."""
         from runtime.engine_queue import stream_in_turn
 
         def stream(r, c):
             if self.remote is not None:  # a remote reply needs no turn here: the server keeps its own line
                 return self.remote.stream(r, c)
             return stream_in_turn(self.queue, r, c, "chat")
-        try:  # a reply with tools (app/tools_controller.py ToolJob) takes a turn per round
-            for event in request.run(stream, controls) if hasattr(request, "run") else stream(request, controls):
+        try:  # a reply with tools (app/tools_controller.py ToolJob) takes a turn per round; its request is fitted
+            job = request if hasattr(request, "run") else None
+            fitted = self._fit(request_id, job.request if job else request, overflow)
+            if fitted is None:
+                return
+            if job is not None:
+                job = dataclasses.replace(job, request=fitted)
+            for event in job.run(stream, controls) if job else stream(fitted, controls):
                 self.sig_event.emit(request_id, event)
         except BaseException as e:  # bad request values, a native panic: the reply fails, the app does not
             if not _caught(e):
                 raise
             log.exception("reply %s failed", request_id)
             self.sig_reply_failed.emit(request_id, _describe(e))
+
+    def _fit(self, request_id: int, request, overflow: str):
+        """The request with its messages fitted to the engine's context (None: it cannot fit)."""
+        from .context_fit import KEEP_SYSTEM, fit_messages, reply_room
+
+        engine = self.engine
+        if engine is None:
+            return request  # the queue's turn says "no model is loaded"
+        thinking = request.think_submodel is not None and request.thinking_budget != 0
+
+        def count(messages: list[dict]) -> int:
+            return len(engine.chat.prompt_ids(messages, enable_thinking=thinking,
+                                              truncate_history_thinking=request.truncate_history_thinking))
+
+        limit = engine.max_context - reply_room(engine.max_context, request.max_new_tokens)
+        fit = fit_messages(request.messages, count, limit, overflow)
+        if not fit.fits:
+            trimmable = overflow != KEEP_SYSTEM and fit_messages(request.messages, count, limit, KEEP_SYSTEM).fits
+            self.sig_overflow.emit(request_id, fit.tokens, limit, engine.max_context, trimmable)
+            return None
+        self.sig_fitted.emit(request_id, fit.tokens, fit.dropped)
+        return dataclasses.replace(request, messages=fit.messages) if fit.dropped else request
+
+
+def _ram_probe():
+    """This machine's RAM now, as the planner reads it (the CPU's memory plan needs nothing else)."""
+    import psutil
+
+    from runtime.store.hardware import HardwareProbe
+
+    vm = psutil.virtual_memory()
+    return HardwareProbe((), int(vm.total), int(vm.available), 0, "the model runs on the CPU")
 
 
 def _caught(e: BaseException) -> bool:

@@ -91,6 +91,26 @@ class Option:
         return dataclasses.replace(self, **changes)
 
 
+@dataclass(frozen=True)
+class Choice:
+    """A setting that is one of a few words (the app's overflow policy): each with what it means, in
+    words the dialog shows."""
+    name: str
+    default: str
+    values: tuple[tuple[str, str], ...]  # (the value, what it does in the user's words), the dialog's order
+    help: str
+
+    @property
+    def rule(self) -> str:
+        return "one of " + ", ".join(v for v, _ in self.values)
+
+    def check(self, value) -> str:
+        """`value` when it is one of the values; ValueError(rule) otherwise."""
+        if not isinstance(value, str) or value not in dict(self.values):
+            raise ValueError(self.rule)
+        return value
+
+
 # ---------------------------------------------------------------------- sampling (sampling.py's order)
 
 TEMPERATURE = Option("temperature", float, 0.6, 0.0, 2.0,  # 0.6: the model card's advice, not OpenAI's 1.0
@@ -112,6 +132,12 @@ CONTEXT = Option("context", int, 8192, 16, MAX_TOKENS,
                  "context length in tokens: the longest conversation, and what the planner plans memory for")
 THINKING_BUDGET = Option("thinking_budget", int, None, 0, MAX_TOKENS,
                          "thinking tokens (0: thinking off; default: unbounded)")
+# What the app does with a chat that outgrows the context (app/context_fit.py applies it).
+CONTEXT_OVERFLOW = Choice("context_overflow", "keep_system", (
+    ("keep_system", "keep the system prompt and the latest turns; leave out the oldest turns"),
+    ("drop_oldest", "leave out the oldest messages, the system prompt first (a rolling window)"),
+    ("refuse", "send nothing, and offer what to do")),
+    "what happens when a chat no longer fits the context length")
 # `generate`, `serve` and Engine.load allocate a cache this long when not told: a small one loads
 # fast for a one-off command (the app and the planner use CONTEXT.default). A contract of the CLI.
 ENGINE_CONTEXT = 4096

@@ -30,11 +30,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .attachments import as_context, valid_attachments
 from .private_files import make_file_private
 from .settings import check_sampling
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # version -> statements that bring a database from version-1 to version.
 MIGRATIONS: dict[int, list[str]] = {
@@ -48,12 +49,24 @@ MIGRATIONS: dict[int, list[str]] = {
     ],
     # 2: soft delete, so deleting a conversation can be undone.
     2: ["ALTER TABLE conversations ADD COLUMN deleted REAL"],
+    # 3: versions. A message follows its parent (0: it starts the chat), so an edit or a regeneration is a
+    # sibling of what it replaces, and the chat shows the branch that ends at its leaf. A chat written
+    # before was a line: each message follows the one before it, and its last message is the leaf.
+    3: ["ALTER TABLE messages ADD COLUMN parent_id INTEGER",
+        "UPDATE messages SET parent_id = COALESCE((SELECT max(p.id) FROM messages p WHERE"
+        " p.conversation_id = messages.conversation_id AND p.id < messages.id), 0)",
+        "ALTER TABLE conversations ADD COLUMN leaf_id INTEGER",
+        "UPDATE conversations SET leaf_id = (SELECT max(m.id) FROM messages m"
+        " WHERE m.conversation_id = conversations.id)",
+        "CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id)"],
 }
 # The columns this version reads, with the value to use where a row (or an older/newer schema) lacks one.
+# A parent or a leaf that is NULL (a chat copied from an older or damaged file) reads as the line it was:
+# a message follows the one before it, and the newest message is the leaf.
 CONVERSATION_COLUMNS = {"id": None, "title": "Untitled chat", "created": 0.0, "updated": 0.0,
-                        "system_prompt": "", "settings": "{}", "deleted": None}
+                        "system_prompt": "", "settings": "{}", "deleted": None, "leaf_id": None}
 MESSAGE_COLUMNS = {"id": None, "conversation_id": None, "role": "user", "content": "", "thinking": "",
-                   "meta": "{}", "created": 0.0, "complete": 1}
+                   "meta": "{}", "created": 0.0, "complete": 1, "parent_id": None}
 # A reply's details (what produced it) and the type each must have to be shown. Counts, timings and
 # switches are the runtime's own serialisations (runtime/events.py: Progress, Switch and Done.to_dict).
 META_TYPES = {"think_submodel": (str, type(None)), "answer_submodel": str, "finish_reason": str, "depth": str,
@@ -63,7 +76,11 @@ META_TYPES = {"think_submodel": (str, type(None)), "answer_submodel": str, "fini
               # {"0.5M": 40, "1.0M": 12}: tokens per submodel, in the order they worked
               "thinking_by_submodel": dict, "answer_by_submodel": dict,
               # every switch of the reply: Switch.to_dict(), {"from", "to", "reprefill_tokens", "ms", "reason", ...}
-              "switches": list}
+              "switches": list,
+              # the prompt's tokens as the model read it, and the earliest messages left out to fit the context
+              "prompt_tokens": "number", "context_dropped": "number",
+              # a user message's files as context (app/state/attachments.py): [{"name", "text", "kind"}]
+              "attachments": list}
 DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 
 
@@ -101,9 +118,13 @@ class Message:
     thinking: str = ""
     meta: dict = field(default_factory=dict)  # what produced it: submodels, budget, counts, timings
     complete: bool = True
+    parent_id: int = 0  # the message it follows (0: it starts the chat)
+    versions: tuple[int, ...] = ()  # it and its siblings (edits, regenerations), oldest first; () when alone
 
     def as_chat(self) -> dict:
-        out = {"role": self.role, "content": self.content}
+        """The message as the model is sent it (a user message's attached files included)."""
+        out = {"role": self.role, "content": as_context(self.content, self.meta.get("attachments"))
+               if self.role == "user" else self.content}
         if self.role == "assistant" and self.thinking:
             out["reasoning_content"] = self.thinking
         return out
@@ -380,27 +401,53 @@ class History:
     # ------------------------------------------------------------------ messages
 
     def messages(self, cid: int, full: bool = False) -> list[Message]:
-        """The chat's messages, each text cut at MAX_SHOWN_CHARS (a 7 MB message kept the window from
-        opening) with a line saying how much is not shown; `full`: the whole texts (export_text)."""
+        """The branch the chat shows: from its first message to its leaf, each with its versions; each text
+        cut at MAX_SHOWN_CHARS (a 7 MB message kept the window from opening) with a line saying how much is
+        not shown; `full`: the whole texts (export_text)."""
+        return self._tree(cid, full).branch()
+
+    def all_messages(self, cid: int, full: bool = True) -> list[Message]:
+        """Every message of the chat, every branch, oldest first (export, recovery): whole texts unless told."""
+        tree = self._tree(cid, full)
+        return [tree.message(i) for i in tree.ids]
+
+    def _tree(self, cid: int, full: bool = False) -> "_Tree":
         texts = "content, thinking" if full else f"substr(content, 1, {MAX_SHOWN_CHARS}), " \
                                                   f"substr(thinking, 1, {MAX_SHOWN_CHARS})"
-        rows = self.db.execute(f"SELECT id, conversation_id, role, {texts}, meta, complete, length(content),"
+        rows = self.db.execute(f"SELECT id, conversation_id, role, {texts}, meta, complete, parent_id, length(content),"
                                " length(thinking) FROM messages WHERE conversation_id=? ORDER BY id", (cid,)).fetchall()
-        cut = (lambda text, _length: text) if full else _cut
-        return [Message(r[0], r[1], _text(r[2], "user"), cut(_text(r[3]), r[7]), cut(_text(r[4]), r[8]),
-                        _meta(r[5])[0], _flag(r[6])) for r in rows]
+        if full:
+            rows = [r[:8] for r in rows]
+        else:
+            rows = [(*r[:3], _cut(_text(r[3]), r[8]), _cut(_text(r[4]), r[9]), *r[5:8]) for r in rows]
+        leaf = self.db.execute("SELECT leaf_id FROM conversations WHERE id=?", (cid,)).fetchone()
+        return _Tree(rows, leaf[0] if leaf else None)
 
     def add_message(self, cid: int, role: str, content: str, thinking: str = "", meta: dict | None = None,
-                    complete: bool = True) -> Message:
+                    complete: bool = True, parent: int | None = None) -> Message:
+        """Adds a message after `parent` (default: the end of the branch shown), which becomes the leaf."""
         self._writable()
         now = time.time()
         with self._tx():
+            if parent is None:
+                parent = self._tree(cid).leaf
             cur = self.db.execute("INSERT INTO messages"
-                                  " (conversation_id, role, content, thinking, meta, created, complete)"
-                                  " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                  (cid, role, content, thinking, json.dumps(meta or {}), now, int(complete)))
-            self.db.execute("UPDATE conversations SET updated=? WHERE id=?", (now, cid))
-        return Message(cur.lastrowid, cid, role, content, thinking, meta or {}, complete)
+                                  " (conversation_id, role, content, thinking, meta, created, complete, parent_id)"
+                                  " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                                  (cid, role, content, thinking, json.dumps(meta or {}), now, int(complete), parent))
+            self.db.execute("UPDATE conversations SET updated=?, leaf_id=? WHERE id=?", (now, cur.lastrowid, cid))
+        versions = self._tree(cid).versions(cur.lastrowid)
+        return Message(cur.lastrowid, cid, role, content, thinking, meta or {}, complete, parent, versions)
+
+    def set_leaf(self, cid: int, mid: int) -> None:
+        """The chat shows the branch that ends at message `mid` (0: none of it, before its first message)."""
+        self._writable()
+        with self._tx():
+            self.db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (mid, cid))
+
+    def show_version(self, cid: int, mid: int) -> None:
+        """The chat shows version `mid` of a message and, after it, its newest continuation."""
+        self.set_leaf(cid, self._tree(cid).newest_leaf_under(mid))
 
     def update_message(self, mid: int, content: str, thinking: str, meta: dict | None = None,
                        complete: bool = False) -> None:
@@ -419,12 +466,41 @@ class History:
         self._writable()
         with self._tx():
             self.db.execute("UPDATE messages SET meta=?, complete=1 WHERE id=?", (json.dumps(meta), mid))
+    def delete_message(self, cid: int, mid: int) -> None:
+        """Removes one message that nothing follows (a reply that never started, a question taken back);
+        the branch shown then ends at its parent."""
+        self._writable()
+        tree = self._tree(cid)
+        if mid not in tree.rows or tree.children.get(mid):
+            return
+        with self._tx():
+            self.db.execute("DELETE FROM messages WHERE id=? AND conversation_id=?", (mid, cid))
+            if tree.leaf == mid:
+                self.db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (tree.parent(mid), cid))
 
     def delete_messages_from(self, cid: int, mid: int) -> None:
         """Removes message `mid` and everything after it (edit and regenerate start over from there)."""
         self._writable()
         with self._tx():
             self.db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?", (cid, mid))
+
+    def import_chat(self, title: str, system_prompt: str, settings: dict, messages: list[tuple], shown: int) -> int:
+        """A new chat holding `messages` ((id, parent, role, content, thinking, meta, complete), parents
+        before their children, ids the file's own); `shown` is the leaf to show. One transaction."""
+        self._writable()
+        now = time.time()
+        with self._tx():
+            cid = self.db.execute("INSERT INTO conversations (title, created, updated, system_prompt, settings)"
+                                  " VALUES (?, ?, ?, ?, ?)",
+                                  (title, now, now, system_prompt, json.dumps(settings))).lastrowid
+            ids = {0: 0}
+            for mid, parent, role, content, thinking, meta, complete in messages:
+                ids[mid] = self.db.execute(
+                    "INSERT INTO messages (conversation_id, role, content, thinking, meta, created, complete,"
+                    " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (cid, role, content, thinking, json.dumps(meta), now, int(complete), ids[parent])).lastrowid
+            self.db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (ids[shown], cid))
+        return cid
 
     def export_text(self, cid: int) -> str:
         conv = self.conversation(cid)
@@ -505,6 +581,8 @@ def _meta(value) -> tuple[dict, bool]:
             ok = _is_switch(v)
         elif ok and key == "switches":
             ok = all(isinstance(x, dict) and _is_switch(x) for x in v)
+        elif ok and key == "attachments":
+            ok = valid_attachments(v)
         elif ok and key in ("thinking_by_submodel", "answer_by_submodel"):
             ok = all(isinstance(name, str) and _is_count(n) for name, n in v.items())
         if ok:
@@ -535,6 +613,58 @@ def _is_switch(v: dict) -> bool:
 
 def _is_count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+class _Tree:
+    """One chat's messages as a tree, read whatever the rows hold: a parent that is NULL (a chat from
+    before versions), not a number, or not in the chat (lost with a damaged page, salvaged without it)
+    is the message before it, so a chat keeps its line; a cycle is cut where it closes."""
+
+    def __init__(self, rows, leaf):
+        self.rows = {r[0]: r for r in rows}
+        self.ids = [r[0] for r in rows]
+        before = {mid: (self.ids[i - 1] if i else 0) for i, mid in enumerate(self.ids)}
+        self.parents = {}
+        for mid, r in self.rows.items():
+            p = r[7]
+            known = isinstance(p, int) and (p == 0 or p in self.rows)
+            self.parents[mid] = p if known else before[mid]
+        self.children: dict[int, list[int]] = {}
+        for mid in self.ids:
+            self.children.setdefault(self.parents[mid], []).append(mid)
+        valid = isinstance(leaf, int) and (leaf == 0 or leaf in self.rows)
+        self.leaf = leaf if valid else (self.ids[-1] if self.ids else 0)
+
+    def parent(self, mid: int) -> int:
+        return self.parents.get(mid, 0)
+
+    def path(self, leaf: int) -> list[int]:
+        out, seen = [], set()
+        while leaf in self.rows and leaf not in seen:
+            seen.add(leaf)
+            out.append(leaf)
+            leaf = self.parents[leaf]
+        return out[::-1]
+
+    def versions(self, mid: int) -> tuple[int, ...]:
+        role = _text(self.rows[mid][2], "user")
+        same = tuple(i for i in self.children.get(self.parents[mid], []) if _text(self.rows[i][2], "user") == role)
+        return same if len(same) > 1 else ()
+
+    def newest_leaf_under(self, mid: int) -> int:
+        seen = set()
+        while self.children.get(mid) and mid not in seen:
+            seen.add(mid)
+            mid = max(self.children[mid])
+        return mid
+
+    def message(self, mid: int) -> Message:
+        r = self.rows[mid]
+        return Message(r[0], r[1], _text(r[2], "user"), _text(r[3]), _text(r[4]), _meta(r[5])[0], _flag(r[6]),
+                       self.parents[mid], self.versions(mid))
+
+    def branch(self) -> list[Message]:
+        return [self.message(i) for i in self.path(self.leaf)]
 
 
 def _conversation(row) -> Conversation:
@@ -815,6 +945,9 @@ def _scan(src: sqlite3.Connection, table: str, columns: str, damaged: list):
     while True:
         try:
             for row in src.execute(f"SELECT {columns} FROM {table} WHERE id > ? ORDER BY id", (after,)):
+                if not isinstance(row[0], int) or row[0] <= after:  # a damaged page's nonsense: the scan
+                    damaged.append((table, row[0]))  # only moves forward, or it would start over forever
+                    continue
                 after = row[0]
                 yield row
             return

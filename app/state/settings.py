@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from runtime import options as registry
 from runtime.depth import level_names, table_default_level
 from runtime.errors import show
 from runtime.json_file import read_json_file
@@ -73,6 +74,7 @@ class Settings:
     depth: str = field(default_factory=lambda: _table_default())  # the depth table's default level
     max_new_tokens: int = MAX_NEW_TOKENS.default
     context: int = CONTEXT.default
+    context_overflow: str = registry.CONTEXT_OVERFLOW.default  # what a chat longer than the context does
     active_model: str = ""  # a checkpoint folder; empty: the bundled demo
     models_dir: str = ""  # empty: the platform's standard folder
     server_enabled: bool = False  # serve the loaded model to other programs (app/server_control.py)
@@ -268,6 +270,7 @@ FIELDS = {
     "depth": _depth,
     "max_new_tokens": MAX_NEW_TOKENS.check,
     "context": CONTEXT.check,
+    "context_overflow": registry.CONTEXT_OVERFLOW.check,
     "active_model": _text(4096, path=True),
     "models_dir": _text(4096, path=True),
     "server_enabled": _flag,

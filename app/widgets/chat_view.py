@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont, QGuiApplication
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -16,7 +16,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..markdown_blocks import Block, finish_blocks, split_blocks, with_readable_math
+from ..highlight import highlighted_html
+from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
 from .tool_call_view import ToolRoundsView
 
 
@@ -30,8 +31,12 @@ def _label(text: str = "", markdown: bool = False, object_name: str = "") -> QLa
     label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
     if object_name:
         label.setObjectName(object_name)
-    label.setText(text)
+    label.setText(breakable(text, markdown))
     return label
+
+
+def _set_plain(label: QLabel, text: str) -> None:
+    label.setText(breakable(text))
 
 
 class CodeBlock(QFrame):
@@ -43,16 +48,40 @@ class CodeBlock(QFrame):
         top = QHBoxLayout()
         top.addWidget(QLabel(block.language or "code"))
         top.addStretch()
-        copy = QPushButton("Copy")
-        copy.setObjectName("smallButton")
-        copy.setToolTip("Copy this code")
-        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(block.text))
-        top.addWidget(copy)
+        self.copy = copy_button("Copy this code", lambda: block.text)
+        top.addWidget(self.copy)
         layout.addLayout(top)
-        code = _label(block.text, object_name="code")
+        code = _label(object_name="code")
+        code.setTextFormat(Qt.TextFormat.RichText)
+        code.setText(highlighted_html(block.text if block.language else breakable(block.text), block.language,
+                                      is_dark()))
         code.setFont(QFont("monospace"))
+        # a long line of code is clipped, never widens the chat (its Copy button has all of it)
+        code.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         layout.addWidget(code)
         self.code = code
+
+
+def is_dark() -> bool:
+    return QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() < 128
+
+
+COPIED_MS = 1500
+WAITING = "Waiting for its turn…"
+
+
+def copy_button(tip: str, text) -> QPushButton:
+    """A small Copy button that puts `text()` on the clipboard and says "Copied" for a moment."""
+    b = QPushButton("Copy")
+    b.setObjectName("smallButton")
+    b.setToolTip(tip)
+
+    def copy() -> None:
+        QGuiApplication.clipboard().setText(text())
+        b.setText("Copied ✓")
+        QTimer.singleShot(COPIED_MS, b, lambda: b.setText("Copy"))  # b: the timer dies with the button
+    b.clicked.connect(copy)
+    return b
 
 
 class ThinkingBlock(QFrame):
@@ -81,10 +110,10 @@ class ThinkingBlock(QFrame):
 
     def set_live(self, text: str, submodel: str = "") -> None:
         self.toggle.setText(f"Thinking on {submodel}…" if submodel else "Thinking…")
-        self.body.setText(text)
+        _set_plain(self.body, text)
 
     def finish(self, text: str, summary: str) -> None:
-        self.body.setText(text)
+        _set_plain(self.body, text)
         self.toggle.setText(summary)
         self.toggle.setChecked(False)
 
@@ -92,11 +121,13 @@ class ThinkingBlock(QFrame):
 class MessageWidget(QFrame):
     sig_edit = Signal(int)
     sig_regenerate = Signal()
+    sig_version = Signal(int, int)  # message id, -1 (the previous version) or +1 (the next)
 
     def __init__(self, message_id: int, role: str, text: str = "", thinking: str = "", meta: dict | None = None,
-                 streaming: bool = False):
+                 streaming: bool = False, versions: tuple[int, ...] = ()):
+        """`versions`: this message and its siblings (edits, regenerations), oldest first; () when alone."""
         super().__init__()
-        self.message_id, self.role = message_id, role
+        self.message_id, self.role, self.versions = message_id, role, tuple(versions)
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 8)
@@ -109,7 +140,13 @@ class MessageWidget(QFrame):
         header.addWidget(self.info)
         header.addStretch()
         self.buttons = {}
-        for name, tip in (("Copy", "Copy this message"), ("Edit", "Edit and resend"), ("Regenerate", "Answer again")):
+        self.version_label = None
+        if len(self.versions) > 1:
+            self._version_switch(header)
+        self.buttons["Copy"] = copy_button("Copy this message", lambda: self.text)
+        header.addWidget(self.buttons["Copy"])
+        for name, tip in (("Edit", "Edit and resend (the sent version is kept)"),
+                          ("Regenerate", "Answer again (this reply is kept as a version)")):
             if (name == "Edit" and role != "user") or (name == "Regenerate" and role != "assistant"):
                 continue
             b = QPushButton(name)
@@ -117,7 +154,6 @@ class MessageWidget(QFrame):
             b.setToolTip(tip)
             header.addWidget(b)
             self.buttons[name] = b
-        self.buttons["Copy"].clicked.connect(lambda: QGuiApplication.clipboard().setText(self.text))
         if "Edit" in self.buttons:
             self.buttons["Edit"].clicked.connect(lambda: self.sig_edit.emit(self.message_id))
         if "Regenerate" in self.buttons:
@@ -134,40 +170,69 @@ class MessageWidget(QFrame):
         self.tail = _label(object_name="streamTail")
         layout.addWidget(self.tail)
         self.rendered: list[Block] = []
+        self.rendered_source = ""  # the answer's lines the rendered blocks cover
         self.text = ""
-        if streaming:
-            self.tail.setText("…")
+        if streaming:  # until the engine takes it up (a reply elsewhere, or the server's requests, go first)
+            _set_plain(self.tail, WAITING)
+            if self.thinking:
+                self.thinking.toggle.setText(WAITING)
         else:
             self.finish(text, thinking, meta or {})
 
+    def _version_switch(self, header: QHBoxLayout) -> None:
+        """`< 2/3 >`: the versions of this message; the other branches stay saved."""
+        at = self.versions.index(self.message_id) if self.message_id in self.versions else 0
+        kind = "reply" if self.role == "assistant" else "message"
+        for step, arrow in ((-1, "‹"), (1, "›")):
+            b = QPushButton(arrow)
+            b.setObjectName("smallButton")
+            b.setToolTip(f"The {'previous' if step < 0 else 'next'} version of this {kind}")
+            b.setEnabled(0 <= at + step < len(self.versions))
+            b.clicked.connect(lambda _=False, step=step: self.sig_version.emit(self.message_id, step))
+            header.addWidget(b)
+            self.buttons["Previous" if step < 0 else "Next"] = b
+            if step < 0:
+                self.version_label = QLabel(f"{at + 1}/{len(self.versions)}")
+                self.version_label.setObjectName("messageInfo")
+                self.version_label.setToolTip(f"Version {at + 1} of {len(self.versions)} of this {kind}")
+                header.addWidget(self.version_label)
+
     # ------------------------------------------------------------------ rendering
 
-    def _render(self, blocks: list[Block]) -> None:
-        """Adds widgets for blocks not rendered yet (each block is rendered once)."""
-        if blocks[:len(self.rendered)] != self.rendered:  # text changed under us (edit): start over
-            while self.content.count():
-                old = self.content.takeAt(0).widget()
-                old.hide()
-                old.deleteLater()
-            self.rendered = []
-        for block in blocks[len(self.rendered):]:
+    def _resume_at(self, answer: str) -> int:
+        """The line where the blocks not rendered yet begin; 0, with the view emptied, when the text no
+        longer starts with what was rendered (it was replaced)."""
+        if self.rendered and answer.startswith(self.rendered_source):
+            return self.rendered[-1].end
+        while self.content.count():
+            old = self.content.takeAt(0).widget()
+            old.hide()
+            old.deleteLater()
+        self.rendered, self.rendered_source = [], ""
+        return 0
+
+    def _render(self, answer: str, blocks: list[Block]) -> None:
+        """Adds a widget for each new final block (each block is rendered once)."""
+        for block in blocks:
             w = CodeBlock(block) if block.kind == "code" else _label(with_readable_math(block.text), markdown=True)
             self.content.addWidget(w)
             self.rendered.append(block)
+        if blocks:
+            self.rendered_source = "\n".join(answer.split("\n")[:self.rendered[-1].end])
 
     def update_stream(self, answer: str, thinking: str, submodel: str, thinking_live: bool) -> None:
-        if self.thinking and (thinking or thinking_live):
-            self.thinking.setVisible(True)
+        if self.thinking:  # shown while it thinks or has thought (an answer-only reply has none)
+            self.thinking.setVisible(bool(thinking) or thinking_live)
             if thinking_live:
                 self.thinking.set_live(thinking, submodel)
-        blocks, tail = split_blocks(answer)
-        self._render(blocks)
-        self.tail.setText(tail if (tail or answer) else ("" if thinking_live else "…"))
+        blocks, tail = split_blocks(answer, self._resume_at(answer))
+        self._render(answer, blocks)
+        _set_plain(self.tail, tail if (tail or answer) else ("" if thinking_live else "…"))
         self.tail.setVisible(bool(self.tail.text()))
         self.text = answer
 
     def finish(self, answer: str, thinking: str, meta: dict) -> None:
-        self._render(finish_blocks(answer))
+        self._render(answer, finish_blocks(answer, self._resume_at(answer)))
         self.tail.setText("")
         self.tail.setVisible(False)
         self.text = answer
@@ -178,7 +243,7 @@ class MessageWidget(QFrame):
             self.thinking.setVisible(bool(thinking))
             if thinking:
                 self.thinking.finish(thinking, thinking_summary(meta))
-        self.info.setText(reply_info(meta) if self.role == "assistant" else "")
+        self.info.setText(reply_info(meta) if self.role == "assistant" else attachments_line(meta))
 
 
 def thinking_summary(meta: dict) -> str:
@@ -201,12 +266,21 @@ def thinking_summary(meta: dict) -> str:
     return f"{took} on {who} · {tokens} tokens{ending}"
 
 
+def attachments_line(meta: dict) -> str:
+    """ "📎 notes.txt · report.pdf": the files a message was sent with."""
+    names = [a.get("name", "file") for a in meta.get("attachments") or []]
+    return "📎 " + " · ".join(names) if names else ""
+
+
 def reply_info(meta: dict) -> str:
     if not meta:
         return ""
     parts = [meta.get("answer_submodel", "")]
     if meta.get("finish_reason") not in (None, "end_of_turn"):
         parts.append(meta["finish_reason"].replace("_", " "))
+    dropped = meta.get("context_dropped")
+    if dropped:
+        parts.append(f"{dropped:g} earliest message{'s' if dropped != 1 else ''} left out to fit the context")
     speed = meta.get("tokens_per_s")
     if speed:
         parts.append(f"{speed:.1f} tok/s" if speed < 10 else f"{speed:.0f} tok/s")  # never "0 tok/s" on a slow PC
@@ -222,11 +296,13 @@ class ChatView(QScrollArea):
 
     sig_edit = Signal(int)
     sig_regenerate = Signal()
+    sig_version = Signal(int, int)
     PAGE = 40
 
     def __init__(self):
         super().__init__()
         self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # messages wrap, never scroll sideways
         self.setObjectName("chatView")
         inner = QWidget()
         inner.setObjectName("chatInner")
@@ -243,12 +319,15 @@ class ChatView(QScrollArea):
         self.widgets: list[MessageWidget] = []
         self.hidden: list = []  # messages not built yet (the oldest)
         self.verticalScrollBar().rangeChanged.connect(self._follow)
-        self._stick = True
+        self.verticalScrollBar().valueChanged.connect(self._scrolled)
+        self._stick = True  # the view follows the end of the chat (the user has not scrolled up from it)
 
     def _follow(self, _min, maximum) -> None:
         if self._stick:
             self.verticalScrollBar().setValue(maximum)
 
+    def _scrolled(self, value: int) -> None:
+        self._stick = value >= self.verticalScrollBar().maximum() - 4  # a few pixels short still counts
     def _drop(self, widgets) -> None:
         for w in widgets:
             self.column.removeWidget(w)
@@ -262,6 +341,7 @@ class ChatView(QScrollArea):
         """Rebuilds the view for chat `cid` (a reply in flight there is shown as far as it has got, live)."""
         self._drop(self.widgets)
         self.widgets, self.cid = [], cid
+        self._stick = True  # a chat opens on its latest message, whatever was read in the one before
         shown = [m for m in messages if m.role != "system"]
         self.hidden = shown[:-self.PAGE] if len(shown) > self.PAGE else []
         for m in shown[len(self.hidden):]:
@@ -276,15 +356,6 @@ class ChatView(QScrollArea):
         for m in messages:
             self._append(m, m.id == streaming_id)
         self._stick = True
-        self._update_regenerate()
-
-    def remove_from(self, cid: int, message_id: int) -> None:
-        """An edit or a regeneration removed `message_id` and everything after it."""
-        if cid != self.cid:
-            return
-        gone = [w for w in self.widgets if w.message_id >= message_id]
-        self.widgets = [w for w in self.widgets if w.message_id < message_id]
-        self._drop(gone)
         self._update_regenerate()
 
     def stream(self, cid: int, message_id: int, answer: str, thinking: str, submodel: str, live: bool) -> None:
@@ -303,15 +374,16 @@ class ChatView(QScrollArea):
             w.finish(message.content, message.thinking, message.meta)
 
     def _append(self, m, streaming: bool) -> None:
+        versions = getattr(m, "versions", ())
         if streaming:
-            w = MessageWidget(m.id, m.role, streaming=True)
+            w = MessageWidget(m.id, m.role, streaming=True, versions=versions)
             if m.content or m.thinking:
                 w.update_stream(m.content, m.thinking, m.meta.get("think_submodel") or "", not m.content)
             from runtime.tool_loop import saved_rounds
 
             w.tools.set_rounds(saved_rounds(m.meta))
         else:
-            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta)
+            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta, versions=versions)
         self._connect(w)
         self.column.insertWidget(self.column.count() - 1, w)
         self.widgets.append(w)
@@ -319,13 +391,14 @@ class ChatView(QScrollArea):
     def _connect(self, w: "MessageWidget") -> None:
         w.sig_edit.connect(self.sig_edit.emit)
         w.sig_regenerate.connect(self.sig_regenerate.emit)
+        w.sig_version.connect(self.sig_version.emit)
 
     def show_earlier(self) -> None:
         """Builds the next PAGE older messages above the ones shown."""
         page, self.hidden = self.hidden[-self.PAGE:], self.hidden[:-self.PAGE]
         self._stick = False
         for i, m in enumerate(page):
-            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta)
+            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta, versions=getattr(m, "versions", ()))
             self._connect(w)
             self.column.insertWidget(1 + i, w)
             self.widgets.insert(i, w)

@@ -184,6 +184,11 @@ class LiveStrip(QWidget):
         if submodel:
             self.set_badge(submodel, phase)
 
+    def clear(self) -> None:
+        """No reply to show (a chat without one streaming is on screen)."""
+        self.reset()
+        self.ttft.setText("TTFT –")
+
     def set_badge(self, submodel: str, phase: str = "") -> None:
         text = f"{submodel} {phase}".strip()
         self.badge.setText(text)

@@ -9,7 +9,9 @@ between tensors.
 from __future__ import annotations
 
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QWidget
+
+from .elided_label import ElidedLabel
 
 STEPS = 1000  # the bar's resolution (bytes do not fit a QProgressBar's int)
 
@@ -23,17 +25,13 @@ class LoadProgress(QWidget):
         self.bar.setRange(0, STEPS)
         self.bar.setTextVisible(False)
         self.bar.setAccessibleName("Model loading progress")
-        self.text = QLabel("")
-        # the line takes the width there is and asks for none: a long model name or progress line must
-        # not widen the window (a window widened while loading stays wide, past the screen's edge)
-        self.text.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.bar.setMinimumWidth(80)
+        self.text = ElidedLabel("", min_chars=12)  # its line never widens the window (it did, past the screen)
         self.cancel = QPushButton("Cancel")
         self.cancel.setToolTip("Stop loading this model (nothing stays loaded)")
         self.cancel.clicked.connect(self._cancel)
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
-        row.addWidget(self.text, 3)
+        row.addWidget(self.text, 2)
         row.addWidget(self.bar, 1)
         row.addWidget(self.cancel)
         self.name = ""

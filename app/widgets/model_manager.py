@@ -233,7 +233,7 @@ class ModelManager(QDialog):
 
     def _download(self) -> None:
         key = self._selected_key()
-        if key:
+        if key and self._confirm_download(self.row()):
             self.progress.setVisible(True)
             self.progress.setValue(0)
             self.models.download(key)
@@ -259,6 +259,18 @@ class ModelManager(QDialog):
         self.nesting_dialog.show()
         return self.nesting_dialog
 
+    def _confirm_download(self, r) -> bool:
+        """A download none of whose submodels can run on this PC goes ahead only when the user says so."""
+        from runtime.store.planner import NO
+
+        if r is None or not r.fits or any(f.verdict != NO for f in r.fits):
+            return True
+        answer = QMessageBox.question(
+            self, "Download a model this PC cannot run?",
+            f"{r.title} is {r.size} to download, and no submodel of it can run on this PC: {r.fits[-1].reason}.\n\n"
+            "Download it anyway (to copy to another PC, or for a later GPU)?")
+        return answer == QMessageBox.StandardButton.Yes
+
     def delete(self) -> None:
         r = self.row()
         if r and r.remote:  # only the entry goes: the server is not this PC's
@@ -268,8 +280,13 @@ class ModelManager(QDialog):
             return
         if not r or not r.local_name:
             return
-        answer = QMessageBox.question(self, "Delete model", f"Delete {r.title} ({r.size}) from this PC?\n"
-                                      "Imported folders are only removed from the list; their files stay.")
+        if r.imported:  # its files are the user's: only the entry in the list goes
+            answer = QMessageBox.question(self, "Remove from the list",
+                                          f"Remove {r.title} from the list?\nIts folder {r.folder} and every file "
+                                          "in it stay on this PC; import it again to bring it back.")
+        else:
+            answer = QMessageBox.question(self, "Delete model", f"Delete {r.title} ({r.size}) from this PC?\n"
+                                          f"Its downloaded files in {r.folder} are deleted.")
         if answer == QMessageBox.StandardButton.Yes:
             self.models.delete(r.key)
 

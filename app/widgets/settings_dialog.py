@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from runtime.options import MAX_NEW_TOKENS, SAMPLING
+from runtime.options import CONTEXT, CONTEXT_OVERFLOW, MAX_NEW_TOKENS, SAMPLING
 
 from ..state.settings import FONT_SIZE, THEMES, Settings
 from .option_box import option_box
@@ -41,7 +41,8 @@ class SettingsDialog(QDialog):
     """Defaults for every chat, this chat's system prompt and sampling, and the local server."""
 
     def __init__(self, parent, settings: Settings, system_prompt: str, chat_settings: dict, server_address: str = "",
-                 tools=None):
+                 tools=None, context_ceiling: int = 0):
+        """`context_ceiling`: the longest context the memory plan allows the loaded model (0: no plan)."""
         super().__init__(parent)
         self.setWindowTitle("Settings")
         layout = QVBoxLayout(self)
@@ -59,6 +60,20 @@ class SettingsDialog(QDialog):
         form.addRow("Font size", self.font_size)
         form.addRow("Default system prompt", self.default_prompt)
         form.addRow("Max reply tokens", self.max_tokens)
+        context = CONTEXT.within(high=context_ceiling) if context_ceiling >= CONTEXT.low else CONTEXT
+        self.context = option_box(context, min(settings.context, context.high))
+        self.context.setSingleStep(1024)
+        self.context.setToolTip(self.context.toolTip() + (
+            f" At most {context.high:,} here: the longest the memory plan fits on this PC." if context_ceiling
+            else " The memory plan could not be made, so it is not capped by this PC's memory.")
+            + " A change reloads the model.")
+        form.addRow("Context length", self.context)
+        self.overflow = QComboBox()
+        for value, words in CONTEXT_OVERFLOW.values:
+            self.overflow.addItem(words[:1].upper() + words[1:], value)
+        self.overflow.setCurrentIndex(max(0, self.overflow.findData(settings.context_overflow)))
+        self.overflow.setToolTip(CONTEXT_OVERFLOW.help[:1].upper() + CONTEXT_OVERFLOW.help[1:] + ".")
+        form.addRow("When a chat is longer", self.overflow)
         from runtime.paths import models_dir
 
         self.models_dir = QLineEdit(settings.models_dir or str(models_dir()))
@@ -113,6 +128,7 @@ class SettingsDialog(QDialog):
     def apply(self, s: Settings) -> None:
         s.theme, s.font_size = self.theme.currentText(), self.font_size.value()
         s.system_prompt, s.max_new_tokens = self.default_prompt.toPlainText(), self.max_tokens.value()
+        s.context, s.context_overflow = self.context.value(), self.overflow.currentData()
         from runtime.paths import default_models_dir
 
         folder = self.models_dir.text().strip()

@@ -180,7 +180,7 @@ def test_edit_and_regenerate(qtbot, window):
     assert "model manager" in done.args[1].content
     with qtbot.waitSignal(window.controller.sig_reply_done, timeout=180000):
         window.chat.widgets[-1].buttons["Regenerate"].click()
-    assert len(window.controller.history.messages(window.controller.current)) == 2
+    assert len(window.controller.history.messages(window.controller.current)) == 2  # the branch shown
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from app.markdown_blocks import Block, finish_blocks, readable_math, split_blocks, with_readable_math
+from app.markdown_blocks import finish_blocks, readable_math, split_blocks, with_readable_math
 from app.state.history import MIGRATIONS, SCHEMA_VERSION, History, HistoryReadOnly
 from app.state.settings import Settings
 
@@ -22,7 +22,7 @@ def test_an_old_database_is_migrated_with_its_data(tmp_path):
     db.commit()
     db.close()
     h = History(path)
-    assert h.version() == SCHEMA_VERSION == 2
+    assert h.version() == SCHEMA_VERSION == 3
     assert [c.title for c in h.conversations()] == ["old chat"]
     assert h.messages(1)[0].content == "hi"
     h.delete(1)  # the column version 2 added
@@ -100,12 +100,55 @@ def test_settings_round_trip_and_a_damaged_file(tmp_path):
     assert Settings.load(path).theme == "light"
 
 
+def _shape(blocks):
+    return [(b.kind, b.text, b.language) for b in blocks]
+
+
 def test_blocks_are_final_only_when_closed():
     blocks, tail = split_blocks("Intro line\n\n```python\nprint(1)\n")
-    assert blocks == [Block("text", "Intro line")] and tail.startswith("```python")
+    assert _shape(blocks) == [("text", "Intro line", "")] and tail.startswith("```python")
     blocks, tail = split_blocks("Intro line\n\n```python\nprint(1)\n```\n\nstill typ")
-    assert blocks == [Block("text", "Intro line"), Block("code", "print(1)", "python")] and tail == "still typ"
-    assert finish_blocks("a\n\n```\nx") == [Block("text", "a"), Block("code", "x")]
+    assert _shape(blocks) == [("text", "Intro line", ""), ("code", "print(1)", "python")] and tail == "still typ"
+    assert _shape(finish_blocks("a\n\n```\nx")) == [("text", "a", ""), ("code", "x", "")]
+
+
+LISTS_AND_TABLES = """Steps:
+
+1. Install it:
+
+   ```bash
+   pip install x
+   ```
+
+2. Run it.
+
+| a | b |
+|---|---|
+| 1 | 2 |
+
+Done.
+"""
+
+
+def test_lists_with_fences_and_tables_are_one_block_each():
+    blocks = finish_blocks(LISTS_AND_TABLES)
+    assert [b.kind for b in blocks] == ["text", "text", "text", "text"]
+    assert "```bash" in blocks[1].text and "2. Run it." in blocks[1].text  # the fence stays in its list
+    assert blocks[2].text.startswith("| a | b |") and blocks[2].text.endswith("| 1 | 2 |")
+
+
+def test_streaming_renders_each_block_once_and_resuming_parses_the_same():
+    final = _shape(finish_blocks(LISTS_AND_TABLES))
+    done: list = []
+    for n in range(len(LISTS_AND_TABLES) + 1):  # every prefix, as the reply streams in
+        blocks, tail = split_blocks(LISTS_AND_TABLES[:n])
+        assert _shape(blocks) == final[:len(blocks)]  # a block once final never changes
+        assert len(blocks) >= len(done)
+        start = done[-1].end if done else 0
+        more, again = split_blocks(LISTS_AND_TABLES[:n], start)  # resumed after the last final block
+        assert _shape(done + more) == _shape(blocks) and again == tail
+        done = blocks
+    assert len(done) == len(final) - 1  # the last block is the tail until the reply ends
 
 
 def test_math_is_shown_readably():

@@ -120,24 +120,27 @@ def test_coming_back_mid_reply_shows_it_live(qtbot, window, gate):
 
 
 @pytest.mark.slow
-def test_regenerating_mid_reply_leaves_only_the_new_reply(qtbot, window, gate):
-    """The replaced reply's message is deleted and SQLite gives its id to the new one: the old reply's
-    end must neither overwrite the new message nor finish its widget."""
+def test_regenerating_mid_reply_keeps_the_old_reply_as_a_version(qtbot, window, gate):
+    """The replaced reply is stopped and kept, as the other version (issue 28: versions, not overwrites);
+    its end saves its own message and never overwrites the new one nor finishes the new one's widget."""
     c = window.controller
     window.settings.max_new_tokens = 400
-    _, controls = hold(qtbot, window, gate, "Max", 3, "What is 45 + 23 - 17 + 9 + 12?")  # held mid-reply
-    ends = []
-    c.sig_reply_done.connect(lambda cid, m: ends.append(m))
+    old, controls = hold(qtbot, window, gate, "Max", 3, "What is 45 + 23 - 17 + 9 + 12?")  # held mid-reply
+    ends = {}
+    c.sig_reply_done.connect(lambda cid, m: ends.__setitem__(m.id, m))
     window.settings.max_new_tokens = 30
     gate.at = None  # the new reply runs freely
     c.regenerate()
     controls.released.set()  # the old reply ends only now, after it was replaced
     qtbot.waitUntil(lambda: not c.busy, timeout=180000)
     msgs = c.history.messages(c.current)
-    assert len(ends) == 1 and [m.role for m in msgs] == ["user", "assistant"]
-    assert msgs[1].complete and msgs[1].content == ends[0].content
+    assert [m.role for m in msgs] == ["user", "assistant"] and msgs[1].id != old.message_id
+    assert set(ends) == {old.message_id, msgs[1].id} and msgs[1].versions == (old.message_id, msgs[1].id)
+    assert msgs[1].complete and msgs[1].content == ends[msgs[1].id].content
     assert msgs[1].meta["finish_reason"] in ("end_of_turn", "length")
-    assert window.chat.widgets[-1].text == msgs[1].content
+    kept = next(m for m in c.history.all_messages(c.current) if m.id == old.message_id)
+    assert kept.complete and kept.meta["finish_reason"] == "stopped" and kept.content == ends[old.message_id].content
+    assert window.chat.widgets[-1].text == msgs[1].content and window.chat.widgets[-1].message_id == msgs[1].id
 
 
 @pytest.mark.slow

@@ -36,6 +36,8 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
     c.sig_reply_done.connect(lambda cid, m: done.__setitem__(m.id, (m.meta["finish_reason"], m.content)))
     interrupted: set[int] = set()  # replies this test stopped or replaced on purpose
     depths = [s.name for s in w.loaded.levels if s.available]
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The meeting is on Tuesday.\n" * 10)
 
     def send(text: str) -> int:
         w.input.setPlainText(text)
@@ -78,6 +80,11 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
             interrupted.add(mid)
             w.chat.widgets[-1].buttons["Regenerate"].click()
             idle()
+            last = w.chat.widgets[-1]
+            if last.versions:  # the reply it replaced is kept as a version: look at it, then come back
+                last.buttons["Previous"].click()
+                w.chat.widgets[-1].buttons["Next"].click()
+                assert w.chat.widgets[-1].message_id == last.message_id
         elif kind == 8:  # edit the question mid-reply and send it again
             mid = send(question)
             interrupted.add(mid)
@@ -94,6 +101,11 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
             idle()
         else:
             send(question)
+            idle()
+        if i % 40 == 20:  # a file as context (attachments), counted before sending
+            c.attach(str(notes))
+            qtbot.waitUntil(lambda: bool(c.attached.get(c.current)), timeout=60000)
+            send("What is 2 + 3?")
             idle()
         if i % 50 == 25:
             w.open_manager()
@@ -123,7 +135,7 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
     from app.state.history import History
 
     h = History(tmp_path / "data" / "history.sqlite3")
-    saved = [m for conv in h.conversations() for m in h.messages(conv.id) if m.role == "assistant"]
+    saved = [m for conv in h.conversations() for m in h.all_messages(conv.id) if m.role == "assistant"]
     h.close()
     assert len(saved) >= REPLIES * 0.7
     stopped = 0

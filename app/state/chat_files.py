@@ -1,0 +1,171 @@
+"""Chats as files (no Qt): Markdown to read, JSON to move a chat between machines.
+
+The JSON holds the whole chat: every version of every message (the tree, `parent` ids local to the file),
+the branch shown, the system prompt, the chat's settings, and each reply's details (depth, submodels,
+budget, tokens, timings, switches). An imported file is input from outside, so it is read bounded
+(`MAX_FILE_BYTES`, runtime/json_file.py) and checked whole before anything is written: a file with one
+bad part imports nothing (`ChatFileError`, one line), and the history is changed in one transaction.
+Reply details this version cannot read are left out of that reply (the history's own rule), and said.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from runtime.json_file import JsonFileError, read_json_file
+
+from .history import History, _chat_settings, _meta
+
+FORMAT, VERSION = "elastic-chat/chat", 1
+MAX_FILE_BYTES = 64 * 2**20
+MAX_MESSAGES = 100_000
+MAX_TEXT = 4 * 2**20  # characters in one message's text or thinking
+MAX_TITLE = 200
+ROLES = ("user", "assistant")
+
+
+class ChatFileError(ValueError):
+    """A chat file that cannot be imported; str(e) is one line for the window."""
+
+
+# ---------------------------------------------------------------------- export
+
+def chat_json(history: History, cid: int) -> dict:
+    conv = history.conversation(cid)
+    shown = history.messages(cid)
+    return {"format": FORMAT, "version": VERSION, "exported": time.time(), "title": conv.title,
+            "system_prompt": conv.system_prompt, "settings": conv.settings,
+            "shown": shown[-1].id if shown else 0,
+            "messages": [{"id": m.id, "parent": m.parent_id, "role": m.role, "content": m.content,
+                          "thinking": m.thinking, "meta": m.meta, "complete": m.complete}
+                         for m in history.all_messages(cid)]}
+
+
+def chat_markdown(history: History, cid: int) -> str:
+    """The branch shown, to read: each reply with what produced it, its thinking folded."""
+    conv = history.conversation(cid)
+    lines = [f"# {conv.title}", "", f"*Exported from Elastic Chat on {time.strftime('%Y-%m-%d %H:%M')}.*", ""]
+    if conv.system_prompt:
+        lines += ["**System prompt:**", ""] + [f"> {line}" for line in conv.system_prompt.splitlines()] + [""]
+    for m in history.messages(cid):
+        if m.role == "user":
+            files = [a.get("name", "file") for a in m.meta.get("attachments") or []]
+            lines += ["## You", ""] + ([f"*Attached: {', '.join(files)}*", ""] if files else [])
+        else:
+            details = reply_details(m.meta)
+            lines += [f"## Assistant{f' ({details})' if details else ''}", ""]
+            if m.thinking:
+                lines += ["<details><summary>Thinking</summary>", "", m.thinking, "", "</details>", ""]
+        lines += [m.content, ""]
+    return "\n".join(lines)
+
+
+def reply_details(meta: dict) -> str:
+    """"depth Deep · thought on 0.5M · answered by 1.5M · 40 + 12 tokens · 8.1 tok/s · 2.3 s"."""
+    parts = []
+    if meta.get("depth"):
+        parts.append(f"depth {meta['depth']}")
+    if meta.get("think_submodel") and meta.get("thinking_tokens"):
+        parts.append(f"thought on {meta['think_submodel']}")
+    if meta.get("answer_submodel"):
+        parts.append(f"answered by {meta['answer_submodel']}")
+    if "answer_tokens" in meta:
+        parts.append(f"{meta.get('thinking_tokens', 0):g} + {meta['answer_tokens']:g} tokens")
+    if meta.get("tokens_per_s"):
+        parts.append(f"{meta['tokens_per_s']:.1f} tok/s")
+    if meta.get("elapsed_ms"):
+        parts.append(f"{meta['elapsed_ms'] / 1000:.1f} s")
+    if meta.get("finish_reason") not in (None, "end_of_turn"):
+        parts.append(str(meta["finish_reason"]).replace("_", " "))
+    return " · ".join(parts)
+
+
+# ---------------------------------------------------------------------- import
+
+def import_chat(history: History, path: Path | str) -> tuple[int, str]:
+    """Adds the chat in the JSON file `path` to `history`; returns its id and a line for the window.
+    Raises ChatFileError (nothing imported) when any part of the file is wrong."""
+    name = Path(path).name
+    try:
+        data = read_json_file(path, MAX_FILE_BYTES)
+    except FileNotFoundError:
+        raise ChatFileError(f"{name} could not be imported: there is no such file.") from None
+    except (OSError, JsonFileError) as e:
+        raise ChatFileError(f"{name} could not be imported: it is {e}." if str(e).startswith("not")
+                            else f"{name} could not be imported: {e}.") from None
+    try:
+        title, prompt, settings, messages, shown, dropped = _checked(data)
+    except ValueError as e:
+        raise ChatFileError(f"{name} could not be imported: {e}; nothing was imported.") from None
+    cid = history.import_chat(title, prompt, settings, messages, shown)
+    note = f"Imported “{title}” ({len(messages)} message{'s' if len(messages) != 1 else ''})."
+    if dropped:
+        note += f" Details of {dropped} repl{'ies' if dropped > 1 else 'y'} could not be read and were left out."
+    return cid, note
+
+
+def _text(value, what: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{what} is not text")
+    if len(value) > limit:
+        raise ValueError(f"{what} is longer than {limit:,} characters")
+    return value
+
+
+def _checked(data: dict):
+    if data.get("format") != FORMAT:
+        raise ValueError("it is not a chat exported by Elastic Chat (no \"format\": \"elastic-chat/chat\")")
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError("its version is not a whole number")
+    if version > VERSION:
+        raise ValueError(f"it was written by a newer Elastic Chat (chat file version {version}); update to import it")
+    title = _text(data.get("title", "Imported chat"), "its title", 10 * MAX_TITLE).strip()[:MAX_TITLE]
+    prompt = _text(data.get("system_prompt", ""), "its system prompt", MAX_TEXT)
+    settings, ok = _chat_settings(_json_dumps(data.get("settings", {})))
+    if not isinstance(data.get("settings", {}), dict) or not ok:
+        raise ValueError("its settings are not the settings of a chat")
+    raw = data.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise ValueError("it holds no messages")
+    if len(raw) > MAX_MESSAGES:
+        raise ValueError(f"it holds more than {MAX_MESSAGES:,} messages")
+    messages, seen, dropped = [], set(), 0
+    for i, m in enumerate(raw, 1):
+        where = f"message {i}"
+        if not isinstance(m, dict):
+            raise ValueError(f"{where} is not an object")
+        mid, parent = m.get("id"), m.get("parent", 0)
+        if not _is_id(mid) or mid in seen:
+            raise ValueError(f"{where} has no id of its own (a whole number above 0)")
+        if not _is_id(parent, zero=True) or (parent and parent not in seen):
+            raise ValueError(f"{where} follows a message that is not before it in the file")
+        if m.get("role") not in ROLES:
+            raise ValueError(f"{where} has the role {str(m.get('role'))[:20]!r}, not user or assistant")
+        complete = m.get("complete", True)
+        if not isinstance(complete, bool):
+            raise ValueError(f"{where}'s \"complete\" is not true or false")
+        meta_in = m.get("meta", {})
+        if not isinstance(meta_in, dict):
+            raise ValueError(f"{where}'s details are not an object")
+        meta, meta_ok = _meta(_json_dumps(meta_in))
+        dropped += not meta_ok
+        messages.append((mid, parent, m["role"], _text(m.get("content", ""), f"{where}'s text", MAX_TEXT),
+                         _text(m.get("thinking", ""), f"{where}'s thinking", MAX_TEXT), meta, complete))
+        seen.add(mid)
+    shown = data.get("shown", messages[-1][0])
+    if not _is_id(shown, zero=True) or (shown and shown not in seen):
+        raise ValueError("the message it shows is not in it")
+    return title or "Imported chat", prompt, settings, messages, shown, dropped
+
+
+def _is_id(value, zero: bool = False) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and (value >= 1 or (zero and value == 0)) \
+        and value < 2**63
+
+
+def _json_dumps(value) -> str:
+    import json
+
+    return json.dumps(value)

@@ -1,0 +1,142 @@
+"""Chats as files: Markdown to read, JSON to move between machines (every version, the reply details);
+an imported file is checked whole first, so a bad one imports nothing and changes nothing."""
+
+import json
+import os
+
+import pytest
+
+from app.state import chat_files
+from app.state.chat_files import ChatFileError, chat_json, chat_markdown, import_chat
+from app.state.history import History
+
+META = {"depth": "Deep", "think_submodel": "0.5M", "answer_submodel": "1.5M", "thinking_tokens": 40,
+        "answer_tokens": 12, "tokens_per_s": 8.25, "elapsed_ms": 2300.0, "finish_reason": "end_of_turn",
+        "switches": [{"from": "0.5M", "to": "1.5M", "reprefill_tokens": 30, "ms": 4.5, "reason": "answer"}]}
+
+
+@pytest.fixture
+def history(tmp_path):
+    h = History(tmp_path / "a.sqlite3")
+    yield h
+    h.close()
+
+
+def _chat(h: History) -> int:
+    cid = h.new_conversation("Sums", system_prompt="Be brief.", settings={"sampling": {"temperature": 0.2}}).id
+    q = h.add_message(cid, "user", "What is 2 + 3?")
+    h.add_message(cid, "assistant", "5", thinking="2 + 3 = 5", meta=META)
+    h.set_leaf(cid, q.id)
+    h.add_message(cid, "assistant", "Five.", meta={**META, "depth": "Quick"})  # a regenerated version
+    return cid
+
+
+def test_json_round_trip_keeps_every_version_and_the_reply_details(history, tmp_path):
+    cid = _chat(history)
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(chat_json(history, cid)))
+    other = History(tmp_path / "b.sqlite3")
+    try:
+        new, note = import_chat(other, path)
+        assert "Imported “Sums” (3 messages)" in note
+        conv = other.conversation(new)
+        assert conv.system_prompt == "Be brief." and conv.settings == {"sampling": {"temperature": 0.2}}
+
+        def shape(h, c):
+            return [(m.role, m.content, m.thinking, m.meta, len(m.versions)) for m in h.all_messages(c)]
+        assert shape(other, new) == shape(history, cid)
+        assert [m.content for m in other.messages(new)] == ["What is 2 + 3?", "Five."]  # the branch shown
+    finally:
+        other.close()
+
+
+def test_markdown_reads_as_the_branch_shown_with_the_details(history):
+    text = chat_markdown(history, _chat(history))
+    assert text.startswith("# Sums") and "> Be brief." in text and "## You" in text
+    assert "## Assistant (depth Quick · thought on 0.5M · answered by 1.5M · 40 + 12 tokens" in text
+    assert "Five." in text and "5\n" not in text  # the other version is not in the reading copy
+
+
+def _valid(h, cid):
+    return chat_json(h, cid)
+
+
+BAD = {
+    "not a chat file": lambda d: {"title": "x"},
+    "a newer version": lambda d: {**d, "version": 2},
+    "a version that is text": lambda d: {**d, "version": "1"},
+    "no messages": lambda d: {**d, "messages": []},
+    "a message that is a list": lambda d: {**d, "messages": [[1, 2]]},
+    "a repeated id": lambda d: {**d, "messages": [d["messages"][0], d["messages"][0]]},
+    "a parent after its child": lambda d: {**d, "messages": d["messages"][::-1]},
+    "a parent that is not there": lambda d: {**d, "messages": [{**d["messages"][0], "parent": 999}]},
+    "a role of system": lambda d: {**d, "messages": [{**d["messages"][0], "role": "system"}]},
+    "text that is a number": lambda d: {**d, "messages": [{**d["messages"][0], "content": 5}]},
+    "complete that is text": lambda d: {**d, "messages": [{**d["messages"][0], "complete": "yes"}]},
+    "details that are a list": lambda d: {**d, "messages": [{**d["messages"][0], "meta": []}]},
+    "a shown message not in it": lambda d: {**d, "shown": 999},
+    "settings that are text": lambda d: {**d, "settings": "hot"},
+    "a title that is an object": lambda d: {**d, "title": {}},
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_file_imports_nothing_and_says_why_in_one_line(history, tmp_path, case):
+    cid = _chat(history)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(BAD[case](_valid(history, cid))))
+    before = [(c.id, c.title) for c in history.conversations()]
+    with pytest.raises(ChatFileError) as e:
+        import_chat(history, path)
+    assert "bad.json could not be imported" in str(e.value) and "\n" not in str(e.value)
+    assert [(c.id, c.title) for c in history.conversations()] == before
+
+
+def test_files_that_are_not_json_or_too_big_or_not_files(history, tmp_path, monkeypatch):
+    for name, content in (("garbage.json", b"\x00\xff{"), ("list.json", b"[1, 2]")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ChatFileError, match=f"{name} could not be imported"):
+            import_chat(history, tmp_path / name)
+    monkeypatch.setattr(chat_files, "MAX_FILE_BYTES", 100)
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(_valid(history, _chat(history))))
+    with pytest.raises(ChatFileError, match="big.json could not be imported"):
+        import_chat(history, path)
+    with pytest.raises(ChatFileError, match="could not be imported"):
+        import_chat(history, tmp_path)  # a folder
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ChatFileError, match="pipe.json could not be imported"):  # never waits on a pipe
+        import_chat(history, fifo)
+    with pytest.raises(ChatFileError, match="no such file"):
+        import_chat(history, tmp_path / "missing.json")
+
+
+def test_unreadable_reply_details_are_left_out_and_said(history, tmp_path):
+    data = _valid(history, _chat(history))
+    data["messages"][1]["meta"] = {**META, "tokens_per_s": "fast"}
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(data))
+    cid, note = import_chat(history, path)
+    assert "Details of 1 reply could not be read" in note
+    assert "tokens_per_s" not in history.all_messages(cid)[1].meta and history.all_messages(cid)[1].meta["depth"]
+
+
+def test_the_window_exports_and_imports_through_its_menu(qtbot, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from app.state.settings import Settings
+    from tests.app_support import ask, make_window
+
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=24))
+    ask(qtbot, w, "hello", "Off")
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out / "hello"), a[3].split(";;")[1]))
+    w.export_chat()
+    assert json.loads((out / "hello.json").read_text())["messages"][1]["meta"]["answer_submodel"]
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(out / "hello.json"), ""))
+    before = w.controller.current
+    w.import_chat()
+    assert w.controller.current != before and len(w.chat.widgets) == 2 and "Imported" in w.error.text()
+    w.close()
