@@ -49,7 +49,7 @@ def test_the_widget_shows_progress_and_asks_to_cancel(qtbot):
 
 def test_a_long_progress_line_does_not_widen_the_window(qtbot):
     """A window widened by its load line stays wide after the load (it crept past an 800 px screen):
-    the line asks for no width of its own and shows in full as a tooltip."""
+    the line asks for no more width when it grows, and is kept whole (shown elided)."""
     w = LoadProgress()
     qtbot.addWidget(w)
     w.start("x" * 40)
@@ -58,8 +58,8 @@ def test_a_long_progress_line_does_not_widen_the_window(qtbot):
     w.start(long_name)
     w.update_progress(Progress(3_200_000_000, 18_000_000_000, 900, 24147, "model-00001-of-00005.safetensors", 1, 5,
                                12.0, 55.0))
-    assert w.minimumSizeHint().width() == narrow < 400
-    assert w.text.toolTip() == w.text.text() and long_name in w.text.toolTip()
+    assert abs(w.minimumSizeHint().width() - narrow) <= 2 and narrow < 400
+    assert long_name in w.text.text()  # whole, though shown elided
 
 
 def test_loading_disables_send_and_the_slider_then_cancel_leaves_no_model(qtbot, tmp_path, real_layout):
