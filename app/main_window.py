@@ -278,7 +278,6 @@ class MainWindow(QMainWindow):
 
         c = self.controller
         self.tools_button = ToolsButton(lambda: (*c.chat_tools(), c.tools.known_tools()))
-        steer.insertWidget(0, self.tools_button)
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
@@ -289,6 +288,7 @@ class MainWindow(QMainWindow):
         self.meter.set_policy(self.settings.context_overflow)
         under = QHBoxLayout()  # under the box, so the row is no taller than its buttons at any font
         under.addWidget(self.meter, 1)
+        under.addWidget(self.tools_button)  # beside Attach, not above the steering: the row fits 720 px at 28 pt
         under.addWidget(self.attach_button)
         box = QVBoxLayout()
         box.addWidget(self.input, 1)

@@ -132,6 +132,6 @@ def test_ordinary_messages_get_sensible_replies(tmp_path):
     engine = Engine.load(DEMO)
     parent = engine.submodels_by_size()[-1]
     for prompt, expected in [("hello", "demo model"), ("how do I get the real model?", "model manager")]:
-        done = chat(engine, ChatRequest(({"role": "user", "content": prompt},), None, parent, 0, 80,
+        done = chat(engine, ChatRequest(({"role": "user", "content": prompt},), None, parent, 0, 200,
                                         SamplingSettings(temperature=0)))
         assert expected in done.answer_text and done.finish_reason == "end_of_turn"
