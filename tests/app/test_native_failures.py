@@ -93,7 +93,6 @@ def panics(*_a, **_k):
 
 def test_a_panic_in_a_reply_fails_that_reply_and_the_worker_lives(qtbot, worker, monkeypatch):
     import runtime.engine_queue
-
     from runtime.generate import ChatRequest
 
     monkeypatch.setattr(runtime.engine_queue, "stream_in_turn", panics)
