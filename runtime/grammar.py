@@ -178,6 +178,21 @@ def answer_grammar(chat, tools=None, tool_choice: str = "auto", tool_name: str |
     return f"start: {body}\n"
 
 
+def constrainable(tools) -> bool:
+    """Whether calls of these (checked) tools can be kept to their schemas with tool_choice "auto":
+    the tool loops (runtime/tool_loop.py) then constrain every call, as llama.cpp's server does, so a
+    model that starts a call writes a valid one (the right name, every required parameter, values of
+    their types) and a model that does not is free. False when there are none, or a schema uses what
+    the grammar cannot honour (the calls are then checked only after they are written)."""
+    if not tools:
+        return False
+    try:
+        check_grammar(answer_grammar(None, list(tools), strict=True))
+    except GrammarError:
+        return False
+    return True
+
+
 def _name(tool: dict) -> str:
     return tool.get("function", tool)["name"]
 

@@ -14,6 +14,10 @@ becomes a `tool` message after the round's assistant turn (runtime/tool_calls.py
 template renders); then the model goes on in the next round. A declined call goes back to the model as
 a declined result, a malformed one as its error, so the model can answer or try again.
 
+Calls are constrained: every round's answer follows the offered tools' schemas once it opens a call
+(grammar.constrainable; OpenAI's `strict` with tool_choice "auto"), so what the model starts as a call
+is a call that can run; a tool whose schema the grammar cannot honour leaves them free.
+
 Bounded: at most `max_calls` calls are run in one reply (options.MAX_TOOL_CALLS); calls past it come
 back as "not run" (the model is told to answer with what it has), and a model that calls again after
 that ends the reply (finish_reason TOOL_LIMIT). The same `controls` steer every
@@ -33,6 +37,7 @@ from typing import Callable, Iterator, Protocol
 from .controls import Controls
 from .events import END_OF_TURN, LENGTH, STOPPED, TOOL_CALLS, Done, Event, InvalidToolCall, ToolCall
 from .generate import ChatRequest
+from .grammar import constrainable
 from .options import MAX_TOOL_CALLS
 from .tool_calls import tool_message
 
@@ -167,11 +172,15 @@ def replay_messages(saved_rounds: list[dict]) -> list[dict]:
 def run_tool_loop(stream: Callable[[ChatRequest, Controls], Iterator[Event]], request: ChatRequest,
                   toolbox: Toolbox, consent: Callable[[PendingCall], str], controls: Controls | None = None,
                   chat_tools: ChatTools | None = None,
-                  max_calls: int = MAX_TOOL_CALLS.default, timeout_s: float | None = None) -> Iterator[Event]:
-    """A reply with tools; see the module's docstring. `request.tools` are the tools offered."""
+                  max_calls: int = MAX_TOOL_CALLS.default, timeout_s: float | None = None,
+                  constrain: bool = True) -> Iterator[Event]:
+    """A reply with tools; see the module's docstring. `request.tools` are the tools offered;
+    `constrain` False leaves calls free (only checked after they are written)."""
     controls = controls or Controls()
     chat_tools = chat_tools if chat_tools is not None else ChatTools()
     messages, made, limit_hit = list(request.messages), 0, False
+    if constrain:
+        request = replace(request, strict_tools=request.strict_tools or constrainable(request.tools))
     budget, room = request.thinking_budget, request.max_new_tokens
     while True:
         this = replace(request, messages=tuple(messages), thinking_budget=budget, max_new_tokens=room)

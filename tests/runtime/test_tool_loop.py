@@ -165,10 +165,12 @@ def test_thinking_between_calls_counts_against_the_budget(engine):
     assert spent[-1].think_submodel is None  # nothing left: the second round does not think
 
 
+BAD_CALL = "<tool_call>\n<function=add_numbers>\n<parameter=a>\nmany\n</parameter>\n</function>\n</tool_call>\n"
+
+
 def test_a_malformed_call_goes_back_as_its_error(engine):
-    bad = "<tool_call>\n<function=add_numbers>\n<parameter=a>\nmany\n</parameter>\n</function>\n</tool_call>\n"
-    box = Toolbox()
-    events, asked, script = loop(engine, [[bad], [call(2, 2)], ["4."]], toolbox=box)
+    box = Toolbox()  # constrain=False: as with a tool whose schema the grammar cannot honour
+    events, asked, script = loop(engine, [[BAD_CALL], [call(2, 2)], ["4."]], toolbox=box, constrain=False)
     results = [e for e in events if isinstance(e, ToolResult)]
     assert [r.status for r in results] == ["invalid", "ok"] and asked and box.calls == [{"a": 2, "b": 2}]
     assert "could not be run" in results[0].content and events[-1].answer_text == "4."
@@ -188,3 +190,28 @@ def test_long_values_are_folded_for_people():
     text = describe_arguments({"path": "/tmp/x", "body": "y" * 500, "nested": {"z": "w" * 300}}, fold=100)
     assert '"path": "/tmp/x"' in text and "(500 characters)" in text and "(300 characters)" in text
     assert "y" * 101 not in text
+
+
+def test_the_loop_keeps_calls_to_their_schemas():
+    """A model that starts a call writes one that can run: the loop asks for calls constrained to the
+    offered tools' schemas (grammar.constrainable), unless a schema is one the grammar cannot honour."""
+    seen = []
+
+    def stream(request, controls):
+        seen.append(request.strict_tools)
+        yield Done("end_of_turn", "", "no call", None, "full", None)
+
+    patterned = {"type": "function", "function": {"name": "grep", "description": "Searches.", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string", "pattern": "^a+$"}}, "required": ["q"]}}}
+    for tools, constrain in (((ADD,), True), ((ADD, patterned), True), ((ADD,), False), (None, True)):
+        request = ChatRequest(QUESTION, None, "full", tools=tools)
+        list(run_tool_loop(stream, request, Toolbox(), lambda c: ALLOW_ONCE, constrain=constrain))
+    assert seen == [True, False, False, False]
+
+
+def test_a_constrained_call_is_valid_where_the_model_would_have_written_a_bad_one(engine):
+    box = Toolbox()
+    events, _, _ = loop(engine, [[BAD_CALL], ["4."]], toolbox=box)
+    results = [e for e in events if isinstance(e, ToolResult)]
+    assert results and all(r.status == "ok" for r in results), [r.content for r in results]
+    assert all(isinstance(a["a"], int) and isinstance(a["b"], int) for a in box.calls)
