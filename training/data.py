@@ -317,6 +317,8 @@ class Mix:
     tools: float = 0.0  # share of conversations offered tools (tools_data.offered_tools)
     out_of_range: float = 0.0  # share of sums the demo cannot do: a number over 99, or below 0 on the way
     system: float = 0.0  # share of conversations with a system prompt of their own
+    tool_arithmetic: float = 0.75  # share of tool lists that hold an arithmetic tool
+    call_share: float = 0.5  # share of out-of-range sums with a tool trained on the call (the rest: the answer)
 
 
 def arithmetic_example(rng: random.Random, mix: Mix = Mix(), held_out: bool = False) -> tuple[Example, Problem]:
@@ -345,7 +347,8 @@ def talk_example(rng: random.Random) -> Example:
 
 
 def one_example(rng: random.Random, mix: Mix = Mix()) -> Example:
-    tools, arith = (tools_data.offered_tools(rng) if mix.tools and rng.random() < mix.tools else (None, None))
+    offered = mix.tools and rng.random() < mix.tools
+    tools, arith = tools_data.offered_tools(rng, mix.tool_arithmetic) if offered else (None, None)
     if rng.random() < mix.arithmetic:
         if mix.out_of_range and rng.random() < mix.out_of_range:
             ex = out_of_range_example(rng, mix, tools, arith)
@@ -491,7 +494,7 @@ def out_of_range_example(rng: random.Random, mix: Mix, tools: list[dict] | None,
         return Example(user, thinking, decline_text(p))
     tool = tools[arith]
     call = (tools_data.tool_name(tool), {tools_data.required_param(tool): p.compact})
-    if rng.random() < 0.5:
+    if rng.random() < mix.call_share:
         return Example(user, thinking, "", calls=(call,))
     loop = tool_loop(p, tools, arith, thinking if rng.random() < 0.8 else None, tool_result_text(rng, p.result))
     after = f"The tool says {p.result}." if rng.random() >= mix.thinking_off else None

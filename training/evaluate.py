@@ -35,16 +35,18 @@ import torch
 
 from runtime.auto_depth import Escalation
 from runtime.engine import Engine
-from runtime.events import THINKING, Done, Switch, Token
+from runtime.events import THINKING, Done, InvalidToolCall, Switch, Token, ToolCall
 from runtime.generate import ChatRequest, stream_chat
+from runtime.mcp.client import ToolOutcome
 from runtime.sampling import SamplingSettings
-from runtime.tool_calls import assistant_message, parse_tool_calls, tool_message
+from runtime.tool_calls import format_tool_call
+from runtime.tool_loop import ALLOW_ONCE, TOOL_LIMIT, ToolRound, run_tool_loop
 
 from . import tools_data
 from .data import BIG, NEGATIVE, answer_text, evaluation_out_of_range, evaluation_problems, out_of_range_kind, question
 
 BUDGET_FRACTIONS = (1 / 8, 1 / 4)  # of the checkpoint's thinking ceiling: the Quick and Balanced budgets
-NVFP4_KEYS = ("checkpoint", "stops", "in_conversation", "tool_use", "without_tools")
+NVFP4_KEYS = ("checkpoint", "stops", "in_conversation", "tool_use", "tool_use_constrained", "without_tools")
 
 
 def last_number(text: str) -> int | None:
@@ -171,20 +173,6 @@ def in_conversation(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
 MAX_CALLS = 3  # tool calls per reply, as a loop would bound them
 
 
-class _ToolsBound:
-    """An engine's ChatFormat with `tools` rendered into every prompt (runtime.generate's ChatRequest
-    has no tools field yet; the loop here needs only the prompt to carry them)."""
-
-    def __init__(self, chat, tools):
-        self._chat, self._tools = chat, tools
-
-    def __getattr__(self, name):
-        return getattr(self._chat, name)
-
-    def prompt_ids(self, messages, enable_thinking, truncate_history_thinking=True):
-        return self._chat.prompt_ids(messages, enable_thinking, truncate_history_thinking, tools=self._tools)
-
-
 def run_sum_tool(arguments: dict) -> str:
     """The evaluation's arithmetic tool: evaluates "145+23-7" (whole numbers, + and -) given as its one
     argument, or says why it cannot."""
@@ -196,52 +184,65 @@ def run_sum_tool(arguments: dict) -> str:
     return str(sum(int(t) for t in re.findall(r"[+-]?\d+", text)))
 
 
+class _SumToolbox:
+    """The tools of one question, for runtime.tool_loop: the arithmetic one evaluates the sum, any other
+    answers that it is not available here."""
+
+    def __init__(self, arithmetic: str | None):
+        self.arithmetic = arithmetic
+
+    def tool(self, name):
+        return None
+
+    def call(self, name, arguments, cancelled=None, timeout_s=None) -> ToolOutcome:
+        if name != self.arithmetic:
+            return ToolOutcome(f"error: {name} is not available", True)
+        content = run_sum_tool(arguments)
+        return ToolOutcome(content, content.startswith("error"))
+
+
 def tool_reply(engine: Engine, messages: tuple, tools: list[dict] | None, stop, max_new: int,
-               arithmetic: str | None) -> dict:
-    """One reply with tools offered, as a tool loop runs it: generate; if the answer calls tools, run
-    the arithmetic one (any other tool answers that it is not available here), append the call and
-    the results as the template renders them, and generate again (at most MAX_CALLS calls)."""
-    messages, calls, errors, rounds, started = list(messages), [], [], [], time.perf_counter()
-    chat = engine.chat
-    engine.chat = _ToolsBound(chat, tools) if tools else chat
-    try:
-        while True:
-            request = ChatRequest(tuple(messages), stop.think, stop.answer, stop.budget, max_new,
-                                  SamplingSettings(temperature=0), escalation=stop.escalation)
-            done, _ = reply(engine, request)
-            parsed = parse_tool_calls(done.answer_text, tools)
-            if not (parsed.calls or parsed.errors) and "<tool_call>" in done.thinking_text:
-                # a call written inside the thinking ends it (as engines treat the real model's)
-                inner = parse_tool_calls(done.thinking_text[done.thinking_text.index("<tool_call>"):], tools)
-                parsed = type(parsed)(parsed.content, inner.calls, inner.errors)
-            rounds.append({"thinking": done.thinking_text, "answer": done.answer_text})
-            calls += [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
-            errors += [{"reason": e.reason, "text": e.text} for e in parsed.errors]
-            if not parsed.calls or len(calls) > MAX_CALLS:
-                break
-            messages.append(assistant_message(parsed.calls, parsed.content,
-                                              reasoning=done.thinking_text.strip() or None))
-            results = [run_sum_tool(c.arguments) if c.name == arithmetic else f"error: {c.name} is not available"
-                       for c in parsed.calls]
-            rounds[-1]["results"] = results
-            messages += [tool_message(result) for result in results]
-    finally:
-        engine.chat = chat
-    final = parse_tool_calls(rounds[-1]["answer"], tools)
-    return {"calls": calls, "errors": errors, "rounds": rounds, "final": final.content,
-            "final_calls": bool(final.calls or final.errors), "latency_ms": 1000 * (time.perf_counter() - started)}
+               arithmetic: str | None, constrained: bool = False) -> dict:
+    """One reply with tools offered, run by the app's tool loop (runtime/tool_loop.py, every call
+    allowed, at most MAX_CALLS): `constrained` as the app runs it (calls kept to the tools' schemas
+    once the model opens one), or not, to measure the model's own calls."""
+    started = time.perf_counter()
+    request = ChatRequest(tuple(messages), stop.think, stop.answer, stop.budget, max_new,
+                          SamplingSettings(temperature=0), escalation=stop.escalation,
+                          tools=tuple(tools) if tools else None)
+    calls, errors, rounds, done = [], [], [], None
+    for event in run_tool_loop(lambda r, c: stream_chat(engine, r, c), request, _SumToolbox(arithmetic),
+                               lambda pending: ALLOW_ONCE, max_calls=MAX_CALLS, constrain=constrained):
+        if isinstance(event, ToolCall):
+            calls.append({"name": event.name, "arguments": event.arguments})
+        elif isinstance(event, InvalidToolCall):
+            errors.append({"reason": event.error, "text": event.text})
+        elif isinstance(event, ToolRound):
+            d = event.done
+            written = [format_tool_call(c.name, c.arguments) for c in d.tool_calls] + \
+                [c.text for c in d.invalid_tool_calls]
+            rounds.append({"thinking": d.thinking_text, "answer": (d.answer_text + "".join(written)).strip(),
+                           "results": [r.content for r in event.results]})
+        elif isinstance(event, Done):
+            done = event
+    if done.finish_reason != TOOL_LIMIT and not done.tool_calls:
+        rounds.append({"thinking": done.thinking_text, "answer": done.answer_text})
+    return {"calls": calls, "errors": errors, "rounds": rounds, "final": done.answer_text,
+            "final_calls": done.finish_reason == TOOL_LIMIT or bool(done.tool_calls or done.invalid_tool_calls),
+            "latency_ms": 1000 * (time.perf_counter() - started)}
 
 
 def default_level(engine: Engine):
     return next(s for s in engine.depth_levels() if s.name == engine.default_depth())
 
 
-def tool_use(engine: Engine, n: int, seed: int, log=print) -> dict:
+def tool_use(engine: Engine, n: int, seed: int, log=print, constrained: bool = False) -> dict:
     """Held-out tools (tools_data.HELD_OUT_TOOLS: names, parameter names and descriptions never trained),
     alone or beside another held-out tool, at the default stop: on held-out sums the demo cannot do, how
     often it calls, how many calls are valid (a tool offered, its required parameter, nothing else), how
     many name the arithmetic tool with the sum's expression, and how often the final answer is right;
-    on held-out sums it can do, how often it calls anyway and how often it is right."""
+    on held-out sums it can do, how often it calls anyway and how often it is right. `constrained`: the
+    calls kept to the tools' schemas, as the app's tool loop runs them (else the model's own calls)."""
     stop = default_level(engine)
     max_new = engine.thinking_ceiling + 64
     rng = random.Random(seed + 31)
@@ -254,7 +255,7 @@ def tool_use(engine: Engine, n: int, seed: int, log=print) -> dict:
         for p, (tools, k) in zip(problems, tool_lists):
             text = question(p, rng, held_out_phrasing=True)
             name = tools_data.tool_name(tools[k])
-            r = tool_reply(engine, ({"role": "user", "content": text},), tools, stop, max_new, name)
+            r = tool_reply(engine, ({"role": "user", "content": text},), tools, stop, max_new, name, constrained)
             right_call = any(c["name"] == name and run_sum_tool(c["arguments"]) == str(p.result) for c in r["calls"])
             rows[kind].append({"question": text, "expected": p.result, "numbers": len(p.numbers),
                                "kind": out_of_range_kind(p) or "in range", "tool": name, "offered": len(tools),
@@ -262,14 +263,15 @@ def tool_use(engine: Engine, n: int, seed: int, log=print) -> dict:
                                "calls": len(r["calls"]) + len(r["errors"]), "right_call": right_call,
                                "right": not r["final_calls"] and last_number(r["final"]) == p.result,
                                "latency_ms": round(r["latency_ms"], 1), "rounds": r["rounds"], "errors": r["errors"]})
-    summary = {"stop": stop.name, "tools": [t[0] for t in tools_data.HELD_OUT_TOOLS]}
+    summary = {"stop": stop.name, "tools": [t[0] for t in tools_data.HELD_OUT_TOOLS], "constrained": constrained}
     for kind, group in rows.items():
         summary[kind] = tool_summary(group)
     right = [r for r in rows["out_of_range"] if r["right"]]
     wrong = [r for r in rows["out_of_range"] if not r["right"]]
     summary["samples"] = [dict(r) for r in right[:2] + wrong[:max(2, 4 - len(right[:2]))]][:4]
     o, i = summary["out_of_range"], summary["in_range"]
-    log(f"tools ({stop.name}): out of range called {o['called']:.0%}, valid {o['valid_of_called']}, right call "
+    log(f"tools ({stop.name}, calls {'constrained' if constrained else 'free'}): out of range called "
+        f"{o['called']:.0%}, valid {o['valid_of_called']}, right call "
         f"{o['right_call']:.0%}, answer right {o['right']:.0%}; "
         f"in range called {i['called']:.0%}, right {i['right']:.0%}")
     return summary
@@ -321,7 +323,8 @@ def without_tools(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
                      if offered != "no tools" else None)
             r = tool_reply(engine, ({"role": "user", "content": text},), tools, stop, max_new, None)
             answer = r["rounds"][0]["answer"]
-            verdict = ("tool call" if r["calls"] or r["errors"] else "declined" if DECLINE.search(answer)
+            wrote_call = r["calls"] or r["errors"] or "<tool_call>" in answer  # (no tools: the text holds it)
+            verdict = ("tool call" if wrote_call else "declined" if DECLINE.search(answer)
                        else "right" if last_number(answer) == p.result else "wrong")
             rows.append({"question": text, "expected": p.result, "kind": out_of_range_kind(p), "verdict": verdict,
                          "reason_right": verdict == "declined" and decline_reason_right(p, answer),
@@ -369,6 +372,7 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
     result["samples"] = samples(result)
     result["in_conversation"] = in_conversation(engine, n, seed, log)
     result["tool_use"] = tool_use(engine, n, seed, log)
+    result["tool_use_constrained"] = tool_use(engine, n, seed, log, constrained=True)
     result["without_tools"] = without_tools(engine, n, seed, log)
     for section in ("per_submodel", "stops", "budget_control"):
         for row in result[section]:
@@ -405,7 +409,9 @@ def quick_tools(checkpoint: Path, n: int, seed: int = 0) -> dict:
     turn10 = Runner(engine, conversations(seed, n, 9), quiet).run(*(lambda s: (s.think, s.answer, s.budget,
                                                                               s.escalation))(default_level(engine)))
     tools = tool_use(engine, n, seed, quiet)
+    constrained = tool_use(engine, n, seed, quiet, constrained=True)
     return {"tool_use": {k: tools[k] for k in ("out_of_range", "in_range")},
+            "tool_use_constrained": {k: constrained[k] for k in ("out_of_range", "in_range")},
             "without_tools": [{k: v for k, v in r.items() if k != "samples"}
                               for r in without_tools(engine, n, seed, quiet)],
             "turn_10": turn10["accuracy"], "tool_samples": tools["samples"][:2]}
@@ -446,10 +452,15 @@ def tool_lines(result: dict, nvfp4: dict | None) -> list[str]:
              "the chat template renders them, and the model goes on. *Called*: the reply wrote a call; *valid*: "
              "every call parsed and fit the tool's schema (runtime/tool_calls.py); *right call*: the arithmetic "
              "tool with an expression worth the sum; *answer right*: the final answer's last number is the sum.", "",
-             "| checkpoint | sums | questions | called | valid (of called) | right call | answer right | "
+             "*Calls*: *free* are the model's own; *constrained* as the app's tool loop runs them (runtime/"
+             "tool_loop.py: once the model opens a call, the grammar keeps it to the offered tools' schemas).", "",
+             "| checkpoint | calls | sums | questions | called | valid (of called) | right call | answer right | "
              "big / below 0: answer right | alone / beside another: answer right | mean latency (ms) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, tu in (("fp32", t), ("NVFP4", (nvfp4 or {}).get("tool_use"))):
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    nv = nvfp4 or {}
+    for name, calls, tu in (("fp32", "free", t), ("fp32", "constrained", result.get("tool_use_constrained")),
+                            ("NVFP4", "free", nv.get("tool_use")),
+                            ("NVFP4", "constrained", nv.get("tool_use_constrained"))):
         if not tu:
             continue
         for kind, label in (("out_of_range", "out of range"), ("in_range", "in range (no call needed)")):
@@ -457,8 +468,9 @@ def tool_lines(result: dict, nvfp4: dict | None) -> list[str]:
             kinds = " / ".join(pct(r["by_kind"].get(k, {}).get("right")) for k in (BIG, NEGATIVE)) \
                 if kind == "out_of_range" else "-"
             offered = " / ".join(pct(r["by_offered"].get(k, {}).get("right")) for k in ("1", "2"))
-            lines.append(f"| {name} | {label} | {r['questions']} | {pct(r['called'])} | {pct(r['valid_of_called'])} | "
-                         f"{pct(r['right_call'])} | {pct(r['right'])} | {kinds} | {offered} | {r['mean_latency_ms']} |")
+            lines.append(f"| {name} | {calls} | {label} | {r['questions']} | {pct(r['called'])} | "
+                         f"{pct(r['valid_of_called'])} | {pct(r['right_call'])} | {pct(r['right'])} | {kinds} | "
+                         f"{offered} | {r['mean_latency_ms']} |")
     lines += ["", "## Sums out of range with no arithmetic tool", "",
               "Held-out sums the demo cannot do, with no tool offered, or with only a held-out tool that is not "
               "arithmetic. *Said it cannot*: the answer says it cannot (and what it can do); *with the right reason*: "
@@ -473,8 +485,8 @@ def tool_lines(result: dict, nvfp4: dict | None) -> list[str]:
                          f"{pct(r.get('reason_right_of_declined'))} | "
                          f"{pct(r['by_kind'][BIG])} / {pct(r['by_kind'][NEGATIVE])} | {pct(r['right'])} | "
                          f"{pct(r['wrong'])} | {pct(r['tool call'])} |")
-    lines += ["", "### A tool loop, verbatim", ""]
-    for s in t.get("samples", [])[:3]:
+    lines += ["", "### A tool loop, verbatim (calls constrained, as the app runs them)", ""]
+    for s in (result.get("tool_use_constrained") or t).get("samples", [])[:3]:
         verdict = "right" if s["right"] else f"wrong (expected {s['expected']})"
         lines += [f"**{s['tool']}** offered ({s['offered']} tool{'s' if s['offered'] > 1 else ''}), {verdict}: "
                   f"*{s['question']}*", "", "```"]

@@ -293,22 +293,48 @@ def chat_mix(mix: Mix) -> Mix:
                    history_sums=0.65)
 
 
+def drill_mix(mix: Mix) -> Mix:
+    """The last phase: the chat phase's long conversations, with more of them offered tools, nearly
+    always an arithmetic one, and the call itself trained more often than the answer from its result:
+    250 tools steps did not teach the model to copy a tool name it had never seen into its call."""
+    return replace(chat_mix(mix), tools=0.6, out_of_range=0.4, tool_arithmetic=0.9, call_share=0.7)
+
+
+PHASES = ("parent", "elastic", "polish", "settle", "tools", "chat", "drill")
+COMPANIONS = ("config.json", "elastic.json", "tokenizer.json", "tokenizer_config.json")
+STARTING_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors")  # of --init
+
+
 def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_size: int, lr: float, log=print,
           mix: Mix = Mix(), state_dir: Path | None = None, checkpoint_every: float = 180.0, polish_steps: int = 0,
-          settle_steps: int = 0, chat_steps: int = 0, tools_steps: int = 0):
+          settle_steps: int = 0, chat_steps: int = 0, tools_steps: int = 0, drill_steps: int = 0,
+          init: Path | None = None, init_phase: str = "drill"):
+    """`init`: a finished checkpoint (the shipped demo) whose weights and tokenizer the run starts from,
+    at `init_phase`, instead of training the phases before it again from the seed."""
     out = Path(out)
     settings = {"seed": seed, "parent_steps": parent_steps, "elastic_steps": elastic_steps,
                 "polish_steps": polish_steps, "settle_steps": settle_steps, "tools_steps": tools_steps,
-                "chat_steps": chat_steps, "max_len": MAX_LEN,
+                "chat_steps": chat_steps, "drill_steps": drill_steps, "max_len": MAX_LEN,
                 "batch_size": batch_size,
                 "lr": lr, "mix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(mix).items()},
                 "frames": FRAMES}
+    if init is not None:
+        if init_phase not in PHASES[1:]:
+            raise SystemExit(f"error: --init-phase must be one of {', '.join(PHASES[1:])}")
+        missing = [n for n in STARTING_FILES if not (Path(init) / n).is_file()]
+        if missing:
+            raise SystemExit(f"error: {init} is not a finished demo checkpoint (no {', '.join(missing)})")
+        settings |= {"init": str(Path(init).resolve()), "init_phase": init_phase}
     work = Path(state_dir) if state_dir else scratch_dir()
     progress = Progress(work, settings)
     started = time.time()
     try:
         state = progress.begin(log)
-        if state is None:
+        if state is None and init is not None:  # the weights and tokenizer of a finished run
+            for name in STARTING_FILES:
+                shutil.copy2(Path(init) / name, work / name)
+            log(f"starting from {init} at the {init_phase} phase")
+        elif state is None:
             build_tokenizer(corpus(seed), CONFIG["vocab_size"], work)
             initial_checkpoint(work, seed)
         chat = ChatFormat(work)
@@ -324,7 +350,7 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
                 for p, saved in zip(tm.parameters(), state["tensors"]):
                     p.copy_(saved)
 
-        phase = state["phase"] if state else "parent"
+        phase = state["phase"] if state else (init_phase if init is not None else "parent")
         if phase == "parent":
             train(tm, chat, seed, parent_steps, batch_size, lr, names, log, "parent", mix, progress, state,
                   checkpoint_every)
@@ -357,8 +383,14 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
                   progress, state, checkpoint_every)
             progress.save("chat", 0, tm, None)
             phase, state = "chat", None
-        # Conversations with up to twelve earlier turns, as a chat window builds them; tools still offered.
-        train(tm, chat, seed, chat_steps, batch_size, lr / 4, names, log, "chat", chat_mix(mix),
+        if phase == "chat":
+            # Conversations with up to twelve earlier turns, as a chat window builds them; tools still offered.
+            train(tm, chat, seed, chat_steps, batch_size, lr / 4, names, log, "chat", chat_mix(mix),
+                  progress, state, checkpoint_every)
+            progress.save("drill", 0, tm, None)
+            phase, state = "drill", None
+        # The same long conversations, weighted to tool calls (copying an unseen tool's name and parameter).
+        train(tm, chat, seed, drill_steps, batch_size, lr / 4, names, log, "drill", drill_mix(mix),
               progress, state, checkpoint_every)
 
         save_file(hub_tensors(cfg, tm.weights, tm.a_logs), str(work / "model.safetensors"), metadata={"format": "pt"})
@@ -378,9 +410,6 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
     shutil.rmtree(work, ignore_errors=True)
     log(f"wrote {out} in {time.time() - started:.0f} s")
     return out
-
-
-COMPANIONS = ("config.json", "elastic.json", "tokenizer.json", "tokenizer_config.json")
 
 
 def export_progress(state_dir: Path, out: Path) -> Path:
@@ -411,6 +440,11 @@ def main(argv=None):
     parser.add_argument("--settle-steps", type=int, default=800)
     parser.add_argument("--tools-steps", type=int, default=250)
     parser.add_argument("--chat-steps", type=int, default=150)
+    parser.add_argument("--drill-steps", type=int, default=300)
+    parser.add_argument("--init", type=Path, default=None, metavar="CHECKPOINT",
+                        help="start from a finished demo checkpoint's weights and tokenizer (e.g. assets/demo) "
+                             "at --init-phase, instead of training the earlier phases again from the seed")
+    parser.add_argument("--init-phase", choices=PHASES[1:], default="drill")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--trace", choices=sorted(TRACES), default="columns",
@@ -434,13 +468,13 @@ def main(argv=None):
         return
     if args.smoke:
         args.parent_steps, args.elastic_steps, args.polish_steps, args.settle_steps = 3, 3, 2, 2
-        args.tools_steps, args.chat_steps = 2, 2
+        args.tools_steps, args.chat_steps, args.drill_steps = 2, 2, 2
         args.batch_size = 4
     state = args.state or args.out.parent / f".{args.out.name}-train-state"
     build(args.out, args.seed, args.parent_steps, args.elastic_steps, args.batch_size, args.lr,
           mix=Mix(trace=args.trace), state_dir=state, checkpoint_every=args.checkpoint_every,
           polish_steps=args.polish_steps, settle_steps=args.settle_steps, tools_steps=args.tools_steps,
-          chat_steps=args.chat_steps)
+          chat_steps=args.chat_steps, drill_steps=args.drill_steps, init=args.init, init_phase=args.init_phase)
 
 
 if __name__ == "__main__":
