@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QPoint, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QLabel, QSizePolicy, QSlider, QStyle, QStyleOptionSlider, QVBoxLayout, QWidget
 
@@ -49,6 +49,8 @@ def slider_stops(stops, reasons: dict[str, str]) -> list[SliderStop]:
 class StopSlider(QSlider):
     """A slider that jumps to where it is clicked and rings its handle when it has focus."""
 
+    sig_ticks_moved = Signal()  # resized, or a font or style change moved its ticks
+
     def __init__(self):
         super().__init__(Qt.Orientation.Horizontal)
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
@@ -79,6 +81,15 @@ class StopSlider(QSlider):
                 and not self._rect(QStyle.SubControl.SC_SliderHandle).contains(event.position().toPoint())):
             self.setValue(self.value_at(event.position().x()))  # a jump, not Qt's one page step
         super().mousePressEvent(event)  # the handle is under the pointer now: a drag may follow
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.sig_ticks_moved.emit()
+
+    def changeEvent(self, event) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self.sig_ticks_moved.emit()
 
     def paintEvent(self, event) -> None:  # noqa: N802
         super().paintEvent(event)
@@ -137,6 +148,9 @@ class _TickLabels(QWidget):
         self.slider = slider
         self.labels: list[_StopLabel] = []
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        # The labels follow the ticks: a resize of this row alone is not enough, since the slider may
+        # get its new geometry after this row did, and a font change moves the ticks without a resize.
+        slider.sig_ticks_moved.connect(self.place)
 
     def set_labels(self, labels: list[_StopLabel]) -> None:
         for old in self.labels:
@@ -186,6 +200,12 @@ class _TickLabels(QWidget):
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
         self.place()
+
+    def changeEvent(self, event) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:  # the labels' sizes changed: so did what fits
+            self.updateGeometry()
+            self.place()
 
 
 # What a move does now, by the phase of the reply shown (controller.sig_live_phase).

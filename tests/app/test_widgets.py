@@ -181,3 +181,36 @@ def test_sparkline_labels_its_scale_maximum(qtbot):
     assert strip.sparkline.scale_label() == "max 5421 ms"  # the rest are not flattened by the prefill
     assert len(strip.sparkline.points) == 4  # it is still drawn (clipped to the top)
     assert "max" in strip.sparkline.toolTip()
+
+
+def test_the_labels_stay_under_their_ticks_through_resizes_a_splitter_and_a_font_change(qtbot):
+    from PySide6.QtGui import QFont
+    from PySide6.QtWidgets import QApplication, QSplitter, QTextEdit
+
+    top = QSplitter()
+    qtbot.addWidget(top)
+    top.addWidget(QTextEdit())
+    s = DepthSlider()
+    top.addWidget(s)
+    s.set_stops(slider_stops(demo_stops(), {}), "Off")
+    top.resize(900, 300)
+    top.show()
+    qtbot.waitExposed(top)
+
+    def drift():  # how far each inner label's centre is from its tick (the end ones sit inside the edges)
+        origin = s.ticks.mapFromGlobal(s.slider.mapToGlobal(QPoint(0, 0))).x()
+        return [abs(label.geometry().center().x() - (origin + s.slider.tick_x(i)))
+                for i, label in enumerate(s.labels)][1:-1]
+
+    app, font = QApplication.instance(), QApplication.font()
+    steps = [lambda: top.resize(1200, 300), lambda: top.resize(700, 300), lambda: top.resize(500, 300),
+             lambda: top.resize(1000, 300), lambda: top.setSizes([100, 800]),
+             lambda: app.setFont(QFont(font.family(), 20)), lambda: top.resize(1200, 300),
+             lambda: app.setFont(font), lambda: top.resize(700, 300)]
+    try:
+        for step in steps:
+            step()
+            app.processEvents()
+            assert max(drift()) <= 3, drift()
+    finally:
+        app.setFont(font)
