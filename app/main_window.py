@@ -214,6 +214,9 @@ class MainWindow(QMainWindow):
         self.undo = QPushButton("Undo")
         self.undo.setVisible(False)
         self.undo.clicked.connect(self.undo_delete)
+        self.use_port = QPushButton("")  # the server's port is taken: move it to a nearby free one
+        self.use_port.setVisible(False)
+        self.use_port.clicked.connect(self._use_free_port)
         self.retry_load = QPushButton("Try again")  # a remembered model that failed or crashed loading last time
         self.retry_load.setVisible(False)
         self.retry_load.clicked.connect(self._retry_load)
@@ -231,6 +234,7 @@ class MainWindow(QMainWindow):
         notes.addWidget(self.leave_out)
         notes.addWidget(self.take_back)
         notes.addWidget(self.undo)
+        notes.addWidget(self.use_port)
         notes.addWidget(self.retry_load)
         return notes
 
@@ -569,7 +573,7 @@ class MainWindow(QMainWindow):
         self.input.setFocus()
 
     def hide_error(self) -> None:
-        for w in (self.error, self.lower_depth, self.leave_out, self.take_back):
+        for w in (self.error, self.lower_depth, self.leave_out, self.take_back, self.use_port):
             w.setVisible(False)
 
     def new_chat(self) -> None:
@@ -637,11 +641,27 @@ class MainWindow(QMainWindow):
         goes away when the server runs or is turned off."""
         self.strip.set_server(status.summary)
         if status.error and status.error != self._server_error:
-            self.show_error(f"The local server is not running: {status.error}. Change its address or port "
+            instead = f"Use port {status.free_port}, or change" if status.free_port else "Change"
+            self.show_error(f"The local server is not running: {status.error}. {instead} its address or port "
                             "in Settings → Server, or turn it off there.")
+            if status.free_port:
+                self.use_port.setText(f"Use port {status.free_port}")
+                self.use_port.setToolTip(f"Serve on port {status.free_port} instead (saved in Settings → Server); "
+                                         "programs that use the server must be told the new address")
+                self.use_port.setProperty("port", status.free_port)
+                self.use_port.setVisible(True)
         elif not status.error and self._server_error and self.error.text().startswith("The local server "):
-            self.error.setVisible(False)
+            self.hide_error()
         self._server_error = status.error
+
+    def _use_free_port(self) -> None:
+        """The banner's offer when the port was taken: serve on the free one found, and keep it."""
+        port = self.use_port.property("port")
+        self.hide_error()
+        if port:
+            self.settings.server_port = int(port)
+            self.controller.save_settings()
+            self.controller.apply_server_settings()
 
     def copy_conversation(self) -> None:
         if self.controller.current is not None:
@@ -718,6 +738,7 @@ class MainWindow(QMainWindow):
         self.lower_depth.setVisible(bool(lower))
         self.leave_out.setVisible(False)
         self.take_back.setVisible(False)
+        self.use_port.setVisible(False)
         if lower:
             self.lower_depth.setText(f"Use {lower}")
             self.lower_depth.setToolTip(f"Switch the reasoning depth to {lower}, which needs less memory")

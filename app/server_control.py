@@ -31,6 +31,7 @@ class ServerStatus:
     in_flight: str | None  # the server request holding the engine, with its progress
     waiting: int  # requests (the chat's included) waiting for the engine
     error: str = ""  # why the server is not running, in one line
+    free_port: int | None = None  # the port was taken: a nearby one that was free (None: none, or not that)
 
     @property
     def summary(self) -> str:
@@ -51,6 +52,7 @@ class ServerControl(QObject):
         self.queue = queue
         self.server = None  # runtime.server.runner.ServerThread
         self.error = ""
+        self.free_port: int | None = None  # with a taken port's error: a nearby free one to offer
         self._busy = threading.Lock()  # one start or stop at a time
         self._last: ServerStatus | None = None
         self._wanted = 0  # bumped by every start and stop: a start that finishes late sees it was undone
@@ -71,7 +73,7 @@ class ServerControl(QObject):
                          name="server start", daemon=True).start()
 
     def _start(self, host: str, port: int, api_key: str | None, web: tuple, wanted: int) -> None:
-        from runtime.server.runner import ServerThread  # noqa: PLC0415 (FastAPI loads only when serving)
+        from runtime.server.runner import PortTaken, ServerThread  # noqa: PLC0415 (FastAPI loads only when serving)
 
         with self._busy:
             if wanted != self._wanted:
@@ -79,9 +81,12 @@ class ServerControl(QObject):
             try:
                 server = ServerThread(self.queue, host, port, api_key, allow_hosts=web[0],
                                       allow_origins=web[1]).start()
-                self.error = ""
-            except ElasticError as e:  # a taken port, an open host without a key: one line for the user
-                self.error = str(e)
+                self.error, self.free_port = "", None
+            except PortTaken as e:  # in the app's words (the message is the command line's)
+                self.error, self.free_port = f"port {e.port} on {e.host} is used by another program", e.free
+                return
+            except ElasticError as e:  # an open host without a key: one line for the user
+                self.error, self.free_port = str(e), None
                 return
             except Exception as e:
                 log.exception("the server did not start")
@@ -95,7 +100,7 @@ class ServerControl(QObject):
     def stop(self, wait: bool = False) -> None:
         """Stops the server's replies and the server (the chat window's reply is not touched)."""
         self._wanted += 1
-        self.error = ""
+        self.error, self.free_port = "", None
         server, self.server = self.server, None
         if server is None:
             return
@@ -121,7 +126,8 @@ class ServerControl(QObject):
         state = self.queue.snapshot()
         in_flight = state.running if state.running and state.running.startswith("server") else None
         error = self.error or (f"stopped: {server.error}" if server is not None and server.error else "")
-        return ServerStatus(running, server.address if running else "", in_flight, len(state.waiting), error)
+        return ServerStatus(running, server.address if running else "", in_flight, len(state.waiting), error,
+                            self.free_port if self.error else None)
 
     def _poll(self) -> None:
         status = self.status()

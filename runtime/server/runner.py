@@ -66,6 +66,30 @@ def check_listen(host: str, port: int, api_key: str | None, allow_hosts=(), allo
                          "(clients send it as 'Authorization: Bearer KEY'), or leave --host at 127.0.0.1")
 
 
+PORT_IN_USE = (98, 10048, 48)  # EADDRINUSE on Linux, Windows, macOS
+
+
+class PortTaken(UsageError):
+    """The port is in use by another program; `free` is a nearby port that is not (None: none found).
+    The message is the command line's; the app words it for its own controls."""
+
+    def __init__(self, host: str, port: int, strerror: str, free: int | None):
+        super().__init__(f"cannot listen on {host}:{port}: {strerror}; choose another with --port")
+        self.host, self.port, self.free = host, port, free
+
+
+def nearby_free_port(host: str, port: int, tries: int = 20) -> int | None:
+    """The first port after `port` that `host` can listen on now (it may be taken again by the time it
+    is used: the caller binds it as usual)."""
+    for candidate in range(port + 1, min(65535, port + tries) + 1):
+        try:
+            bind(host, candidate).close()
+        except UsageError:
+            continue
+        return candidate
+    return None
+
+
 def bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -78,8 +102,9 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as e:
         sock.close()
-        hint = "; choose another with --port" if e.errno in (98, 10048, 48) else ""
-        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}{hint}") from None
+        if e.errno in PORT_IN_USE:
+            raise PortTaken(host, port, e.strerror, nearby_free_port(host, port)) from None
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror}") from None
     sock.listen(64)
     sock.setblocking(False)
     return sock

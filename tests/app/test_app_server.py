@@ -202,9 +202,10 @@ def test_a_taken_port_is_reported_in_the_strip_and_the_banner_and_a_free_one_fix
         try:
             server = w.controller.server
             qtbot.waitUntil(lambda: w.strip.server.text().startswith("Server: "), timeout=60000)
-            assert f"127.0.0.1:{port}" in w.strip.server.text() and not server.status().running
+            assert f"port {port} on 127.0.0.1" in w.strip.server.text() and not server.status().running
             assert w.error.isVisible() and "local server is not running" in w.error.text()
             assert "Settings → Server" in w.error.text()
+            assert "--port" not in w.error.text() and "used by another program" in w.error.text()
             free = free_port()
             settings_dialog_does(monkeypatch, lambda d: d.server_box.port.setValue(free))
             w.open_settings(tab=2)
@@ -214,6 +215,41 @@ def test_a_taken_port_is_reported_in_the_strip_and_the_banner_and_a_free_one_fix
             assert not w.error.isVisible()  # the banner went with the failure
         finally:
             w.close()
+
+
+def test_a_taken_port_offers_a_free_one_and_one_click_serves_there_and_keeps_it(qtbot, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=40, server_enabled=True, server_port=port))
+        try:
+            server = w.controller.server
+            qtbot.waitUntil(lambda: w.use_port.isVisible(), timeout=60000)
+            offered = w.use_port.property("port")
+            assert offered != port and w.use_port.text() == f"Use port {offered}"
+            assert f"Use port {offered}, or change" in w.error.text()
+            w.use_port.click()
+            qtbot.waitUntil(lambda: server.status().running, timeout=60000)
+            assert server.status().address == f"http://127.0.0.1:{offered}/v1"
+            assert not w.error.isVisible() and not w.use_port.isVisible()
+            saved = json.loads((tmp_path / "data" / "settings.json").read_text())
+            assert saved["server_port"] == offered  # kept: the next start serves there too
+        finally:
+            w.close()
+
+
+def test_the_command_line_keeps_its_own_advice_for_a_taken_port():
+    from runtime.server.runner import PortTaken, bind
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        with pytest.raises(PortTaken) as e:
+            bind("127.0.0.1", port)
+    assert str(e.value).endswith("; choose another with --port") and e.value.port == port
+    assert e.value.free is None or e.value.free > port
 
 
 @pytest.mark.slow
