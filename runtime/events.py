@@ -15,6 +15,7 @@ valid call was made).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 THINKING, ANSWER = "thinking", "answer"
@@ -34,6 +35,12 @@ class Progress:
     thinking_ms: float = 0.0  # request start to the thought's last sampled token (0: it did not think)
     ttft_ms: float = 0.0  # request start to the first token (0 before it)
     tokens_per_s: float = 0.0  # decode speed after the first token, so far
+    # The thought's budget as of this event (Think longer and a depth move change it; None: unbounded,
+    # 0: no thinking). Not in to_dict: Done carries the final one as `thinking_budget`.
+    thinking_budget: int | None = None
+    # The thought's submodels in the order they worked, a submodel again where the thought came back to
+    # it: (("0.5M", 5), ("1.0M", 20), ("0.5M", 3)). Not in to_dict (thinking_by_submodel has the totals).
+    thinking_path: tuple[tuple[str, int], ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -44,6 +51,48 @@ class Progress:
                 "thinking_by_submodel": dict(self.thinking_by_submodel),
                 "answer_by_submodel": dict(self.answer_by_submodel), "elapsed_ms": self.elapsed_ms,
                 "thinking_ms": self.thinking_ms, "ttft_ms": self.ttft_ms, "tokens_per_s": self.tokens_per_s}
+
+
+class ReplyTally:
+    """A reply's running totals, kept by whatever produces its events (runtime/generate.py on this PC,
+    runtime/remote/reply.py for a server's model): tokens per phase, per submodel in the order they
+    worked, and the times Progress reports (perf_counter() seconds, None before they happen)."""
+
+    def __init__(self):
+        self.counts = {THINKING: 0, ANSWER: 0}
+        self.by_submodel: dict[str, dict[str, int]] = {THINKING: {}, ANSWER: {}}  # phase -> submodel -> tokens
+        self.started = self.first_at = self.last_at = self.thought_at = None
+        self.thinking_path: list[list] = []  # [submodel, tokens] runs, in order
+
+    @property
+    def tokens(self) -> int:
+        return self.counts[THINKING] + self.counts[ANSWER]
+
+    def count(self, phase: str, submodel: str) -> None:
+        """One more token of `phase`, produced by `submodel`."""
+        self.counts[phase] += 1
+        by = self.by_submodel[phase]
+        by[submodel] = by.get(submodel, 0) + 1
+        if phase == THINKING:
+            if self.thinking_path and self.thinking_path[-1][0] == submodel:
+                self.thinking_path[-1][1] += 1
+            else:
+                self.thinking_path.append([submodel, 1])
+
+    def progress(self, thinking_budget: int | None = None) -> Progress:
+        now, started, first = time.perf_counter(), self.started, self.first_at
+        decode_s = self.last_at - first if first is not None else 0.0
+        return Progress(
+            self.counts[THINKING], self.counts[ANSWER], tuple(self.by_submodel[THINKING].items()),
+            tuple(self.by_submodel[ANSWER].items()), elapsed_ms=_ms(now - started),
+            thinking_ms=_ms(self.thought_at - started) if self.thought_at else 0.0,
+            ttft_ms=_ms(first - started) if first else 0.0,
+            tokens_per_s=round((self.tokens - 1) / decode_s, 3) if decode_s > 0 else 0.0,
+            thinking_budget=thinking_budget, thinking_path=tuple((name, n) for name, n in self.thinking_path))
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from .events import (
     Event,
     InvalidToolCall,
     Progress,
+    ReplyTally,
     Switch,
     Token,
     ToolCall,
@@ -191,10 +192,8 @@ class _Reply:
         self.current = self.think_sub or request.answer_submodel
         self.finish: str | None = None
         # The reply's record: what every event reports (Progress) and Done's texts, kept only here.
-        self.counts = {THINKING: 0, ANSWER: 0}
-        self.by_submodel: dict[str, dict[str, int]] = {THINKING: {}, ANSWER: {}}  # phase -> submodel -> tokens
+        self.tally = ReplyTally()  # counts per phase and submodel, and the times
         self.texts = {THINKING: [], ANSWER: []}  # exactly the texts of the Token events yielded
-        self.started = self.first_at = self.last_at = self.thought_at = None  # perf_counter() seconds
         self.switches: list[Switch] = []
         self.decoder = self.chat.stream_decoder()
         self.budget_hit = False
@@ -230,7 +229,7 @@ class _Reply:
         values may use the room the reply has left."""
         if not self.constrained:
             return
-        room = self.max_new - self.counts[THINKING] - self.counts[ANSWER]
+        room = self.max_new - self.tally.tokens
         self.call_size = largest_call(self.tools, self.req.tool_name, self.req.parallel_tool_calls, room)
         self.constraint = Constraint(self.chat, self._grammar(room), self.engine.model.config.vocab_size,
                                      self.engine.model.device)
@@ -246,7 +245,7 @@ class _Reply:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> Iterator[Event]:
-        self.started = time.perf_counter()
+        self.tally.started = time.perf_counter()
         error = None
         try:
             prefill, logits = self.engine.catch_up(self.current, self.context, self.boundary, self.controls,
@@ -269,13 +268,13 @@ class _Reply:
                     yield self._escalate()  # the token is not kept: the submodel above decides it
                     continue
                 now = time.perf_counter()
-                latency = (now - (self.last_at or self.started)) * 1000
-                self.first_at, self.last_at = self.first_at or now, now
+                latency = (now - (self.tally.last_at or self.tally.started)) * 1000
+                self.tally.first_at, self.tally.last_at = self.tally.first_at or now, now
                 if self.phase == THINKING:
                     yield from self._thinking_token(token, latency)
                 else:
                     yield from self._answer_token(token, latency)
-                if self.finish is None and self.counts[THINKING] + self.counts[ANSWER] >= self.max_new:
+                if self.finish is None and self.tally.tokens >= self.max_new:
                     self.finish = LENGTH
         except StopRequested:
             self.finish = STOPPED
@@ -305,9 +304,7 @@ class _Reply:
 
     def _count(self, token: int) -> None:
         """One more token of the current phase, produced by the current submodel, in the context."""
-        self.counts[self.phase] += 1
-        by = self.by_submodel[self.phase]
-        by[self.current] = by.get(self.current, 0) + 1
+        self.tally.count(self.phase, self.current)
         self.context.append(token)
 
     def _token(self, text: str, token: int | None, latency: float = 0.0, forced: bool = False) -> Token:
@@ -320,15 +317,7 @@ class _Reply:
         return Token(text, token, self.phase, self.current, latency, forced, self._progress())
 
     def _progress(self) -> Progress:
-        now, started, first = time.perf_counter(), self.started, self.first_at
-        generated = self.counts[THINKING] + self.counts[ANSWER]
-        decode_s = self.last_at - first if first is not None else 0.0
-        return Progress(
-            self.counts[THINKING], self.counts[ANSWER], tuple(self.by_submodel[THINKING].items()),
-            tuple(self.by_submodel[ANSWER].items()), elapsed_ms=_ms(now - started),
-            thinking_ms=_ms(self.thought_at - started) if self.thought_at else 0.0,
-            ttft_ms=_ms(first - started) if first else 0.0,
-            tokens_per_s=round((generated - 1) / decode_s, 3) if decode_s > 0 else 0.0)
+        return self.tally.progress(self.budget if self.think_sub else 0)
 
     # ------------------------------------------------------------------ thinking
 
@@ -339,7 +328,7 @@ class _Reply:
             self.thinking_end = "model"
             yield from self._start_answer(self._end_thinking_tokens())
             return
-        self.thought_at = self.last_at
+        self.tally.thought_at = self.tally.last_at
         if token == self.special.think_end:  # the model ended its thinking itself
             self.thinking_end = "model"
             yield from self._start_answer([token], latency, forced=False)
@@ -361,7 +350,7 @@ class _Reply:
             keep = opening_held(text)
             text, self.think_held = text[:len(text) - keep], text[len(text) - keep:]
         yield self._token(text, token, latency)
-        n = self.counts[THINKING]
+        n = self.tally.counts[THINKING]
         if n >= self.soft_limit and ("\n" in text or n >= self.hard_limit):
             self.budget_hit, self.thinking_end = True, "budget"
             yield from self._start_answer(self._end_thinking_tokens())
@@ -388,7 +377,7 @@ class _Reply:
         if steer.budget is not None:
             self._set_budget(steer.budget)
         if steer.more and self.budget is not None:
-            self._set_budget(max(self.budget, self.counts[THINKING]) + steer.more)
+            self._set_budget(max(self.budget, self.tally.counts[THINKING]) + steer.more)
 
     def _end_thinking_tokens(self) -> list[int]:
         """`</think>`, on a line of its own."""
@@ -449,7 +438,7 @@ class _Reply:
                 text, self.finish = text[:text.index(stop)], STOP_STRING
         if self.finish is None:
             text, self.held = _hold_back(text, self.req.stop_strings)
-        if self.finish is None and self.counts[THINKING] + self.counts[ANSWER] >= self.max_new:
+        if self.finish is None and self.tally.tokens >= self.max_new:
             self.finish = LENGTH
             tail, more = self._tail()  # the reply's last token carries what was still held back
             text, calls = text + tail, calls + more
@@ -482,7 +471,7 @@ class _Reply:
                 event = ToolCall(f"call_{uuid.uuid4().hex[:24]}", p.name, p.arguments, len(self.calls),
                                  self._progress())
                 self.calls.append(event)
-                room = self.max_new - self.counts[THINKING] - self.counts[ANSWER]
+                room = self.max_new - self.tally.tokens
                 one_only = not self.req.parallel_tool_calls
                 if self.finish is None and (one_only or (self.constraint is not None and room < self.call_size)):
                     self.finish = TOOL_CALLS  # (constrained: another call might not finish in the room left)
@@ -539,10 +528,6 @@ def _offered_tools(request: ChatRequest) -> tuple[dict, ...] | None:
         raise UsageError(f"the forced tool {request.tool_name[:40]!r} is not offered "
                          f"(offered: {', '.join(sorted(names))[:200]})")
     return tools
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 3)
 
 
 def _last_index(ids: list[int], token: int | None) -> int | None:

@@ -37,6 +37,7 @@ from ..events import (
     Done,
     Event,
     Progress,
+    ReplyTally,
     Switch,
     Token,
 )
@@ -108,10 +109,8 @@ class _RemoteReply:
         self.current = self.think_sub or request.answer_submodel
         self.phase = THINKING if self.think_sub else ANSWER
         # The reply's record, kept as generate._Reply keeps it.
-        self.counts = {THINKING: 0, ANSWER: 0}
-        self.by_submodel: dict[str, dict[str, int]] = {THINKING: {}, ANSWER: {}}
+        self.tally = ReplyTally()
         self.texts: dict[str, list[str]] = {THINKING: [], ANSWER: []}
-        self.started = self.first_at = self.last_at = self.thought_at = None
         self.switches: list[Switch] = []
         self.answering = False
         self.finish: str | None = None
@@ -120,7 +119,7 @@ class _RemoteReply:
     # ------------------------------------------------------------------ the run
 
     def run(self) -> Iterator[Event]:
-        self.started = time.perf_counter()
+        self.tally.started = time.perf_counter()
         error = None
         try:
             mode = self.model.mode
@@ -199,7 +198,7 @@ class _RemoteReply:
         self.think_sub = think if think in self.model.submodels else None
         self.budget_hit = info.get("budget_hit") is True
         ended = info.get("thinking_end")
-        self.thinking_end = ended if ended in THINKING_ENDS else ("model" if self.counts[ANSWER] else "")
+        self.thinking_end = ended if ended in THINKING_ENDS else ("model" if self.tally.counts[ANSWER] else "")
         said = info.get("finish_reason")
         self.finish = said if said in ENGINE_FINISH else FINISH.get(final.finish, END_OF_TURN)
 
@@ -260,7 +259,7 @@ class _RemoteReply:
                 return
             thought = "".join(self.texts[THINKING])
             messages = messages + [{"role": "assistant", "content": "", "reasoning_content": thought}]
-        left = req.max_new_tokens - self.counts[THINKING]
+        left = req.max_new_tokens - self.tally.counts[THINKING]
         body = self._body(self.model.model_id(req.answer_submodel), messages, max(1, left))
         body["chat_template_kwargs"] = {"enable_thinking": self.think_sub is not None}
         if self.think_sub is not None:
@@ -275,7 +274,7 @@ class _RemoteReply:
                                       "continue_final_message (vLLM, SGLang)")
                 if phase == ANSWER and text:
                     if not seen and req.answer_submodel != self.current:
-                        thought_tokens = self.counts[THINKING]
+                        thought_tokens = self.tally.counts[THINKING]
                         yield self._switch(req.answer_submodel, thought_tokens, (time.perf_counter() - asked) * 1000)
                     seen += 1
                     yield self._token(text)
@@ -305,7 +304,7 @@ class _RemoteReply:
                         return (yield from self._close_thought())
                     if phase == THINKING and text:
                         yield self._token(text)
-                        n = self.counts[THINKING]
+                        n = self.tally.counts[THINKING]
                         if n >= soft and ("\n" in text or n >= hard):
                             self.budget_hit, self.thinking_end = True, "budget"
                             return (yield from self._close_thought())
@@ -321,7 +320,7 @@ class _RemoteReply:
 
     def _close_thought(self) -> Iterator[Event]:
         """The thought ends on a line of its own, as generate.py ends it."""
-        self.thought_at = self.last_at
+        self.tally.thought_at = self.tally.last_at
         if not "".join(self.texts[THINKING]).endswith("\n"):
             yield self._token("\n", forced=True)
 
@@ -329,20 +328,18 @@ class _RemoteReply:
 
     def _phase(self, phase: str) -> None:
         if phase == ANSWER and self.phase == THINKING:
-            self.thought_at = self.thought_at or self.last_at
+            self.tally.thought_at = self.tally.thought_at or self.tally.last_at
         self.phase = phase
 
     def _token(self, text: str, forced: bool = False) -> Token:
         now = time.perf_counter()
-        latency = 0.0 if forced else (now - (self.last_at or self.started)) * 1000
+        latency = 0.0 if forced else (now - (self.tally.last_at or self.tally.started)) * 1000
         if not forced:
-            self.first_at, self.last_at = self.first_at or now, now
+            self.tally.first_at, self.tally.last_at = self.tally.first_at or now, now
         if self.phase == ANSWER and not self.answering:  # the line break after </think>: dropped once
             text = text.lstrip("\n")
             self.answering = bool(text)
-        self.counts[self.phase] += 1
-        by = self.by_submodel[self.phase]
-        by[self.current] = by.get(self.current, 0) + 1
+        self.tally.count(self.phase, self.current)
         self.texts[self.phase].append(text)
         return Token(text, None, self.phase, self.current, latency, forced, self._progress())
 
@@ -353,15 +350,7 @@ class _RemoteReply:
         return event
 
     def _progress(self) -> Progress:
-        now, started, first = time.perf_counter(), self.started, self.first_at
-        generated = self.counts[THINKING] + self.counts[ANSWER]
-        decode_s = self.last_at - first if first is not None else 0.0
-        return Progress(
-            self.counts[THINKING], self.counts[ANSWER], tuple(self.by_submodel[THINKING].items()),
-            tuple(self.by_submodel[ANSWER].items()), elapsed_ms=_ms(now - started),
-            thinking_ms=_ms(self.thought_at - started) if self.thought_at else 0.0,
-            ttft_ms=_ms(first - started) if first else 0.0,
-            tokens_per_s=round((generated - 1) / decode_s, 3) if decode_s > 0 else 0.0)
+        return self.tally.progress(self.req.thinking_budget if self.think_sub else 0)
 
     def _done(self, error: str | None) -> Done:
         return Done(
@@ -370,10 +359,6 @@ class _RemoteReply:
             answer_submodel=self.req.answer_submodel,
             thinking_budget=self.req.thinking_budget if self.think_sub else 0, budget_hit=self.budget_hit,
             thinking_end=self.thinking_end, switches=tuple(self.switches), error=error, progress=self._progress())
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 3)
 
 
 def _count(value) -> bool:
