@@ -74,9 +74,12 @@ class Reply:
         context = {"prompt_tokens": self.prompt_tokens} if self.prompt_tokens is not None else {}
         if self.dropped:
             context["context_dropped"] = self.dropped
+        p = self.progress
+        budget = p.thinking_budget if p.elapsed_ms else self.level.budget  # the runtime's, once it has said
+        path = {"thinking_path": [list(run) for run in p.thinking_path]} if len(p.thinking_path) > 1 else {}
         return {**context, "depth": self.level.name, "think_submodel": self.level.think,
                 "answer_submodel": self.level.answer,
-                "thinking_budget": self.level.budget if self.level.think else 0, **self.progress.to_dict(),
+                "thinking_budget": budget if self.level.think else 0, **p.to_dict(), **path,
                 "switch": answer_switch.to_dict() if answer_switch else {},
                 "switches": [s.to_dict() for s in self.switches],
                 **({"tool_rounds": self.shown_rounds()} if self.rounds or self.calls else {})}
@@ -119,7 +122,8 @@ class ChatController(QObject):
     sig_chat_shown = Signal(int, object, object)  # conversation id, list[Message], id of its streaming message or None
     sig_messages_added = Signal(int, object, object)  # conversation id, list[Message], streaming message id or None
     sig_reply_started = Signal(int, int, str, str)  # conversation id, message id, submodel about to work, phase
-    sig_stream = Signal(int, int, str, str, str, bool)  # conv id, message id, answer, thinking, submodel, thinking live
+    # conv id, message id, answer, thinking, submodel, thinking live, the last event's runtime.events.Progress
+    sig_stream = Signal(int, int, str, str, str, bool, object)
     sig_token = Signal(str, str, float, float, float)  # submodel, phase, latency ms, TTFT ms, tokens/s so far
     sig_switch = Signal(str, str, int, float, str)  # from, to, re-prefilled tokens, ms, reason (Switch.reason)
     sig_reply_done = Signal(int, object)  # conversation id, the saved Message
@@ -920,7 +924,7 @@ class ChatController(QObject):
             if r.dirty:
                 r.dirty = False
                 self.sig_stream.emit(r.conversation_id, r.message_id, "".join(r.answer), "".join(r.thinking),
-                                     r.submodel, r.phase == "thinking")
+                                     r.submodel, r.phase == "thinking", r.progress)
 
     @_refuses_read_only
     def _persist(self) -> None:

@@ -75,12 +75,15 @@ META_TYPES = {"think_submodel": (str, type(None)), "answer_submodel": str, "fini
               "elapsed_ms": "number", "switch": dict, "thinking_end": str,
               # {"0.5M": 40, "1.0M": 12}: tokens per submodel, in the order they worked
               "thinking_by_submodel": dict, "answer_by_submodel": dict,
+              # [["0.5M", 5], ["1.0M", 20], ["0.5M", 3]]: the thought's stretches in order (when it moved)
+              "thinking_path": list,
               # every switch of the reply: Switch.to_dict(), {"from", "to", "reprefill_tokens", "ms", "reason", ...}
               "switches": list,
               # the prompt's tokens as the model read it, and the earliest messages left out to fit the context
               "prompt_tokens": "number", "context_dropped": "number",
               # a user message's files as context (app/state/attachments.py): [{"name", "text", "kind"}]
               "attachments": list}
+MAX_PATH = 1024  # a thought's stretches on one submodel, at most (a longer one is not a record this app wrote)
 DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 
 
@@ -583,6 +586,9 @@ def _meta(value) -> tuple[dict, bool]:
             ok = all(isinstance(x, dict) and _is_switch(x) for x in v)
         elif ok and key == "attachments":
             ok = valid_attachments(v)
+        elif ok and key == "thinking_path":
+            ok = len(v) <= MAX_PATH and all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str)
+                                            and _is_count(x[1]) for x in v)
         elif ok and key in ("thinking_by_submodel", "answer_by_submodel"):
             ok = all(isinstance(name, str) and _is_count(n) for name, n in v.items())
         if ok:

@@ -108,8 +108,14 @@ class ThinkingBlock(QFrame):
         self.body.setVisible(open_)
         self.toggle.setArrowType(Qt.ArrowType.DownArrow if open_ else Qt.ArrowType.RightArrow)
 
-    def set_live(self, text: str, submodel: str = "") -> None:
-        self.toggle.setText(f"Thinking on {submodel}…" if submodel else "Thinking…")
+    def set_live(self, text: str, submodel: str = "", progress=None) -> None:
+        """`progress`: the reply's last runtime.events.Progress, for "Thinking on 1.0M… 34 of 120 tokens"
+        (the budget as it is now: Think longer and a depth move change it)."""
+        count = ""
+        if progress is not None and progress.thinking_tokens:
+            n, budget = progress.thinking_tokens, progress.thinking_budget
+            count = f" {n} of {budget} tokens" if budget else f" {n} tokens"
+        self.toggle.setText((f"Thinking on {submodel}…" if submodel else "Thinking…") + count)
         _set_plain(self.body, text)
 
     def finish(self, text: str, summary: str) -> None:
@@ -220,11 +226,11 @@ class MessageWidget(QFrame):
         if blocks:
             self.rendered_source = "\n".join(answer.split("\n")[:self.rendered[-1].end])
 
-    def update_stream(self, answer: str, thinking: str, submodel: str, thinking_live: bool) -> None:
+    def update_stream(self, answer: str, thinking: str, submodel: str, thinking_live: bool, progress=None) -> None:
         if self.thinking:  # shown while it thinks or has thought (an answer-only reply has none)
             self.thinking.setVisible(bool(thinking) or thinking_live)
             if thinking_live:
-                self.thinking.set_live(thinking, submodel)
+                self.thinking.set_live(thinking, submodel, progress)
         blocks, tail = split_blocks(answer, self._resume_at(answer))
         self._render(answer, blocks)
         _set_plain(self.tail, tail if (tail or answer) else ("" if thinking_live else "…"))
@@ -248,9 +254,13 @@ class MessageWidget(QFrame):
 
 def thinking_summary(meta: dict) -> str:
     """ "Thought for 2.1 s on 1.0M · 25 tokens, budget hit"; where the thought moved between submodels (the
-    depth was changed during it), each one's share: "Thought for 2.1 s · 5 tokens on 0.5M, then 20 on 1.0M".
+    depth was changed during it), each stretch in order: "Thought for 2.1 s · 5 tokens on 0.5M, then 20 on
+    1.0M, then 3 on 0.5M".
     An unfinished reply says so instead of inventing numbers."""
     by = list((meta.get("thinking_by_submodel") or {}).items())  # as the history reads it: {name: tokens}
+    path = meta.get("thinking_path") or []  # in order, a submodel again where the thought came back to it
+    if len(path) > 1:
+        by = [tuple(run) for run in path]
     who = meta.get("think_submodel") or "?"
     if len(by) == 1:
         who = by[0][0]
@@ -358,10 +368,11 @@ class ChatView(QScrollArea):
         self._stick = True
         self._update_regenerate()
 
-    def stream(self, cid: int, message_id: int, answer: str, thinking: str, submodel: str, live: bool) -> None:
+    def stream(self, cid: int, message_id: int, answer: str, thinking: str, submodel: str, live: bool,
+               progress=None) -> None:
         w = self.message_widget(message_id) if cid == self.cid else None
         if w is not None:
-            w.update_stream(answer, thinking, submodel, live)
+            w.update_stream(answer, thinking, submodel, live, progress)
 
     def tool_rounds(self, cid: int, message_id: int, rounds: list) -> None:
         w = self.message_widget(message_id) if cid == self.cid else None

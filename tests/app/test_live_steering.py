@@ -20,7 +20,7 @@ from app.widgets.chat_view import thinking_summary
 from app.widgets.depth_slider import DepthSlider, slider_stops
 from app.widgets.live_strip import LiveStrip
 from runtime.generate import GRACE_TOKENS
-from tests.app_support import LONG, SUM, finish, hold, make_window, warmed_up
+from tests.app_support import LONG, SUM, finish, held_at, hold, make_window, warmed_up
 from tests.paths import ROOT
 
 CEILING = 64
@@ -60,7 +60,7 @@ def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, w
     w, c = window, window.controller
     reply, controls = hold(qtbot, w, gate, "Quick", at=4)  # 0.5M has thought 3 tokens
     # the view takes the controller's text at its next flush (a timer), so wait for it rather than race it
-    qtbot.waitUntil(lambda: w.chat.widgets[-1].thinking.toggle.text() == "Thinking on 0.5M…", timeout=LONG)
+    qtbot.waitUntil(lambda: w.chat.widgets[-1].thinking.toggle.text().startswith("Thinking on 0.5M…"), timeout=LONG)
     assert "applies now to this thought" in w.depth.detail.text()
     w.depth.jump(2)  # a click on Balanced's label: 1.0M thinks, 16 tokens in all
     assert c.depth == "Balanced" and w.settings.depth == "Balanced"  # the chat's depth, for the next reply too
@@ -147,9 +147,15 @@ def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
     assert base["budget_hit"] and base["thinking_tokens"] <= 8 + GRACE_TOKENS  # cut at the first line end
 
     reply, controls = hold(qtbot, w, gate, "Quick", at=3)
+    header = w.chat.widgets[-1].thinking.toggle.text
+    qtbot.waitUntil(lambda: header() == "Thinking on 0.5M… 2 of 8 tokens", timeout=LONG)  # the budget as it is
     assert c.think_longer_tokens == CEILING // 4
     qtbot.mouseClick(w.think_longer_button, Qt.MouseButton.LeftButton)
     assert steering_enabled(w) == [True] * 4  # it may think longer again, or answer now
+    gate.at = 6  # a few tokens on, held again: the header shows the raised budget
+    controls.released.set()
+    held_at(qtbot, gate, reply, controls, 6)
+    qtbot.waitUntil(lambda: header() == f"Thinking on 0.5M… 5 of {8 + CEILING // 4} tokens", timeout=LONG)
     longer = finish(qtbot, w, controls).meta
     assert longer["thinking_budget"] == 8 + CEILING // 4
     # past anything the original budget allows (8 and the grace to a line end): the model kept thinking
@@ -273,11 +279,18 @@ def test_the_thinking_header_names_each_thinker_and_bad_details_are_dropped(tmp_
     assert thinking_summary({**meta, "thinking_by_submodel": {"0.5M": 17}}) == \
         "Thought for 2.1 s on 0.5M · 17 tokens, budget hit"
     assert thinking_summary({**meta, "budget_hit": False, "thinking_end": "user"}).endswith("ended by you")
+    # a thought that came back to a submodel is told in order, not as totals
+    back = {**meta, "thinking_tokens": 20, "thinking_by_submodel": {"0.5M": 8, "1.0M": 12},
+            "thinking_path": [["0.5M", 5], ["1.0M", 12], ["0.5M", 3]]}
+    assert thinking_summary(back) == "Thought for 2.1 s · 5 tokens on 0.5M, then 12 on 1.0M, then 3 on 0.5M, budget hit"
     h = History(tmp_path / "history.sqlite3")
     cid = h.new_conversation("c").id
     good = h.add_message(cid, "assistant", "ok", meta=meta).id
     bad = h.add_message(cid, "assistant", "ok", meta={**meta, "thinking_by_submodel": {"0.5M": "five"},
                                                       "switches": [{"from": 3}], "thinking_end": 1}).id
+    paths = [[["0.5M", -1], ["1.0M", 2]], [["0.5M"]], [[3, 4], ["a", 1]], "0.5M", [["0.5M", True], ["x", 1]],
+             [["0.5M", 1]] * 2000]
+    bad_paths = [h.add_message(cid, "assistant", "ok", meta={**meta, "thinking_path": p}).id for p in paths]
     h.close()
     h = History(tmp_path / "history.sqlite3")
     try:
@@ -285,5 +298,8 @@ def test_the_thinking_header_names_each_thinker_and_bad_details_are_dropped(tmp_
         assert by_id[good]["thinking_by_submodel"] == {"0.5M": 5, "1.0M": 12}
         assert not {"thinking_by_submodel", "switches", "thinking_end"} & set(by_id[bad])
         thinking_summary(by_id[bad])  # still shown
+        for message_id in bad_paths:
+            assert "thinking_path" not in by_id[message_id]
+            assert thinking_summary(by_id[message_id]).startswith("Thought for 2.1 s · 5 tokens on 0.5M")
     finally:
         h.close()

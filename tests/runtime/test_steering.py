@@ -47,6 +47,27 @@ def test_a_depth_change_mid_thought_moves_the_thought_and_keeps_the_count(engine
     assert [e.reason for e in events if isinstance(e, Switch)] == ["depth", "answer"]
 
 
+def test_a_thought_that_comes_back_keeps_its_stretches_in_order_and_the_budget_as_it_is(engine):
+    def steer(n, controls):
+        if n == 3:
+            controls.request_depth("mid", 30)
+        elif n == 7:
+            controls.request_depth("small", 30)
+        elif n == 9:
+            controls.think_longer(10)
+
+    events = run(engine, Controls(), steer, thinking_budget=20, max_new_tokens=80)
+    thinking = [e for e in events if isinstance(e, Token) and e.phase == THINKING]
+    budgets = [t.progress.thinking_budget for t in thinking]
+    assert budgets[0] == 20 and budgets[4] == 30 and budgets[-1] == 40  # each event says the budget then
+    done = events[-1]
+    path = done.progress.thinking_path
+    assert [name for name, _ in path] == ["small", "mid", "small"] and path[:2] == (("small", 3), ("mid", 4))
+    assert sum(n for _, n in path) == done.thinking_tokens  # the stretches add up to the thought
+    assert dict(done.thinking_by_submodel) == {"small": 3 + path[2][1], "mid": 4}  # the totals, merged
+    assert all(t.progress.thinking_path[-1][0] == t.submodel for t in thinking)
+
+
 def test_a_live_switch_leaves_the_state_of_a_fresh_prefill(engine, checkpoints):
     def steer(n, controls):
         if n == 4:
