@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QFrame,
@@ -297,6 +297,15 @@ def reply_info(meta: dict) -> str:
     return " · ".join(p for p in parts if p)
 
 
+class _Column(QWidget):
+    """The chat's column inside the scroll area. Its height is the one its messages take at the width
+    it has (heightForWidth), never its layout's minimum: that adds up each wrapped text's height at its
+    narrowest, which left a blank that grew with the chat below the last message."""
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return QSize(super().minimumSizeHint().width(), 0)
+
+
 class ChatView(QScrollArea):
     """One chat's messages, built from what the controller sends (never the other way round). Updates for
     another chat, or for a message not shown, are ignored, so nothing outside holds a widget that can die.
@@ -314,7 +323,7 @@ class ChatView(QScrollArea):
         self.setWidgetResizable(True)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # messages wrap, never scroll sideways
         self.setObjectName("chatView")
-        inner = QWidget()
+        inner = _Column()
         inner.setObjectName("chatInner")
         self.column = QVBoxLayout(inner)
         self.column.setContentsMargins(16, 16, 16, 16)

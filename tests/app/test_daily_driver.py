@@ -3,6 +3,7 @@ drafts per chat, banners that close, long words that wrap, copy buttons that ans
 
 import json
 
+import pytest
 from PySide6.QtGui import QGuiApplication
 
 from app.markdown_blocks import ZWSP, breakable
@@ -117,6 +118,32 @@ def test_opening_a_chat_shows_its_latest_message_even_after_earlier_ones_were_sh
     bar.setValue(bar.maximum())  # back at the end: it follows again
     view.finish(2, Message(last.id, 2, "assistant", last.content + " more" * 800))
     qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=5000)
+
+
+@pytest.mark.parametrize("n", [6, 40])
+def test_the_end_of_a_chat_is_its_last_message_with_no_blank_below(qtbot, n):
+    """There was one, growing with the chat: the column took its layout's minimum height, the sum of
+    every wrapped text's height at its narrowest, rather than its height at the width it has."""
+    from app.state.history import Message
+    from app.widgets.chat_view import ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(700, 320)
+    view.show()
+    messages = [Message(i, 1, "user" if i % 2 == 0 else "assistant", f"message {i} " + "word " * (3 + 7 * (i % 5)),
+                        meta={} if i % 2 == 0 else {"answer_submodel": "1.5M", "tokens_per_s": 40.0})
+                for i in range(n)]
+    view.show_chat(1, messages, None)
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum(), timeout=5000)
+    for width in (700, 420, 900):
+        view.resize(width, 320)
+        qtbot.wait(20)
+        bar.setValue(bar.maximum())
+        last = view.widgets[-1]
+        below = view.widget().height() - last.geometry().bottom() - 1
+        assert below <= view.column.contentsMargins().bottom() + 1, below
 
 
 def test_the_load_line_never_widens_the_window(qtbot):
