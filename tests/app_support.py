@@ -1,13 +1,19 @@
 """Helpers the window tests share (plain functions and classes; fixtures live in conftest.py)."""
 
+import json
+import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 
 from app.main_window import MainWindow
 from app.state.settings import Settings
 from app.widgets.model_manager import ModelManager
+from runtime.mcp.approvals import Approvals
+from runtime.mcp.config import ServerConfig
+from tests.paths import ROOT
 
 SUM = "What is 45 + 23 - 17 + 9?"  # the demo thinks 83 tokens about it on every submodel
 LONG = 300000  # ms: a reply on a busy shared CPU
@@ -109,3 +115,43 @@ def finish(qtbot, w, controls):
     with qtbot.waitSignal(w.controller.sig_reply_done, timeout=LONG) as done:
         controls.released.set()
     return done.args[1]
+
+
+# ----------------------------------------------------------------------------- tool use
+
+CALC = ServerConfig("calc", command=sys.executable, args=(str(ROOT / "tests" / "runtime" / "mcp" / "calc_server.py"),))
+
+
+def script_tool_replies(monkeypatch) -> list:
+    """Replies with tools offered are spelled by the script in the returned list's first item (a
+    tests.engine_support.Scripted the test puts there): the demo rarely calls tools by itself."""
+    import runtime.generate
+
+    real, scripts = runtime.generate.stream_chat, []
+
+    def stream(engine, request, controls=None):
+        if request.tools and scripts:
+            request = replace(request, logits_processors=(scripts[0],))
+        return real(engine, request, controls)
+    monkeypatch.setattr(runtime.generate, "stream_chat", stream)
+    return scripts
+
+
+def data_with_calc(tmp_path, approved=True) -> Path:
+    """A data folder whose mcp.json holds the tests' calc server (over stdio), approved or not."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"calc": CALC.to_dict()}}))
+    if approved:
+        Approvals(data / "mcp_approvals.json").approve(CALC)
+    return data
+
+
+def allow_when_asked(qtbot, w: MainWindow, button="once", seen=None) -> None:
+    """Answers every consent dialog of `w` with `button` ("once", "chat", "decline"), noting the calls."""
+    def click(request_id, call, box):
+        if seen is not None:
+            seen.append(call)
+        QTimer.singleShot(50, lambda: qtbot.mouseClick(getattr(w.consents[request_id], button),
+                                                       Qt.MouseButton.LeftButton))
+    w.controller.sig_consent.connect(click)

@@ -1,5 +1,6 @@
 """A long session in one app instance (real MainWindow, the real demo engine, offscreen): 200+ short
-replies with chat switches, new chats, stops, edits and regenerations mid-reply, the model manager
+replies with chat switches, new chats, stops, edits and regenerations mid-reply (and the versions they
+keep), files attached, an MCP server approved, used with consent and revoked, the model manager
 opened and closed, and theme changes. Nothing may show an error, log an exception, leak references to
 None (the PySide6 6.12.0 defect that aborted long sessions) or save a reply with the wrong ending."""
 
@@ -13,7 +14,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
 from app.state.settings import Settings
-from tests.app_support import make_window
+from runtime.tool_calls import format_tool_call
+from tests.app_support import allow_when_asked, data_with_calc, make_window, script_tool_replies
+from tests.engine_support import Scripted
 
 REPLIES = int(os.environ.get("ELASTIC_SOAK_REPLIES", "200"))  # fewer only to try a change quickly
 ENDED = {"end_of_turn", "length"}
@@ -27,8 +30,11 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
     monkeypatch.setattr(QMessageBox, "critical", lambda *a, **k: dialogs.append(a))
     monkeypatch.setattr(QMessageBox, "warning", lambda *a, **k: dialogs.append(a))
     started_at = time.monotonic()
-    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=12))
+    scripts = script_tool_replies(monkeypatch)  # the calls of the tool rounds (the demo rarely calls by itself)
+    w = make_window(qtbot, data_with_calc(tmp_path, approved=False), Settings(max_new_tokens=12))
     c = w.controller
+    allow_when_asked(qtbot, w)
+    tool_replies = []
     errors, started, done = [], [], {}
     c.sig_error.connect(lambda message, _lower: errors.append(message))
     c.sig_reply_started.connect(lambda cid, mid, *_: started.append(mid))
@@ -107,6 +113,20 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
             qtbot.waitUntil(lambda: bool(c.attached.get(c.current)), timeout=60000)
             send("What is 2 + 3?")
             idle()
+        if i % 40 == 35:  # a tool: the server approved, a call allowed when asked, its result answered, revoked
+            c.tools.approve("calc")
+            qtbot.waitUntil(lambda: any(t.name == "add_numbers" for t in c.tools.known_tools()), timeout=60000)
+            scripts[:] = [Scripted(c.worker.engine, [["Let me add.", format_tool_call("add_numbers", {"a": i, "b": 7})],
+                                                     [f"It is {i + 7}."]])]
+            c.set_depth("Off")
+            w.settings.max_new_tokens = 160  # room for the call (the other replies are kept short)
+            mid = send(f"What is {i} + 7?")
+            idle()
+            w.settings.max_new_tokens = 12
+            scripts.clear()
+            tool_replies.append((mid, str(i + 7)))
+            c.tools.revoke("calc")
+            qtbot.waitUntil(lambda: not c.tools.known_tools(), timeout=60000)
         if i % 50 == 25:
             w.open_manager()
             qtbot.waitUntil(lambda: bool(w.manager.rows), timeout=60000)
@@ -147,3 +167,10 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
         else:
             assert m.meta["finish_reason"] in ENDED, m
     assert stopped >= 5  # Esc and a send elsewhere really stopped replies (some end before the flag is seen)
+    by_id = {m.id: m for m in saved}
+    assert len(tool_replies) >= REPLIES // 50
+    for mid, result in tool_replies:  # each ran its call with consent and answered from the result
+        assert "tool_rounds" in by_id[mid].meta, (by_id[mid].content, by_id[mid].meta)
+        call = by_id[mid].meta["tool_rounds"][0]["calls"][0]
+        assert (call["name"], call["status"], call["content"]) == ("add_numbers", "ok", result)
+        assert by_id[mid].content == f"It is {result}."

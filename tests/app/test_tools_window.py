@@ -5,55 +5,26 @@ spelled by a script (tests/engine_support.py Scripted); everything else is the a
 
 import json
 import sys
-from dataclasses import replace
 
 import pytest
 from PySide6.QtCore import Qt, QTimer
 
-import runtime.generate
 from app.main_window import MainWindow
 from app.state.settings import Settings
 from app.widgets.mcp_settings import McpSettingsBox
 from runtime.mcp.approvals import Approvals
 from runtime.mcp.config import ServerConfig
 from runtime.tool_calls import format_tool_call
-from tests.app_support import ask, make_window, warmed_up
+from tests.app_support import CALC, allow_when_asked, ask, data_with_calc, make_window, script_tool_replies, warmed_up
 from tests.engine_support import Scripted
-from tests.paths import ROOT
 
 pytestmark = pytest.mark.slow
-CALC = ServerConfig("calc", command=sys.executable, args=(str(ROOT / "tests" / "runtime" / "mcp" / "calc_server.py"),))
 
 
 @pytest.fixture
 def scripted(monkeypatch):
     """Replies with tools offered are spelled by the script in `scripts[0]` (set by the test)."""
-    real, scripts = runtime.generate.stream_chat, []
-
-    def stream(engine, request, controls=None):
-        if request.tools and scripts:
-            request = replace(request, logits_processors=(scripts[0],))
-        return real(engine, request, controls)
-    monkeypatch.setattr(runtime.generate, "stream_chat", stream)
-    return scripts
-
-
-def data_with_calc(tmp_path, approved=True):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "mcp.json").write_text(json.dumps({"mcpServers": {"calc": CALC.to_dict()}}))
-    if approved:
-        Approvals(data / "mcp_approvals.json").approve(CALC)
-    return data
-
-
-def allow_when_asked(qtbot, w, button="once", seen=None):
-    def click(request_id, call, box):
-        if seen is not None:
-            seen.append(call)
-        QTimer.singleShot(50, lambda: qtbot.mouseClick(getattr(w.consents[request_id], button),
-                                                       Qt.MouseButton.LeftButton))
-    w.controller.sig_consent.connect(click)
+    return script_tool_replies(monkeypatch)
 
 
 def test_a_session_of_tool_use(qtbot, tmp_path, scripted):
