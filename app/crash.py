@@ -23,7 +23,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from .state.private_files import open_append, read_tail, write_private
+from runtime.private_files import open_append, read_tail, write_private
 
 log = logging.getLogger("elastic-chat")
 MARKER = "session.running"

@@ -142,7 +142,7 @@ def _claim_instance(folder: Path):
 def _log_handler(log_path: Path) -> logging.Handler:
     """The log file, appended to without following a link (prepare_data_folder moved a planted one
     aside); stderr when even that fails."""
-    from .state.private_files import open_append
+    from runtime.private_files import open_append
 
     try:
         return logging.StreamHandler(open_append(log_path))

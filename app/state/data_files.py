@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.paths import LOG_FILE
+from runtime.private_files import make_private_folder, open_append
 
 from .history import History
-from .private_files import make_private_folder, open_append
 from .settings import Settings
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.private_files import make_file_private
+
 from .attachments import as_context, valid_attachments
-from .private_files import make_file_private
 from .settings import check_sampling
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """App settings (no Qt): a JSON file in the user data folder, private to the user (it holds the
-server's API key) and written atomically (app/state/private_files.py) each time a setting changes,
+server's API key) and written atomically (runtime/private_files.py) each time a setting changes,
 so a kill or a crash loses nothing: the window saves them when the Settings dialog is accepted, a
 model is chosen or the depth moves, not only at a clean quit.
 
@@ -43,8 +43,7 @@ from runtime.options import (
     Option,
     refusal,
 )
-
-from .private_files import make_private_folder, read_bounded, write_private
+from runtime.private_files import make_private_folder, read_bounded, write_private
 
 log = logging.getLogger(__name__)
 THEMES = ("system", "light", "dark")

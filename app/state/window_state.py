@@ -16,8 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from runtime.json_file import read_json_file
-
-from .private_files import write_private
+from runtime.private_files import write_private
 
 log = logging.getLogger(__name__)
 FILE = "window.json"

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shlex
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import UsageError, show
 from ..json_file import JsonFileError, read_json_file
+from ..private_files import write_private
 
 CONFIG_FILE = "mcp.json"  # in the data folder (runtime/paths.py)
 MAX_CONFIG_BYTES = 1 << 20
@@ -233,22 +232,9 @@ def merge_imported(current: McpConfig, imported: McpConfig) -> tuple[McpConfig, 
 
 
 def write_private_json(path: Path | str, data) -> None:
-    """`data` as JSON in `path`, readable by this user only, written whole or not at all (a temporary
-    file in the same folder, then renamed over the old one)."""
+    """`data` as JSON in `path`, readable by this user only, written whole or not at all and never
+    through a link (runtime/private_files.py, as the app writes its settings)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.chmod(tmp, 0o600)
-            json.dump(data, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_private(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+

@@ -13,9 +13,9 @@ import pytest
 
 from app.state.data_files import check_data_files, prepare_data_folder
 from app.state.history import MAX_SHOWN_CHARS, History, HistoryFull, HistoryReadOnly
-from app.state.private_files import NotARegularFile, open_append, read_bounded, write_private
 from app.state.settings import Settings
 from app.state.window_state import WindowState
+from runtime.private_files import NotARegularFile, open_append, read_bounded, write_private
 
 
 def finishes(fn, seconds: float = 20.0):

@@ -1,5 +1,6 @@
-"""How the app touches the files in its data folder (no Qt): the folder and everything in it is the
-user's alone, and nothing planted there is read through or written through.
+"""How Elastic Chat touches the files in its data folder (the app's settings, history, log and window
+state; the MCP servers and their approvals): the folder and everything in it is the user's alone, and
+nothing planted there is read through or written through.
 
 - The folder is made 0700 and every file in it 0600: settings.json holds the server's API key, the
   history holds the chats.
