@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from runtime.errors import one_line, printable
-from runtime.mcp.config import ConfigError, parse_server
+from runtime.mcp.config import ConfigError, bundled_calculator, parse_server
 
 
 def _plain(text: str = "", object_name: str = "") -> QLabel:
@@ -149,15 +149,21 @@ class McpSettingsBox(QWidget):
         self.add_button = QPushButton("Add…")
         self.import_button = QPushButton("Import a file…")
         self.import_button.setToolTip("Add the servers of another app's mcp.json (Claude Desktop, LM Studio)")
+        self.calculator_button = QPushButton("Add the calculator")
+        self.calculator_button.setToolTip("The calculator that comes with Elastic Chat (runtime/mcp/calculator.py): "
+                                          "sums of whole numbers of any size, to try tools offline on the demo. "
+                                          "It starts once you approve it, like any server")
         self.approve_button = QPushButton("Approve and start")
         self.revoke_button = QPushButton("Revoke")
         self.remove_button = QPushButton("Remove")
-        for b in (self.add_button, self.import_button, self.approve_button, self.revoke_button, self.remove_button):
+        for b in (self.add_button, self.import_button, self.calculator_button, self.approve_button,
+                  self.revoke_button, self.remove_button):
             b.setAutoDefault(False)
             row.addWidget(b)
         column.addLayout(row)
         self.add_button.clicked.connect(self.add)
         self.import_button.clicked.connect(self.import_file)
+        self.calculator_button.clicked.connect(self.add_calculator)
         self.approve_button.clicked.connect(lambda: self._act(self.tools.approve))
         self.revoke_button.clicked.connect(lambda: self._act(self.tools.revoke))
         self.remove_button.clicked.connect(lambda: self._act(self.tools.remove))
@@ -197,6 +203,8 @@ class McpSettingsBox(QWidget):
         self.state.setText("" if not server else
                            (f"Approved; {self.tools.status.get(server.name, 'not started yet')}." if approved else
                             "Not approved: it will not start. Check the command above, then approve it."))
+        taken = self.tools.config.server(bundled_calculator().name) is not None  # never over a server of yours
+        self.calculator_button.setEnabled(not taken)
         self.approve_button.setEnabled(bool(server) and not approved)
         self.revoke_button.setEnabled(approved)
         self.remove_button.setEnabled(bool(server))
@@ -231,6 +239,11 @@ class McpSettingsBox(QWidget):
         dialog = AddServerDialog(self)
         if dialog.exec() == QDialog.DialogCode.Accepted and dialog.server is not None:
             self._save(lambda: self.tools.add(dialog.server), f"Added {dialog.server.name}: approve it to start it.")
+
+    def add_calculator(self) -> None:
+        server = bundled_calculator()
+        if self._save(lambda: self.tools.add(server), f"Added {server.name}: approve it to start it."):
+            self.servers.setCurrentRow(self.tools.config.names.index(server.name))
 
     def import_file(self, path: str = "") -> None:
         path = path or QFileDialog.getOpenFileName(self, "Import MCP servers", "", "JSON (*.json);;All files (*)")[0]

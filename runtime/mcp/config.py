@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -206,6 +207,12 @@ def read_config(path: Path | str, missing_ok: bool = False) -> McpConfig:
         return parse_config(data)
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}") from None
+
+
+def bundled_calculator() -> ServerConfig:
+    """The calculator server that ships with the app (runtime/mcp/calculator.py), run by this Python:
+    tool use works offline on the demo. Like any server, it starts only once approved."""
+    return ServerConfig("calculator", command=sys.executable, args=("-m", "runtime.mcp.calculator"))
 
 
 def write_config(path: Path | str, config: McpConfig) -> None:

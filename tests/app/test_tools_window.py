@@ -106,6 +106,30 @@ def test_nothing_starts_before_approval_and_settings_approve(qtbot, tmp_path, sc
     assert not Approvals(data / "mcp_approvals.json").is_approved(CALC) and box.approve_button.isEnabled()
 
 
+def test_the_bundled_calculator_is_one_click_away_and_still_waits_for_approval(qtbot, tmp_path):
+    from app.tools_controller import ToolsController
+    from runtime.mcp.config import bundled_calculator
+
+    data = tmp_path / "data"
+    data.mkdir()
+    tools = ToolsController(data)
+    box = McpSettingsBox(tools)
+    qtbot.addWidget(box)
+    box.show()
+    try:
+        assert box.calculator_button.isEnabled() and box.servers.count() == 0
+        qtbot.mouseClick(box.calculator_button, Qt.MouseButton.LeftButton)
+        assert box.command.toPlainText().endswith(" -m runtime.mcp.calculator") and "Not approved" in box.state.text()
+        assert not box.calculator_button.isEnabled() and tools.manager.tools() == []  # nothing runs unapproved
+        qtbot.mouseClick(box.approve_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: "running: 1 tool" in box.state.text(), timeout=60000)
+        assert [box.tool_list.item(i).text() for i in range(box.tool_list.count())] == ["calculate"]
+        assert tools.manager.call("calculate", {"expression": "971 + 48"}).content == "1019"
+        assert Approvals(data / "mcp_approvals.json").is_approved(bundled_calculator())
+    finally:
+        tools.shutdown()
+
+
 def test_importing_another_apps_file(qtbot, tmp_path):
     data = data_with_calc(tmp_path, approved=False)
     from app.tools_controller import ToolsController
