@@ -476,7 +476,10 @@ class MainWindow(QMainWindow):
         self.banner.setVisible(loaded.is_demo)
         self._set_loading(None)
         in_memory = ", ".join(loaded.loaded)
-        self.status.showMessage(f"{loaded.name}: {in_memory} in memory; {loaded.status.compute_path}")
+        from runtime.store.remote_sources import is_spec
+
+        where = "served" if is_spec(loaded.folder) else "in memory"  # a server's model is not on this PC
+        self.status.showMessage(f"{loaded.name}: {in_memory} {where}; {loaded.status.compute_path}")
         self._show_memory()
 
     @Slot(object)

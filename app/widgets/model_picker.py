@@ -51,9 +51,14 @@ class ModelPicker(QWidget):
 
     def set_loaded(self, folder: str, name: str, in_memory: tuple[str, ...], every: tuple[str, ...]) -> None:
         """A model is loaded from `folder` ("" : none); `in_memory` of its submodels `every` are resident."""
+        from runtime.store.remote_sources import is_spec
+
         self.loaded_folder = folder
         self.unload.setEnabled(bool(folder))
-        if folder:
+        if folder and is_spec(folder):  # a model on another computer's server: nothing of it is in this PC's memory
+            self.resident.setText("served: " + ", ".join(in_memory) if in_memory else "served")
+            self.resident.setToolTip(f"{name}: answered by that server; nothing of it is loaded on this PC")
+        elif folder:
             missing = [n for n in every if n not in in_memory]
             self.resident.setText("in memory: " + ", ".join(in_memory))
             self.resident.setToolTip(f"{name}: submodels {', '.join(in_memory)} are in memory"
