@@ -150,7 +150,7 @@ class ChatController(QObject):
     _sig_load = Signal(str, str, bool)
     _sig_unload = Signal()
     _sig_generate = Signal(int, object, object, str)
-    _sig_count = Signal(int, object, bool)
+    _sig_count = Signal(int, object, bool, object)  # serial, messages, thinking, the tools offered (or None)
     _sig_count_model = Signal(str)
     _sig_count_text = Signal(int, str)
 
@@ -181,6 +181,7 @@ class ChatController(QObject):
 
         self.tools = ToolsController(self.data_dir, self)  # MCP servers, approvals, consent (docs/tools.md)
         self.tools.sig_consent.connect(self._consent_asked)
+        self.tools.sig_servers.connect(self.count_context)  # the tools offered are part of the prompt
         self.worker.sig_reply_failed.connect(self._on_reply_failed)
         self.worker.sig_fitted.connect(self._on_fitted)
         self.worker.sig_overflow.connect(self._on_overflow)
@@ -504,6 +505,7 @@ class ChatController(QObject):
     def set_chat_tools(self, on: bool, off: set[str]) -> None:
         prompt, settings = self.conversation_settings()
         self.set_conversation_settings(prompt, {**settings, "tools": {"on": on, "off": sorted(off)}})
+        self.count_context()
 
     # ------------------------------------------------------------------ editing a sent message
 
@@ -703,7 +705,9 @@ class ChatController(QObject):
             messages.append(Message(0, self.current, "user", text.strip(), meta={"attachments": files}).as_chat())
         self._count_serial += 1
         self.counter.ask(self._count_serial)
-        self._sig_count.emit(self._count_serial, tuple(messages), level.think is not None and level.budget != 0)
+        tools = self.tools.offered_tools(self.conversation_settings()[1])  # their text is in the prompt too
+        self._sig_count.emit(self._count_serial, tuple(messages), level.think is not None and level.budget != 0,
+                             tools)
 
     @Slot(int, int, str)
     def _on_counted(self, serial: int, tokens: int, why: str) -> None:

@@ -48,18 +48,20 @@ class TokenCounter(QObject):
         except Exception as e:  # the engine loaded it; a counter that cannot is only a missing meter
             log.warning("no token counter for %s: %s", folder, e)
 
-    @Slot(int, object, bool)
-    def count(self, serial: int, messages, thinking: bool) -> None:
+    @Slot(int, object, bool, object)
+    def count(self, serial: int, messages, thinking: bool, tools=None) -> None:
+        """`tools`: those the chat offers (the template renders them into the prompt), or None."""
         if self._stale(serial):
             return
         if self.chat is None:
             self.sig_counted.emit(serial, -1, "no model is loaded")
             return
-        if not messages:
+        if not messages and not tools:
             self.sig_counted.emit(serial, 0, "")
             return
         try:
-            tokens = len(self.chat.prompt_ids(list(messages), enable_thinking=thinking))
+            tokens = len(self.chat.prompt_ids(list(messages), enable_thinking=thinking,
+                                              tools=list(tools) if tools else None))
         except Exception as e:  # a message the template refuses: the reply will say why in full
             self.sig_counted.emit(serial, -1, str(e))
             return

@@ -89,7 +89,10 @@ class ToolJob:
     # at start would hold each one up); approving it again in Settings tries again
     failed: dict = field(default_factory=dict)
 
-    def run(self, stream, controls):
+    def prepare(self) -> ToolsReady:
+        """Starts the approved servers not running yet (in the engine thread, never the GUI's) and puts
+        their tools, less those this chat switched off, into the request: what the prompt renders, so the
+        context is fitted and counted with them."""
         problems = []
         for server in self.servers:
             if self.failed.get(server.name, (None,))[0] == server:
@@ -100,9 +103,12 @@ class ToolJob:
                 self.failed[server.name] = (server, str(e))
                 problems.append(f"{e} (it is left out; approve it again in Settings to retry)")
         offered = [t for t in self.manager.tools() if t.name not in self.off]
-        yield ToolsReady(tuple(t.name for t in offered), tuple(problems))
-        request = replace(self.request, tools=tuple(t.as_tool() for t in offered) or None)
-        yield from run_tool_loop(stream, request, self.manager, lambda call: self.ask(call, controls), controls,
+        self.request = replace(self.request, tools=tuple(t.as_tool() for t in offered) or None)
+        return ToolsReady(tuple(t.name for t in offered), tuple(problems))
+
+    def run(self, stream, controls):
+        """The reply's rounds, once prepared (and its request fitted to the context)."""
+        yield from run_tool_loop(stream, self.request, self.manager, lambda call: self.ask(call, controls), controls,
                                  self.chat_tools, self.max_calls, self.timeout_s)
 
 
@@ -191,6 +197,14 @@ class ToolsController(QObject):
         return self.manager.tools()
 
     # ------------------------------------------------------------------ replies
+
+    def offered_tools(self, chat_settings: dict) -> list[dict] | None:
+        """The tools a reply in a chat with these settings is offered now (the running servers', less those
+        switched off), as the template renders them: for the context meter. None when there are none."""
+        on, off = chat_tool_settings(chat_settings)
+        if not on or not self.approved_servers():
+            return None
+        return [t.as_tool() for t in self.manager.tools() if t.name not in off] or None
 
     def job(self, request_id: int, cid: int, request, chat_settings: dict, max_calls: int | None = None):
         """The reply as a ToolJob, or None when this chat offers no tools (switched off, none approved)."""

@@ -284,6 +284,8 @@ class EngineWorker(QObject):
             return stream_in_turn(self.queue, r, c, "chat")
         try:  # a reply with tools (app/tools_controller.py ToolJob) takes a turn per round; its request is fitted
             job = request if hasattr(request, "run") else None
+            if job is not None:  # its servers start and its tools join the request, which is fitted with them
+                self.sig_event.emit(request_id, job.prepare())
             fitted = self._fit(request_id, job.request if job else request, overflow)
             if fitted is None:
                 return
@@ -306,9 +308,12 @@ class EngineWorker(QObject):
             return request  # the queue's turn says "no model is loaded"
         thinking = request.think_submodel is not None and request.thinking_budget != 0
 
+        tools = list(request.tools) if request.tools else None  # the template renders them: they take room
+
         def count(messages: list[dict]) -> int:
             return len(engine.chat.prompt_ids(messages, enable_thinking=thinking,
-                                              truncate_history_thinking=request.truncate_history_thinking))
+                                              truncate_history_thinking=request.truncate_history_thinking,
+                                              tools=tools))
 
         limit = engine.max_context - reply_room(engine.max_context, request.max_new_tokens)
         fit = fit_messages(request.messages, count, limit, overflow)

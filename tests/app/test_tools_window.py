@@ -106,6 +106,29 @@ def test_nothing_starts_before_approval_and_settings_approve(qtbot, tmp_path, sc
     assert not Approvals(data / "mcp_approvals.json").is_approved(CALC) and box.approve_button.isEnabled()
 
 
+def test_the_meter_and_the_fit_count_the_tools_the_chat_offers(qtbot, tmp_path):
+    """The template renders the offered tools into the prompt: several hundred tokens the meter showed
+    nothing of, and the context fit did not count."""
+    w = make_window(qtbot, data_with_calc(tmp_path), Settings(max_new_tokens=8))
+    c = w.controller
+    ask(qtbot, w, "hello", "Off", timeout=120000)  # an approved server starts with the first reply that offers it
+    assert c.tools.known_tools()
+
+    def counted(change) -> int:  # the meter once the count this change asked for has come back
+        with qtbot.waitSignal(c.sig_context, timeout=30000):
+            change()
+        qtbot.wait(600)  # (the count waits for typing to pause; any later count lands too)
+        return w.meter.tokens
+
+    with_tools = counted(lambda: w.input.setPlainText("What is 1 + 2?"))
+    without = counted(lambda: c.set_chat_tools(False, set()))  # the chat's Tools switch off
+    assert with_tools - without > 200, (with_tools, without)
+    assert counted(lambda: c.set_chat_tools(True, set())) == with_tools
+    reply = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
+    assert reply.meta["prompt_tokens"] == with_tools  # the reply read what the meter said
+    w.close()
+
+
 def test_the_bundled_calculator_is_one_click_away_and_still_waits_for_approval(qtbot, tmp_path):
     from app.tools_controller import ToolsController
     from runtime.mcp.config import bundled_calculator
