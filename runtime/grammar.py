@@ -155,11 +155,14 @@ def check_grammar(grammar: str | None) -> None:
 
 
 def answer_grammar(chat, tools=None, tool_choice: str = "auto", tool_name: str | None = None, parallel: bool = True,
-                   response_format: dict | None = None, room: int = 4096, strict: bool = False) -> str | None:
+                   response_format: dict | None = None, room: int = 4096, strict: bool = False,
+                   model_closes: bool = False) -> str | None:
     """The Lark grammar the answer must follow, or None when it is free. `response_format` is a JSON
     schema (response_format_schema's); `tools` are checked ones (tool_calls.check_tools); `room`: the
     tokens the answer may still use; `strict` (OpenAI's per-function `strict`): with `tool_choice`
-    auto, the answer is free text or calls that validate. With no `chat`, a grammar to check only."""
+    auto, the answer is free text or calls that validate. `model_closes`: a text value without a
+    maxLength ends where the model closes it (the tool loops' calls; see _value). With no `chat`, a
+    grammar to check only."""
     offered = bool(tools) and tool_choice != "none"
     forced = offered and tool_choice == "required"
     if not (forced or response_format is not None or (offered and strict)):
@@ -167,7 +170,7 @@ def answer_grammar(chat, tools=None, tool_choice: str = "auto", tool_name: str |
     calls = None
     if offered:
         chosen = [t for t in tools if _name(t) == tool_name] if tool_name else list(tools)
-        calls = _calls_rules(chat, chosen, parallel, call_room(room, parallel))
+        calls = _calls_rules(chat, chosen, parallel, call_room(room, parallel), model_closes)
     if forced:
         return "start: LEAD calls\n" + calls
     if response_format is None:  # strict: text, or text and then calls (as the template teaches)
@@ -231,7 +234,7 @@ def _json_values(params: list) -> int:
     return sum(_json_bytes(prop) or JSON_VALUE_TOKENS for _, prop, _ in params if not _is_text(prop))
 
 
-def _calls_rules(chat, tools: list[dict], parallel: bool, room: int) -> str:
+def _calls_rules(chat, tools: list[dict], parallel: bool, room: int, model_closes: bool = False) -> str:
     """Rules `calls` (one call, or one or more when parallel) and `LEAD` (the answer's opening line breaks)."""
     open_, close = _marker(chat, CALL_OPEN), _marker(chat, CALL_CLOSE)
     schemas = tool_schemas(tools)
@@ -244,7 +247,7 @@ def _calls_rules(chat, tools: list[dict], parallel: bool, room: int) -> str:
         body = []
         for j, (key, prop, required) in enumerate(params):
             rule = f"t{i}p{j}"
-            value = _value(prop, f"{rule}v", rules, where, key, value_tokens)
+            value = _value(prop, f"{rule}v", rules, where, key, value_tokens, model_closes)
             rules.append(f"{rule}: {_lit(f'<parameter={key}>' + chr(10))} {value}")
             body.append(rule if required else f"{rule}?")
         rules.append(f"call{i}: {open_} {_lit(chr(10) + f'<function={name}>' + chr(10))} {' '.join(body)} "
@@ -336,7 +339,8 @@ def _types(schema: dict) -> set[str]:
     return out
 
 
-def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens: int) -> str:
+def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens: int,
+           model_closes: bool = False) -> str:
     """The grammar of one parameter's value and its closing tag (adds the rules it needs)."""
     end = "\n</parameter>\n"
     types = _types(prop)
@@ -354,10 +358,21 @@ def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens:
         low, high = prop.get("minLength", 0), prop.get("maxLength")
         if not isinstance(low, int) or (high is not None and not isinstance(high, int)):
             raise GrammarError(f"{where}.properties.{key}", "minLength and maxLength must be integers")
+        forbidden = "(<\\/parameter>|<\\/tool_call>)"  # the tags that end a value or a call (the parser ends there)
+        if model_closes and high is None:
+            # One lazy lexeme, the value and its closing tag: it ends where the model first closes it (the
+            # tool loop's calls). A model that never closes it runs to the reply's limit, and its call is
+            # reported cut off.
+            least = f"{{{low},}}" if low else "*"
+            closed = f"/(?s:.{least})\\n<\\/parameter>\\n/ & ~/(?s:.*{forbidden}.*<\\/parameter>\\n)/"
+            rules.append(f"{rule}[lazy]: {closed}")
+            return rule
         span = f"{{{low},{high}}}" if high is not None else (f"{{{low},}}" if low else "*")
-        # One lexeme that cannot hold the tags that end a value or a call (the parser would end there),
-        # at most `max_tokens` tokens long.
-        rules.append(f"{rule.upper()}: /(?s:.{span})/ & ~/(?s:.*(<\\/parameter>|<\\/tool_call>).*)/")
+        # One greedy lexeme that cannot hold those tags, at most `max_tokens` tokens long, then the closing
+        # literal: whatever the model, the call ends and validates. But llguidance's lexer does not end a
+        # greedy lexeme that could go on, so the value ends only at its bound (maxLength, `max_tokens`):
+        # the model's own `\n</parameter>` is refused at its `>` (tests/runtime/test_grammar.py).
+        rules.append(f"{rule.upper()}: /(?s:.{span})/ & ~/(?s:.*{forbidden}.*)/")
         rules.append(f"{rule}[max_tokens={max_tokens}]: {rule.upper()}")
         return f"{rule} {_lit(end)}"
     return f"{_json(prop)} {_lit(end)}"

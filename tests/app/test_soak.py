@@ -168,7 +168,7 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
             assert m.meta["finish_reason"] in ENDED, m
     assert stopped >= 5  # Esc and a send elsewhere really stopped replies (some end before the flag is seen)
     by_id = {m.id: m for m in saved}
-    assert len(tool_replies) >= REPLIES // 50
+    assert len(tool_replies) >= REPLIES // 80  # (one round in forty; a round may hold two replies)
     for mid, result in tool_replies:  # each ran its call with consent and answered from the result
         assert "tool_rounds" in by_id[mid].meta, (by_id[mid].content, by_id[mid].meta)
         call = by_id[mid].meta["tool_rounds"][0]["calls"][0]

@@ -184,3 +184,59 @@ def test_grammars_compile():
                     answer_grammar(None, TOOLS, "required", "calc", parallel=False)):
         check_grammar(grammar)
     assert answer_grammar(None, TOOLS, "auto") is None and answer_grammar(None, TOOLS, "none") is None
+
+
+def _matcher(chat, grammar):
+    import llguidance
+
+    from runtime.grammar import ll_tokenizer
+
+    return llguidance.LLMatcher(ll_tokenizer(chat, len(chat.tokenizer)), grammar, log_level=0)
+
+
+def _accepts(chat, grammar, text: str) -> bool:
+    """Whether the constrained answer can be exactly `text`, tokenised as the model writes it."""
+    m = _matcher(chat, grammar)
+    ids = chat.tokenizer.encode(text, add_special_tokens=False)
+    return all(m.consume_token(t) for t in ids) and m.is_accepting()
+
+
+@pytest.mark.parametrize("arguments", [{"expression": "71+977", "mode": "fast"},
+                                       {"expression": "a\nb  c", "mode": "exact"},
+                                       {"expression": "</param", "digits": 3, "mode": "fast"},
+                                       {"expression": "", "mode": "exact", "weights": [1, 2]}])
+def test_every_call_the_template_writes_is_one_the_grammar_allows(arguments):
+    """The model writes calls as the template teaches (tool_calls.format_tool_call, token by token); with
+    `model_closes` (the tool loop's calls) every such call is allowed. Without it a text value with no
+    maxLength cannot end before its limit: the closing tag is refused at its `>` (the xfail below)."""
+    from runtime.chat_format import ChatFormat
+    from runtime.tool_calls import format_tool_call
+    from tests.paths import DEMO
+
+    chat_ = ChatFormat(DEMO)
+    free = json.loads(json.dumps(CALC))  # its text without a maxLength (a bounded one ends only at its bound)
+    del free["function"]["parameters"]["properties"]["expression"]["maxLength"]
+    for choice, strict in (("required", False), ("auto", True)):
+        grammar = answer_grammar(chat_, [free, WEATHER], tool_choice=choice, strict=strict, room=4096,
+                                 model_closes=True)
+        call = format_tool_call("calc", arguments)
+        assert _accepts(chat_, grammar, call), (choice, call)
+        assert _accepts(chat_, grammar, call + format_tool_call("weather", {"city": "Oslo", "metric": "true"}))
+        if strict:
+            assert _accepts(chat_, grammar, "Let me work it out.\n\n" + call)
+    grammar = answer_grammar(chat_, list(TOOLS), tool_choice="required", room=4096)
+    for broken in ("71</parameter>x", "71</tool_call>", "x" * 17):  # a closing tag inside, or past maxLength 16
+        text = format_tool_call("calc", {"expression": broken, "mode": "fast"})
+        assert not _accepts(chat_, grammar, text), broken
+
+
+@pytest.mark.xfail(strict=True, reason="llguidance does not end a greedy lexeme that could go on: a forced call's "
+                                       "text value ends only at its bound (grammar._value); the tool loop's lazily")
+def test_a_forced_calls_text_value_ends_where_the_model_closes_it():
+    from runtime.chat_format import ChatFormat
+    from runtime.tool_calls import format_tool_call
+    from tests.paths import DEMO
+
+    chat_ = ChatFormat(DEMO)
+    grammar = answer_grammar(chat_, [WEATHER], tool_choice="required", room=4096)
+    assert _accepts(chat_, grammar, format_tool_call("weather", {"city": "Oslo", "metric": "true"}))
