@@ -300,7 +300,14 @@ def drill_mix(mix: Mix) -> Mix:
     return replace(chat_mix(mix), tools=0.6, out_of_range=0.4, tool_arithmetic=0.9, call_share=0.7)
 
 
-PHASES = ("parent", "elastic", "polish", "settle", "tools", "chat", "drill")
+def balance_mix(mix: Mix) -> Mix:
+    """After the drill: the same conversations with other tools offered alone more often (so that an
+    offer of tools is not a reason to call one) and the answer from a tool's result trained more than
+    the call (the drilled model called, then miscopied the result into its answer)."""
+    return replace(chat_mix(mix), tools=0.5, out_of_range=0.4, tool_arithmetic=0.7, call_share=0.35)
+
+
+PHASES = ("parent", "elastic", "polish", "settle", "tools", "chat", "drill", "balance")
 COMPANIONS = ("config.json", "elastic.json", "tokenizer.json", "tokenizer_config.json")
 STARTING_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors")  # of --init
 
@@ -308,13 +315,14 @@ STARTING_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "mod
 def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_size: int, lr: float, log=print,
           mix: Mix = Mix(), state_dir: Path | None = None, checkpoint_every: float = 180.0, polish_steps: int = 0,
           settle_steps: int = 0, chat_steps: int = 0, tools_steps: int = 0, drill_steps: int = 0,
-          init: Path | None = None, init_phase: str = "drill"):
+          balance_steps: int = 0, init: Path | None = None, init_phase: str = "drill"):
     """`init`: a finished checkpoint (the shipped demo) whose weights and tokenizer the run starts from,
     at `init_phase`, instead of training the phases before it again from the seed."""
     out = Path(out)
     settings = {"seed": seed, "parent_steps": parent_steps, "elastic_steps": elastic_steps,
                 "polish_steps": polish_steps, "settle_steps": settle_steps, "tools_steps": tools_steps,
-                "chat_steps": chat_steps, "drill_steps": drill_steps, "max_len": MAX_LEN,
+                "chat_steps": chat_steps, "drill_steps": drill_steps, "balance_steps": balance_steps,
+                "max_len": MAX_LEN,
                 "batch_size": batch_size,
                 "lr": lr, "mix": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(mix).items()},
                 "frames": FRAMES}
@@ -389,8 +397,14 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
                   progress, state, checkpoint_every)
             progress.save("drill", 0, tm, None)
             phase, state = "drill", None
-        # The same long conversations, weighted to tool calls (copying an unseen tool's name and parameter).
-        train(tm, chat, seed, drill_steps, batch_size, lr / 4, names, log, "drill", drill_mix(mix),
+        if phase == "drill":
+            # The same long conversations, weighted to tool calls (copying an unseen tool's name and parameter).
+            train(tm, chat, seed, drill_steps, batch_size, lr / 4, names, log, "drill", drill_mix(mix),
+                  progress, state, checkpoint_every)
+            progress.save("balance", 0, tm, None)
+            phase, state = "balance", None
+        # Rebalanced: other tools alone more often, answers from a tool's result more than calls.
+        train(tm, chat, seed, balance_steps, batch_size, lr / 4, names, log, "balance", balance_mix(mix),
               progress, state, checkpoint_every)
 
         save_file(hub_tensors(cfg, tm.weights, tm.a_logs), str(work / "model.safetensors"), metadata={"format": "pt"})
@@ -441,6 +455,7 @@ def main(argv=None):
     parser.add_argument("--tools-steps", type=int, default=250)
     parser.add_argument("--chat-steps", type=int, default=150)
     parser.add_argument("--drill-steps", type=int, default=300)
+    parser.add_argument("--balance-steps", type=int, default=150)
     parser.add_argument("--init", type=Path, default=None, metavar="CHECKPOINT",
                         help="start from a finished demo checkpoint's weights and tokenizer (e.g. assets/demo) "
                              "at --init-phase, instead of training the earlier phases again from the seed")
@@ -468,13 +483,14 @@ def main(argv=None):
         return
     if args.smoke:
         args.parent_steps, args.elastic_steps, args.polish_steps, args.settle_steps = 3, 3, 2, 2
-        args.tools_steps, args.chat_steps, args.drill_steps = 2, 2, 2
+        args.tools_steps, args.chat_steps, args.drill_steps, args.balance_steps = 2, 2, 2, 2
         args.batch_size = 4
     state = args.state or args.out.parent / f".{args.out.name}-train-state"
     build(args.out, args.seed, args.parent_steps, args.elastic_steps, args.batch_size, args.lr,
           mix=Mix(trace=args.trace), state_dir=state, checkpoint_every=args.checkpoint_every,
           polish_steps=args.polish_steps, settle_steps=args.settle_steps, tools_steps=args.tools_steps,
-          chat_steps=args.chat_steps, drill_steps=args.drill_steps, init=args.init, init_phase=args.init_phase)
+          chat_steps=args.chat_steps, drill_steps=args.drill_steps, balance_steps=args.balance_steps, init=args.init,
+          init_phase=args.init_phase)
 
 
 if __name__ == "__main__":

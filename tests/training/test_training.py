@@ -168,11 +168,12 @@ def test_tool_examples_render_as_the_template_does_and_their_calls_parse_back():
 def test_held_out_tools_and_out_of_range_sums_never_train():
     from training import tools_data
     from training.data import BIG, NEGATIVE, corpus, evaluation_out_of_range, out_of_range_kind, out_of_range_problem
-    from training.train_demo import chat_mix, drill_mix, tools_mix
+    from training.train_demo import balance_mix, chat_mix, drill_mix, tools_mix
 
     held = tools_data.HELD_OUT_NAMES | tools_data.HELD_OUT_PARAMS | tools_data.HELD_OUT_DESCRIPTIONS
     assert len(tools_data.HELD_OUT_TOOLS) >= 8
-    for phase, mix in (("tools", tools_mix(Mix())), ("chat", chat_mix(Mix())), ("drill", drill_mix(Mix()))):
+    for phase, mix in (("tools", tools_mix(Mix())), ("chat", chat_mix(Mix())), ("drill", drill_mix(Mix())),
+                       ("balance", balance_mix(Mix()))):
         for ex in example_batch(0, phase, 2, 400, mix):
             for t in ex.tools or ():
                 f = t["function"]
@@ -333,12 +334,14 @@ def test_training_smoke_run(tmp_path):
 
 
 def test_a_run_from_a_finished_checkpoint_trains_only_its_last_phases(tmp_path, capsys):
-    """--init: the shipped demo's weights and tokenizer, then the drill phase alone; not a checkpoint: refused."""
+    """--init: the shipped demo's weights and tokenizer, then the drill and balance phases alone; not a
+    checkpoint: refused."""
     from training.train_demo import drill_mix, main
 
     main(["--out", str(tmp_path / "more"), "--smoke", "--init", str(DEMO)])
     log = capsys.readouterr().out
-    assert "starting from" in log and "drill step 1/2" in log and "parent step" not in log and "chat step" not in log
+    assert "starting from" in log and "drill step 1/2" in log and "balance step 1/2" in log
+    assert "parent step" not in log and "chat step" not in log
     assert (tmp_path / "more" / "tokenizer.json").read_bytes() == (DEMO / "tokenizer.json").read_bytes()
     ElasticModel.load(tmp_path / "more")
     with pytest.raises(SystemExit, match="not a finished demo checkpoint"):
