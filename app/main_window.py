@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import psutil
-from PySide6.QtCore import QRect, Qt, QTimer, Slot
+from PySide6.QtCore import QRect, QSize, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -68,14 +69,31 @@ def _warm_imports() -> None:
 
 
 class InputBox(QPlainTextEdit):
-    """Enter (or Ctrl+Enter) sends; Shift+Enter makes a new line; Tab moves on to the next control."""
+    """Enter (or Ctrl+Enter) sends; Shift+Enter makes a new line; Tab moves on to the next control.
+
+    As tall as its text, from MIN_LINES to MAX_LINES lines (then it scrolls): the chat above keeps the
+    rest of the window, so a short window or a large font still shows the conversation."""
+
+    MIN_LINES, MAX_LINES = 2, 6
 
     def __init__(self, on_send):
         super().__init__()
         self.on_send = on_send
         self.setPlaceholderText("Message (Enter to send, Shift+Enter for a new line, Esc to stop)")
-        self.setMaximumHeight(110)
         self.setTabChangesFocus(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.document().documentLayout().documentSizeChanged.connect(lambda _: self.updateGeometry())
+
+    def _height(self, lines: int) -> int:
+        margin = 2 * (self.frameWidth() + round(self.document().documentMargin())) + 2
+        return lines * self.fontMetrics().lineSpacing() + margin
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        lines = round(self.document().size().height())  # in lines, wrapped ones too (QPlainTextDocumentLayout)
+        return QSize(super().sizeHint().width(), self._height(max(self.MIN_LINES, min(self.MAX_LINES, lines))))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return QSize(super().minimumSizeHint().width(), self._height(self.MIN_LINES))
 
     def keyPressEvent(self, event) -> None:
         if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and \

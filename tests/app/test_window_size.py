@@ -96,3 +96,24 @@ def test_the_window_fits_1280x720_at_the_largest_font_size(qtbot, tmp_path, them
     w.resize(*SCREEN)
     qtbot.waitUntil(lambda: w.size().toTuple() == SCREEN, timeout=5000)
     w.close()
+
+
+def test_a_short_window_keeps_the_chat_and_the_message_box_grows_with_its_text(qtbot, tmp_path):
+    """At 860x560 with the demo's banner the chat was about 70 px tall: the message box kept 110 px empty."""
+    w = open_window(qtbot, tmp_path / "data", Settings().font_size)
+    w.resize(860, 560)
+    qtbot.waitUntil(lambda: w.size().toTuple() == (860, 560), timeout=5000)
+    line = w.input.fontMetrics().lineSpacing()
+    empty = w.input.height()
+    assert empty < 3 * line + 16 and w.chat.height() >= 150, (empty, w.chat.height())
+    heights = []
+    for lines in (1, 3, 5, 12):
+        w.input.setPlainText("\n".join(["a line"] * lines))
+        qtbot.wait(20)
+        heights.append(w.input.height())
+    assert heights[0] == empty and heights[0] < heights[1] < heights[2] <= heights[3]
+    assert heights[3] == heights[2] + line  # five lines, then six at most: more scroll
+    w.input.clear()
+    qtbot.wait(20)
+    assert w.input.height() == empty
+    w.close()
