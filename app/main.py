@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     shown.window = window
     window.show()
     logging.getLogger("elastic-chat").info("window shown")
+    watch = _close_on_terminate(window)
     code = app.exec()
+    watch.stop()
     if server is not None:
         server.close()
     shown.window = None
@@ -149,6 +151,25 @@ def _log_handler(log_path: Path) -> logging.Handler:
     except OSError as e:
         print(f"Elastic Chat cannot write its log {log_path} ({e.strerror or e}); errors go here.", file=sys.stderr)
         return logging.StreamHandler(sys.stderr)
+
+
+def _close_on_terminate(window):
+    """SIGTERM (a logout, `kill`) and SIGINT (Ctrl+C in a terminal) close the window as its ✕ does:
+    replies stopped, everything saved, a clean exit, so the next start does not report a crash. Python
+    runs a signal handler only between bytecodes, so a timer gives it a turn while Qt's loop waits."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    def close(signum, _frame):
+        logging.getLogger("elastic-chat").info("%s: closing", signal.Signals(signum).name)
+        QTimer.singleShot(0, window.close)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, close)
+    timer = QTimer()
+    timer.timeout.connect(lambda: None)
+    timer.start(200)
+    return timer
 
 
 def _delete_now(widget) -> None:

@@ -112,6 +112,32 @@ def test_quitting_after_the_settings_dialog_exits_cleanly(tmp_path, steps):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_terminate_or_ctrl_c_closes_the_window_and_exits_cleanly(tmp_path, signum):
+    """A logout (SIGTERM) or Ctrl+C in a terminal: the window closes as its ✕ does, the exit is clean, and
+    the next start does not say the app closed unexpectedly (it did, after every logout)."""
+    data = tmp_path / "data"
+    proc = launch(data, [{"do": "say", "text": "ready"}])
+    try:
+        deadline = time.monotonic() + 400
+        line = ""
+        while "ready" not in line and time.monotonic() < deadline and proc.poll() is None:
+            line = proc.stdout.readline()
+        assert "ready" in line, proc.stderr.read() if proc.poll() is not None else "no answer"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and not stderr_problems(err), err
+    log = (data / "elastic-chat.log").read_text()
+    assert f"{signal.Signals(signum).name}: closing" in log and log.rstrip().endswith("clean exit"), log[-2000:]
+    assert crash.begin_session(data, data / "elastic-chat.log") == ""
+    crash.end_session(data)
+
+
+@pytest.mark.slow
 def test_settings_are_on_disk_as_soon_as_they_change(tmp_path):
     """Killed right after the dialog's OK: the key, the theme and the font size are all there (they were
     written only at a clean quit, and the server came back without its key), in a private file."""
