@@ -29,7 +29,8 @@ def demo_banner(checkpoint: Path | str, level: str, results: Path = EVAL_FILE) -
                 f"(docs/results/{Path(results).with_suffix('.md').name}),") if figure else ""
     return ("You are chatting with the offline demo model (1.5 million parameters, bundled with the app). It "
             "adds and subtracts chains of two to four whole numbers from 0 to 99 (\"45 + 23 - 17 + 9\")"
-            f"{measured} and knows a few facts about Elastic Chat. Get the real 30B model in the model manager.")
+            f"{measured} and knows a few facts about Elastic Chat; bigger sums it tries to hand to a calculator tool "
+            "(Settings → MCP servers → Add the calculator). Get the real 30B model in the model manager.")
 
 
 def accuracy_at(checkpoint: Path | str, level: str, results: Path = EVAL_FILE) -> tuple[float, int] | None:

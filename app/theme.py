@@ -13,6 +13,8 @@ STYLE = """
 #assistantMessage { border: 1px solid palette(mid); border-radius: 10px; }
 #thinking { background: palette(base); border-left: 3px solid %(accent)s; border-radius: 4px; }
 #thinkingText { color: palette(placeholder-text); }
+#toolRoundThinking { color: palette(placeholder-text); font-style: italic; border-left: 3px solid %(accent)s;
+                     padding-left: 6px; }
 #thinkingToggle { border: none; font-style: italic; }
 #codeBlock { background: palette(base); border: 1px solid palette(mid); border-radius: 6px; }
 #role { font-weight: bold; }

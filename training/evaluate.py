@@ -492,8 +492,8 @@ def tool_lines(result: dict, nvfp4: dict | None) -> list[str]:
                   f"*{s['question']}*", "", "```"]
         for rnd in s["rounds"]:
             lines += ["<think>", folded(rnd["thinking"]), "</think>", folded(rnd["answer"])]
-            for result in rnd.get("results", []):
-                lines.append(f"(the loop runs the call; the tool's result goes back: {result!r}; the model goes on)")
+            for given in rnd.get("results", []):
+                lines.append(f"(the loop runs the call; the tool's result goes back: {given!r}; the model goes on)")
         lines += ["```", ""]
     for r in result.get("without_tools", []):  # the first reply, and the first one that did not say it cannot
         shown = r["samples"][-1:] + [x for x in r["samples"][:-1] if x["verdict"] != "declined"][:1]

@@ -71,7 +71,7 @@ def test_the_default_depth_leaves_room_for_a_four_number_sum():
 @pytest.mark.slow
 def test_the_default_depth_gets_held_out_sums_right():
     """Eight held-out sums in held-out phrasings at Balanced, as the app runs them. The shipped model is
-    right on 90% of the 20 of docs/results/demo-eval.md (fp32 and NVFP4); a broken model, trace or depth
+    right on 95% of the 20 of docs/results/demo-eval.md (fp32 and NVFP4); a broken model, trace or depth
     table gets none or one. Six is the issue's 85% of eight, rounded down."""
     from runtime.engine import Engine
     from runtime.generate import ChatRequest, chat
