@@ -270,10 +270,13 @@ FRAMES = 0.4
 
 
 def polish_mix(mix: Mix) -> Mix:
+    """A warm restart of the joint training, with lead-in words before some questions and random words
+    around others."""
     return replace(mix, lead_ins=True, frames=FRAMES)
 
 
 def settle_mix(mix: Mix) -> Mix:
+    """A second, gentler restart weighted to the longer sums, where copying the question still slips."""
     return replace(polish_mix(mix), numbers=(2, 3, 3, 4, 4, 4))
 
 
@@ -367,45 +370,19 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
             log("permuted the parent's components by importance")
             progress.save("elastic", 0, tm, None)
             phase, state = "elastic", None
-        if phase == "elastic":
-            train(tm, chat, seed, elastic_steps, batch_size, lr / 2, names, log, "elastic", mix, progress, state,
+        # The joint phases, in order (each mix function says what its phase adds): a run resumes at the
+        # phase its progress names, and each phase saves the next one's start.
+        joint = [("elastic", elastic_steps, lr / 2, lambda m: m), ("polish", polish_steps, lr / 2, polish_mix),
+                 ("settle", settle_steps, lr / 4, settle_mix), ("tools", tools_steps, lr / 4, tools_mix),
+                 ("chat", chat_steps, lr / 4, chat_mix), ("drill", drill_steps, lr / 4, drill_mix),
+                 ("balance", balance_steps, lr / 4, balance_mix)]
+        first = [name for name, *_ in joint].index(phase)
+        for i, (name, steps, phase_lr, mix_of) in enumerate(joint[first:], first):
+            train(tm, chat, seed, steps, batch_size, phase_lr, names, log, name, mix_of(mix), progress, state,
                   checkpoint_every)
-            progress.save("polish", 0, tm, None)
-            phase, state = "polish", None
-        if phase == "polish":
-            # A warm restart of the joint training, with lead-in words before some questions and
-            # random words around others.
-            train(tm, chat, seed, polish_steps, batch_size, lr / 2, names, log, "polish", polish_mix(mix),
-                  progress, state, checkpoint_every)
-            progress.save("settle", 0, tm, None)
-            phase, state = "settle", None
-        if phase == "settle":
-            # A second, gentler restart weighted to the longer sums, where copying the question still slips.
-            train(tm, chat, seed, settle_steps, batch_size, lr / 4, names, log, "settle", settle_mix(mix),
-                  progress, state, checkpoint_every)
-            progress.save("tools", 0, tm, None)
-            phase, state = "tools", None
-        if phase == "tools":
-            # Tools offered, and sums out of range: call the tool and answer from its result, or say no.
-            train(tm, chat, seed, tools_steps, batch_size, lr / 4, names, log, "tools", tools_mix(mix),
-                  progress, state, checkpoint_every)
-            progress.save("chat", 0, tm, None)
-            phase, state = "chat", None
-        if phase == "chat":
-            # Conversations with up to twelve earlier turns, as a chat window builds them; tools still offered.
-            train(tm, chat, seed, chat_steps, batch_size, lr / 4, names, log, "chat", chat_mix(mix),
-                  progress, state, checkpoint_every)
-            progress.save("drill", 0, tm, None)
-            phase, state = "drill", None
-        if phase == "drill":
-            # The same long conversations, weighted to tool calls (copying an unseen tool's name and parameter).
-            train(tm, chat, seed, drill_steps, batch_size, lr / 4, names, log, "drill", drill_mix(mix),
-                  progress, state, checkpoint_every)
-            progress.save("balance", 0, tm, None)
-            phase, state = "balance", None
-        # Rebalanced: other tools alone more often, answers from a tool's result more than calls.
-        train(tm, chat, seed, balance_steps, batch_size, lr / 4, names, log, "balance", balance_mix(mix),
-              progress, state, checkpoint_every)
+            if i + 1 < len(joint):
+                progress.save(joint[i + 1][0], 0, tm, None)
+            state = None
 
         save_file(hub_tensors(cfg, tm.weights, tm.a_logs), str(work / "model.safetensors"), metadata={"format": "pt"})
         (work / "generation_config.json").write_text(json.dumps(
