@@ -3,6 +3,7 @@ answers the official `openai` client, chat and server replies take turns in one 
 dialog turns the server on, moves it and turns it off, the live strip shows it, bad settings are
 refused, and closing the window while a server reply streams ends everything cleanly."""
 
+import contextlib
 import json
 import logging
 import socket
@@ -27,6 +28,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def held_port():
+    """A port another program listens on, while the block runs."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        yield taken.getsockname()[1]
 
 
 def client(address: str, timeout: float = 120) -> openai.OpenAI:
@@ -194,10 +204,7 @@ def test_the_dialog_will_not_open_the_server_to_the_network_without_a_key(qtbot,
 @pytest.mark.slow
 def test_a_taken_port_is_reported_in_the_strip_and_the_banner_and_a_free_one_fixes_it(qtbot, tmp_path,
                                                                                       monkeypatch):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
-        port = taken.getsockname()[1]
+    with held_port() as port:
         w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=40, server_enabled=True, server_port=port))
         try:
             server = w.controller.server
@@ -218,10 +225,7 @@ def test_a_taken_port_is_reported_in_the_strip_and_the_banner_and_a_free_one_fix
 
 
 def test_a_taken_port_offers_a_free_one_and_one_click_serves_there_and_keeps_it(qtbot, tmp_path):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
-        port = taken.getsockname()[1]
+    with held_port() as port:
         w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=40, server_enabled=True, server_port=port))
         try:
             server = w.controller.server
