@@ -375,6 +375,12 @@ def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens:
         rules.append(f"{rule.upper()}: /(?s:.{span})/ & ~/(?s:.*{forbidden}.*)/")
         rules.append(f"{rule}[max_tokens={max_tokens}]: {rule.upper()}")
         return f"{rule} {_lit(end)}"
+    if types <= {"boolean", "null"} and not ({"enum", "const"} & prop.keys()):
+        # The template writes a parameter's own value with Python's str (True, None), JSON inside
+        # objects and lists: both spellings are the model's, and the parser reads both.
+        words = [w for kind, pair in (("boolean", ("true", "false", "True", "False")), ("null", ("null", "None")))
+                 if kind in types for w in pair]
+        return "(" + " | ".join(_lit(w + end) for w in words) + ")"
     return f"{_json(prop)} {_lit(end)}"
 
 

@@ -221,7 +221,9 @@ def test_every_call_the_template_writes_is_one_the_grammar_allows(arguments):
                                  model_closes=True)
         call = format_tool_call("calc", arguments)
         assert _accepts(chat_, grammar, call), (choice, call)
-        assert _accepts(chat_, grammar, call + format_tool_call("weather", {"city": "Oslo", "metric": "true"}))
+        for metric in (True, False, "true", "false"):  # the template writes True; JSON's true is read too
+            assert _accepts(chat_, grammar, call + format_tool_call("weather", {"city": "Oslo", "metric": metric}))
+        assert not _accepts(chat_, grammar, call + format_tool_call("weather", {"city": "Oslo", "metric": "yes"}))
         if strict:
             assert _accepts(chat_, grammar, "Let me work it out.\n\n" + call)
     grammar = answer_grammar(chat_, list(TOOLS), tool_choice="required", room=4096)
