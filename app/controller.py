@@ -182,6 +182,7 @@ class ChatController(QObject):
         self.tools = ToolsController(self.data_dir, self)  # MCP servers, approvals, consent (docs/tools.md)
         self.tools.sig_consent.connect(self._consent_asked)
         self.tools.sig_servers.connect(self.count_context)  # the tools offered are part of the prompt
+        QTimer.singleShot(0, self.tools.start_approved)  # once the window's loop runs
         self.worker.sig_reply_failed.connect(self._on_reply_failed)
         self.worker.sig_fitted.connect(self._on_fitted)
         self.worker.sig_overflow.connect(self._on_overflow)

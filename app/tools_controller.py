@@ -2,9 +2,10 @@
 the consent asked on the GUI thread for a call the engine thread's reply is waiting on.
 
 Owned by the ChatController (it outlives every view). The servers' file is `mcp.json` in the data
-folder and the approvals `mcp_approvals.json` beside it (runtime/mcp/). Nothing starts at launch:
-a server starts, off the GUI thread, when the user approves it in Settings (to show its tools) or when
-a reply in a chat with tools on needs it, and only while it is approved as defined now.
+folder and the approvals `mcp_approvals.json` beside it (runtime/mcp/). Nothing starts unapproved: a
+server starts, off the GUI thread, when the user approves it in Settings (to show its tools), when the
+app opens and it is approved already (so its tools are listed and counted before the first reply), or
+when a reply in a chat with tools on needs it, and only while it is approved as defined now.
 
 A reply with tools is a `ToolJob` handed to the engine worker in place of a plain request: in the
 engine thread it starts what it needs, offers the chat's tools and runs runtime/tool_loop.py. When a
@@ -85,8 +86,8 @@ class ToolJob:
     ask: object = None  # (PendingCall, Controls) -> answer, called in the engine thread
     max_calls: int = MAX_TOOL_CALLS.default
     timeout_s: float = TOOL_TIMEOUT.default
-    # server name -> (its definition, why it failed): not tried again by every reply (a server that hangs
-    # at start would hold each one up); approving it again in Settings tries again
+    # server name -> (its definition, why it failed, whether a reply said so): not tried again by every
+    # reply (a server that hangs at start would hold each one up); approving it again in Settings tries again
     failed: dict = field(default_factory=dict)
 
     def prepare(self) -> ToolsReady:
@@ -95,13 +96,16 @@ class ToolJob:
         context is fitted and counted with them."""
         problems = []
         for server in self.servers:
-            if self.failed.get(server.name, (None,))[0] == server:
-                continue
-            try:
-                self.manager.start(server)
-            except McpError as e:
-                self.failed[server.name] = (server, str(e))
-                problems.append(f"{e} (it is left out; approve it again in Settings to retry)")
+            failed = self.failed.get(server.name)
+            if failed is None or failed[0] != server:
+                try:
+                    self.manager.start(server)
+                    continue
+                except McpError as e:
+                    failed = (server, str(e), False)
+            if not failed[2]:  # said once, by the first reply it leaves out (a start at launch has no reply)
+                problems.append(f"{failed[1]} (it is left out; approve it again in Settings to retry)")
+            self.failed[server.name] = (server, failed[1], True)
         offered = [t for t in self.manager.tools() if t.name not in self.off]
         self.request = replace(self.request, tools=tuple(t.as_tool() for t in offered) or None)
         return ToolsReady(tuple(t.name for t in offered), tuple(problems))
@@ -164,10 +168,22 @@ class ToolsController(QObject):
             return
         self.approvals.approve(server)
         self.failed.pop(name, None)
+        self._start(server, told=True)  # its status line in Settings says how it went
+
+    def start_approved(self) -> None:
+        """Starts the servers approved already (at launch, off the GUI thread): their tools are then in the
+        Tools menu and the context meter before the first reply, which no longer waits for them. One that
+        cannot start is said by the first reply that leaves it out, and in Settings."""
+        for server in self.approved_servers():
+            if server.name not in self.status and server.name not in self.failed:
+                self._start(server, told=False)
+
+    def _start(self, server: ServerConfig, told: bool) -> None:
+        name = server.name
         self.status[name] = "starting…"
         self.sig_servers.emit()
         self.tasks.run(self.manager.start, (server,), lambda tools: self._started(name, tools),
-                       lambda message: self._failed(name, message))
+                       lambda message: self._failed(name, message, told))
 
     def _started(self, name: str, tools) -> None:
         problems = self.manager.problems(name)
@@ -175,11 +191,12 @@ class ToolsController(QObject):
             f" ({len(problems)} left out: {problems[0]})" if problems else "")
         self.sig_servers.emit()
 
-    def _failed(self, name: str, message: str) -> None:
+    def _failed(self, name: str, message: str, told: bool) -> None:
         self.status[name] = message
         server = self.config.server(name)
-        if server is not None:
-            self.failed[name] = (server, message)
+        if server is not None:  # (a reply that meanwhile tried it itself may have said so already)
+            earlier = self.failed.get(name)
+            self.failed[name] = (server, message, told or (earlier is not None and earlier[0] == server and earlier[2]))
         self.sig_servers.emit()
 
     def revoke(self, name: str) -> None:

@@ -111,8 +111,9 @@ def test_the_meter_and_the_fit_count_the_tools_the_chat_offers(qtbot, tmp_path):
     nothing of, and the context fit did not count."""
     w = make_window(qtbot, data_with_calc(tmp_path), Settings(max_new_tokens=8))
     c = w.controller
-    ask(qtbot, w, "hello", "Off", timeout=120000)  # an approved server starts with the first reply that offers it
-    assert c.tools.known_tools()
+    # An approved server starts when the app opens: its tools are counted and listed before any reply.
+    qtbot.waitUntil(lambda: bool(c.tools.known_tools()), timeout=60000)
+    assert w.tools_button.text() == f"Tools ({len(c.tools.known_tools())})"
 
     def counted(change) -> int:  # the meter once the count this change asked for has come back
         with qtbot.waitSignal(c.sig_context, timeout=30000):
