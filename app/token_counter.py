@@ -59,6 +59,8 @@ class TokenCounter(QObject):
         if not messages and not tools:
             self.sig_counted.emit(serial, 0, "")
             return
+        if not messages:  # an empty chat that offers tools: its prompt already holds them
+            messages = ({"role": "user", "content": ""},)
         try:
             tokens = len(self.chat.prompt_ids(list(messages), enable_thinking=thinking,
                                               tools=list(tools) if tools else None))

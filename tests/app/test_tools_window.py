@@ -114,6 +114,7 @@ def test_the_meter_and_the_fit_count_the_tools_the_chat_offers(qtbot, tmp_path):
     # An approved server starts when the app opens: its tools are counted and listed before any reply.
     qtbot.waitUntil(lambda: bool(c.tools.known_tools()), timeout=60000)
     assert w.tools_button.text() == f"Tools ({len(c.tools.known_tools())})"
+    qtbot.waitUntil(lambda: w.meter.tokens > 200, timeout=30000)  # an empty chat's prompt holds them too
 
     def counted(change) -> int:  # the meter once the count this change asked for has come back
         with qtbot.waitSignal(c.sig_context, timeout=30000):
