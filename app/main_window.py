@@ -299,7 +299,7 @@ class MainWindow(QMainWindow):
         from .widgets.tools_menu import ToolsButton
 
         c = self.controller
-        self.tools_button = ToolsButton(lambda: (*c.chat_tools(), c.tools.known_tools()))
+        self.tools_button = ToolsButton(lambda: (*c.chat_tools(), c.tools.known_tools(), c.tools.waiting_servers()))
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)

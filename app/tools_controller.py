@@ -213,6 +213,12 @@ class ToolsController(QObject):
         """The running servers' tools (for the per-chat switch's menu)."""
         return self.manager.tools()
 
+    def waiting_servers(self) -> list[str]:
+        """One line for each approved server with no tools running: starting, or why it is not."""
+        running = {t.server for t in self.manager.tools()}
+        return [f"{s.name}: {self.status.get(s.name, 'starts with the next reply')}"
+                for s in self.approved_servers() if s.name not in running]
+
     # ------------------------------------------------------------------ replies
 
     def offered_tools(self, chat_settings: dict) -> list[dict] | None:

@@ -200,8 +200,9 @@ class McpSettingsBox(QWidget):
         server = self.selected()
         approved = bool(server) and self.tools.approvals.is_approved(server)
         self.command.setPlainText(printable(server.command_line(reveal=self.reveal.isChecked())) if server else "")
+        status = self.tools.status.get(server.name, "not started yet").rstrip(".…") if server else ""
         self.state.setText("" if not server else
-                           (f"Approved; {self.tools.status.get(server.name, 'not started yet').rstrip('.…')}." if approved else
+                           (f"Approved; {status}." if approved else
                             "Not approved: it will not start. Check the command above, then approve it."))
         taken = self.tools.config.server(bundled_calculator().name) is not None  # never over a server of yours
         self.calculator_button.setEnabled(not taken)

@@ -1,7 +1,8 @@
 """The chat's tools switch, beside the input: which tools this chat offers the model at all.
 
-A button with a menu: "Offer tools in this chat", then each running server's tools (checked: offered),
-then "MCP servers…" (Settings). A dumb view: it asks `state()` for (on, off, tools) when it opens and
+A button with a menu: "Offer tools in this chat", then each running server's tools (checked: offered)
+and a line for each approved server not running (starting, or why not), then "MCP servers…" (Settings).
+A dumb view: it asks `state()` for (on, off, tools, waiting) when it opens and
 says what the user chose through `sig_changed(on, off)`; the controller saves it with the chat.
 """
 
@@ -18,7 +19,8 @@ class ToolsButton(QToolButton):
     sig_manage = Signal()
 
     def __init__(self, state, parent=None):
-        """`state()` -> (tools on, names left out, the running servers' tools: runtime.mcp.client.McpTool)."""
+        """`state()` -> (tools on, names left out, the running servers' tools: runtime.mcp.client.McpTool,
+        a line for each approved server that is not running)."""
         super().__init__(parent)
         self.state = state
         self.setText("Tools")
@@ -31,20 +33,22 @@ class ToolsButton(QToolButton):
         self.refresh()
 
     def refresh(self) -> None:
-        on, off, tools = self.state()
+        on, off, tools, _ = self.state()
         offered = [t for t in tools if t.name not in off] if on else []
         self.setText(f"Tools ({len(offered)})" if on and tools else "Tools: off" if not on else "Tools")
 
     def _build(self) -> None:
         self.menu_.clear()
-        on, off, tools = self.state()
+        on, off, tools, waiting = self.state()
         switch = self.menu_.addAction("Offer tools in this chat")
         switch.setCheckable(True)
         switch.setChecked(on)
         switch.toggled.connect(lambda checked: self._changed(checked, off))
         self.menu_.addSeparator()
-        if not tools:
+        if not tools and not waiting:
             self.menu_.addAction("No server is running: approve one in MCP servers…").setEnabled(False)
+        for line in waiting:
+            self.menu_.addAction(printable(line)).setEnabled(False)
         for tool in tools:
             action = self.menu_.addAction(f"{printable(tool.name)}  ({printable(tool.server)})")
             action.setCheckable(True)

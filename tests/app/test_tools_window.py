@@ -199,3 +199,7 @@ def test_a_server_that_cannot_start_is_one_line_once(qtbot, tmp_path, scripted):
     ask(qtbot, w, "hello", "Off", timeout=120000)
     ask(qtbot, w, "hello", "Off", timeout=120000)
     assert len(errors) == 1 and "'broken' could not start" in errors[0] and "\n" not in errors[0]
+    w.tools_button.menu_.aboutToShow.emit()  # the menu says why its approved server offers nothing
+    lines = [a.text() for a in w.tools_button.menu_.actions()]
+    assert any(t.startswith("broken: ") and "could not start" in t for t in lines), lines
+    assert not any(t.startswith("No server is running") for t in lines), lines
