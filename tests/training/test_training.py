@@ -334,13 +334,14 @@ def test_training_smoke_run(tmp_path):
 
 
 def test_a_run_from_a_finished_checkpoint_trains_only_its_last_phases(tmp_path, capsys):
-    """--init: the shipped demo's weights and tokenizer, then the drill and balance phases alone; not a
-    checkpoint: refused."""
-    from training.train_demo import drill_mix, main
+    """--init: the shipped demo's weights and tokenizer, then the drill, balance and answer phases alone;
+    not a checkpoint: refused."""
+    from training.train_demo import answer_mix, balance_mix, drill_mix, main
 
     main(["--out", str(tmp_path / "more"), "--smoke", "--init", str(DEMO)])
     log = capsys.readouterr().out
     assert "starting from" in log and "drill step 1/2" in log and "balance step 1/2" in log
+    assert "answer step 1/2" in log
     assert "parent step" not in log and "chat step" not in log
     assert (tmp_path / "more" / "tokenizer.json").read_bytes() == (DEMO / "tokenizer.json").read_bytes()
     ElasticModel.load(tmp_path / "more")
@@ -349,6 +350,10 @@ def test_a_run_from_a_finished_checkpoint_trains_only_its_last_phases(tmp_path, 
     drilled = [ex for ex in example_batch(0, "drill", 3, 400, drill_mix(Mix())) if ex.tools]
     calls = sum(bool(ex.calls) for ex in drilled)
     assert len(drilled) > 150 and calls > 40  # tools in most conversations, and the call trained often
+
+    def from_results(mix) -> int:  # replies written after a tool's result
+        return sum(ex.messages[-1]["role"] == "tool" for ex in example_batch(0, "answer", 3, 1000, mix))
+    assert from_results(answer_mix(Mix())) > 1.6 * from_results(balance_mix(Mix())) > 0
 
 
 @pytest.mark.slow
