@@ -20,6 +20,7 @@ import logging
 import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from PySide6.QtCore import QObject, Signal, Slot
 
@@ -49,6 +50,13 @@ class ToolsReady:
     problems: tuple[str, ...]
     type: str = "tools_ready"
     progress: object = None
+
+
+class StartFailure(NamedTuple):
+    """A server that could not start, as it was defined then; `said`: a reply has told the user."""
+    server: ServerConfig
+    message: str
+    said: bool
 
 
 def chat_tool_settings(settings: dict) -> tuple[bool, set[str]]:
@@ -86,8 +94,8 @@ class ToolJob:
     ask: object = None  # (PendingCall, Controls) -> answer, called in the engine thread
     max_calls: int = MAX_TOOL_CALLS.default
     timeout_s: float = TOOL_TIMEOUT.default
-    # server name -> (its definition, why it failed, whether a reply said so): not tried again by every
-    # reply (a server that hangs at start would hold each one up); approving it again in Settings tries again
+    # server name -> StartFailure: not tried again by every reply (a server that hangs at start would hold
+    # each one up); approving it again in Settings tries again
     failed: dict = field(default_factory=dict)
 
     def prepare(self) -> ToolsReady:
@@ -97,15 +105,15 @@ class ToolJob:
         problems = []
         for server in self.servers:
             failed = self.failed.get(server.name)
-            if failed is None or failed[0] != server:
+            if failed is None or failed.server != server:
                 try:
                     self.manager.start(server)
                     continue
                 except McpError as e:
-                    failed = (server, str(e), False)
-            if not failed[2]:  # said once, by the first reply it leaves out (a start at launch has no reply)
-                problems.append(f"{failed[1]} (it is left out; approve it again in Settings to retry)")
-            self.failed[server.name] = (server, failed[1], True)
+                    failed = StartFailure(server, str(e), False)
+            if not failed.said:  # said once, by the first reply it leaves out (a start at launch has no reply)
+                problems.append(f"{failed.message} (it is left out; approve it again in Settings to retry)")
+            self.failed[server.name] = failed._replace(said=True)
         offered = [t for t in self.manager.tools() if t.name not in self.off]
         self.request = replace(self.request, tools=tuple(t.as_tool() for t in offered) or None)
         return ToolsReady(tuple(t.name for t in offered), tuple(problems))
@@ -135,7 +143,7 @@ class ToolsController(QObject):
         self.manager = McpManager(is_approved=self.approvals.is_approved)
         self.status: dict[str, str] = {}  # server name -> one line ("running: 5 tools", an error)
         self.chats: dict[int, ChatTools] = {}
-        self.failed: dict[str, tuple] = {}  # servers that could not start (ToolJob.failed)
+        self.failed: dict[str, StartFailure] = {}  # servers that could not start (ToolJob.failed)
         self.waiting: dict[int, list[Mailbox]] = {}  # request id -> its unanswered consents
         self.tasks = TaskRunner(self)
         self._sig_ask.connect(self._ask)
@@ -196,7 +204,8 @@ class ToolsController(QObject):
         server = self.config.server(name)
         if server is not None:  # (a reply that meanwhile tried it itself may have said so already)
             earlier = self.failed.get(name)
-            self.failed[name] = (server, message, told or (earlier is not None and earlier[0] == server and earlier[2]))
+            said = told or (earlier is not None and earlier.server == server and earlier.said)
+            self.failed[name] = StartFailure(server, message, said)
         self.sig_servers.emit()
 
     def revoke(self, name: str) -> None:
