@@ -124,6 +124,9 @@ class McpSettingsBox(QWidget):
                                 "first, unless you allow that tool always below.", "mcpIntro"))
         self.notice = _plain("", "mcpNotice")
         column.addWidget(self.notice)
+        self.empty = _plain("No server yet. Add one (a program or a URL), import another app's mcp.json, or add "
+                            "the calculator that comes with Elastic Chat to try tools on the demo.", "mcpEmpty")
+        column.addWidget(self.empty)
         self.servers = QListWidget()
         self.servers.setObjectName("mcpServers")
         column.addWidget(self.servers, 1)
@@ -194,6 +197,7 @@ class McpSettingsBox(QWidget):
         if self.servers.currentRow() < 0 and self.servers.count():
             self.servers.setCurrentRow(0)
         self.servers.blockSignals(False)
+        self.empty.setVisible(not self.tools.config.servers)
         self._show_selected()
 
     def _show_selected(self, *_) -> None:

@@ -143,7 +143,9 @@ def test_the_bundled_calculator_is_one_click_away_and_still_waits_for_approval(q
     box.show()
     try:
         assert box.calculator_button.isEnabled() and box.servers.count() == 0
+        assert box.empty.isVisible() and "add the calculator" in box.empty.text()  # never a blank box
         qtbot.mouseClick(box.calculator_button, Qt.MouseButton.LeftButton)
+        assert not box.empty.isVisible()
         assert box.command.toPlainText().endswith(" -m runtime.mcp.calculator") and "Not approved" in box.state.text()
         assert not box.calculator_button.isEnabled() and tools.manager.tools() == []  # nothing runs unapproved
         qtbot.mouseClick(box.approve_button, Qt.MouseButton.LeftButton)
