@@ -1,6 +1,7 @@
 """A session of tool use in the real window on the demo: an approved MCP server (the tests' calc server,
 over stdio), a reply that calls its tool, the consent dialog, the call shown in the reply, the history
-kept across a restart and replayed to the model. The demo rarely calls tools yet, so the replies are
+kept across a restart and replayed to the model. The demo calls a tool for most sums it cannot do, not
+all (docs/results/demo-eval.md), and these tests need the same call every run, so the replies are
 spelled by a script (tests/engine_support.py Scripted); everything else is the app's own path."""
 
 import json
