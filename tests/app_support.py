@@ -124,7 +124,8 @@ CALC = ServerConfig("calc", command=sys.executable, args=(str(ROOT / "tests" / "
 
 def script_tool_replies(monkeypatch) -> list:
     """Replies with tools offered are spelled by the script in the returned list's first item (a
-    tests.engine_support.Scripted the test puts there): the demo's own calls vary by question, and these tests need the same call every run."""
+    tests.engine_support.Scripted the test puts there): the demo's own calls vary by question, and
+    these tests need the same call every run."""
     import runtime.generate
 
     real, scripts = runtime.generate.stream_chat, []
