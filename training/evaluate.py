@@ -718,6 +718,9 @@ def main(argv=None):
         result = json.loads(args.render.read_text())
         if args.notes:
             result["notes"] = args.notes.read_text()
+        if args.with_nvfp4 and not args.with_nvfp4.is_file():
+            raise SystemExit(f"error: with --render, --with-nvfp4 names an earlier run's JSON, and {args.with_nvfp4} "
+                             "is not a file; leave it out to keep the NVFP4 rows the JSON already holds")
         nvfp4 = json.loads(args.with_nvfp4.read_text()) if args.with_nvfp4 else result.get("nvfp4")
         if nvfp4:
             result["nvfp4"] = {k: nvfp4[k] for k in NVFP4_KEYS if k in nvfp4}

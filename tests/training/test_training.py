@@ -402,3 +402,13 @@ def test_a_stopped_run_resumes_to_the_same_model(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="not empty"):
         run(tmp_path / "x", tmp_path / "foreign")
     assert (tmp_path / "foreign" / "notes.txt").read_text() == "mine"
+
+
+def test_render_refuses_a_checkpoint_folder_for_the_nvfp4_rows(tmp_path):
+    from training.evaluate import main
+
+    earlier = tmp_path / "eval.json"
+    earlier.write_text(json.dumps({"problems": 0}))
+    with pytest.raises(SystemExit, match="is not a file; leave it out"):
+        main(["--render", str(earlier), "--with-nvfp4", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out.md").exists()  # nothing half-written
