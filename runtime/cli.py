@@ -6,6 +6,7 @@
     serve     a local OpenAI-compatible server (runtime/server/)
     models    probe | list | download | verify | import | delete (store/models_cli.py)
     decode-check  the replayed decode step on a config alone (decode_check.py)
+    kernel-check  a packed-weight kernel against the exact reference, and its GB/s (kernel_check.py)
 
 Flags and output formats of these commands are a contract other checks rely on. Bad input
 ends with a one-line `error: ...` on stderr and exit status 2.
@@ -26,6 +27,7 @@ from .options import (
     CLI_MAX_NEW_TOKENS,
     CONTEXT,
     ENGINE_CONTEXT,
+    KERNEL_SHAPE,
     MAX_NEW_TOKENS,
     MAX_QUEUE,
     MAX_TOKENS,
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_values(args)
         return {"score": _score, "extract": _extract, "generate": _generate, "serve": _serve,
-                "models": models_cli.run, "decode-check": _decode_check}[args.command](args)
+                "models": models_cli.run, "decode-check": _decode_check,
+                "kernel-check": _kernel_check}[args.command](args)
     except ElasticError as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
@@ -173,6 +176,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--submodel", help="default: every submodel")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or meta")
     add_flag(p, STEPS)
+
+    p = sub.add_parser("kernel-check", help="a packed-weight kernel against the exact reference, and its GB/s")
+    p.add_argument("--format", required=True, choices=("nvfp4", "fp8"))
+    p.add_argument("--kernel", required=True, choices=("cpu", "triton", "torch"))
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="default cpu")
+    for option in KERNEL_SHAPE:  # --rows, --cols, --experts, --active, --tokens, --threads
+        add_flag(p, option, help=True)
+    p.add_argument("--dtype", default="bfloat16", help="activations: bfloat16 (default), float16 or float32")
+    add_flag(p, SEED)
+    p.add_argument("--json", action="store_true", help="one JSON object per case (the contract: docs/cli.md)")
     return parser
 
 
@@ -194,6 +207,12 @@ def _decode_check(args) -> int:
     from .decode_check import main as decode_check
 
     return decode_check(args)
+
+
+def _kernel_check(args) -> int:
+    from .kernel_check import main as kernel_check
+
+    return kernel_check(args)
 
 
 def _score(args) -> int:
