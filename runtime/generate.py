@@ -22,14 +22,13 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
 from .auto_depth import Escalation, Signals, Watch, read_signals, token_signals
 from .controls import Controls, StopRequested
-from .engine import Engine
-from .errors import ElasticError, UsageError
+from .errors import ElasticError, UsageError, show
 from .events import (
     ANSWER,
     END_OF_TURN,
@@ -51,6 +50,9 @@ from .options import MAX_NEW_TOKENS
 from .reply_record import ReplyRecord, ThinkingBudget
 from .sampling import DeviceSampler, SamplingSettings
 from .tool_calls import CALL_OPEN, Text, ToolCallError, ToolCallStream, opening_held, tool_schemas
+
+if TYPE_CHECKING:  # (engine.py imports this module: its `stream` is `stream_chat`)
+    from .engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -460,7 +462,7 @@ def _offered_tools(request: ChatRequest) -> tuple[dict, ...] | None:
     """The tools the template renders and the parser checks calls against: none for tool_choice
     "none"; a forced tool must be among them."""
     if request.tool_choice not in TOOL_CHOICES:
-        raise UsageError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {str(request.tool_choice)[:40]!r}")
+        raise UsageError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {show(request.tool_choice, 40)}")
     tools = tuple(request.tools or ())
     if request.tool_choice == "none" or not tools:
         if request.tool_choice == "required" or request.tool_name:
@@ -470,7 +472,7 @@ def _offered_tools(request: ChatRequest) -> tuple[dict, ...] | None:
     if len(names) != len(tools):
         raise UsageError("every tool needs a function name, each a different one")
     if request.tool_name is not None and request.tool_name not in names:
-        raise UsageError(f"the forced tool {request.tool_name[:40]!r} is not offered "
+        raise UsageError(f"the forced tool {show(request.tool_name, 40)} is not offered "
                          f"(offered: {', '.join(sorted(names))[:200]})")
     return tools
 
