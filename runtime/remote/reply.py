@@ -105,6 +105,7 @@ class _RemoteReply:
         self.record = ReplyRecord(think, request.answer_submodel,
                                   ThinkingBudget.for_reply(request.thinking_budget, request.max_new_tokens))
         self.finish: str | None = None
+        self.final: _Chunk | None = None  # the current stream's chunk that said how it ended
 
     # What the record says now: the phase, the submodel at work, and who thinks.
     phase = property(lambda self: self.record.phase)
@@ -134,10 +135,21 @@ class _RemoteReply:
         return self.controls.stop_requested
 
     def _chunks(self, body: dict) -> Iterator[_Chunk]:
+        """The stream's chunks, checked; the last that carried a finish reason is kept (`_final`)."""
+        self.final = None
         for data in self.server.stream("/chat/completions", body, self._stop):
             if self.controls.stop_requested:
                 raise RemoteStopped("stopped")
-            yield _Chunk(data, self.server.address)
+            chunk = _Chunk(data, self.server.address)
+            if chunk.finish is not None:
+                self.final = chunk
+            yield chunk
+
+    def _final(self, what: str) -> _Chunk:
+        """The chunk that said how the stream ended; a stream that never said was cut short."""
+        if self.final is None:
+            raise self._cut(what)
+        return self.final
 
     def _body(self, model_id: str, messages: list[dict], max_tokens: int) -> dict:
         s = self.req.sampling
@@ -175,7 +187,6 @@ class _RemoteReply:
                 elastic["think_submodel"] = self.think_sub
         elastic["keep_reasoning"] = not req.truncate_history_thinking
         body = {**self._body(self.model.id, self._messages(), req.max_new_tokens), "elastic": elastic}
-        final = None
         for chunk in self._chunks(body):
             switch = chunk.elastic.get("switch") if chunk.finish is None else None
             if switch is not None and chunk.any:
@@ -184,10 +195,7 @@ class _RemoteReply:
                 if phase != self.phase:
                     self.record.phase = phase  # (the server's own words: its phases are its record's)
                 yield self._token(text)
-            if chunk.finish is not None:
-                final = chunk
-        if final is None:
-            raise self._cut("reply")
+        final = self._final("reply")
         info, record = final.elastic, self.record
         think = info.get("think_submodel", record.think_sub)
         record.think_sub = think if think in self.model.submodels else None
@@ -217,7 +225,6 @@ class _RemoteReply:
             effort = self._effort()
             if effort in ("low", "medium", "high"):
                 body["reasoning_effort"] = effort
-        final = None
         for chunk in self._chunks(body):
             for phase, text in chunk.texts:
                 if text and phase != self.phase:
@@ -227,11 +234,7 @@ class _RemoteReply:
                     self.record.thinking_end = "model" if thinking else ""
                 if text:
                     yield self._token(text)
-            if chunk.finish is not None:
-                final = chunk
-        if final is None:
-            raise self._cut("reply")
-        self.finish = FINISH.get(final.finish, END_OF_TURN)
+        self.finish = FINISH.get(self._final("reply").finish, END_OF_TURN)
 
     def _effort(self) -> str | None:
         """The `reasoning_effort` name of the level this request is, if it is one."""
@@ -258,7 +261,7 @@ class _RemoteReply:
         if self.think_sub is not None:
             body.update(continue_final_message=True, add_generation_prompt=False)
         self.record.answer()
-        asked, final, seen = time.perf_counter(), None, 0
+        asked, seen = time.perf_counter(), 0
         for chunk in self._chunks(body):
             for phase, text in chunk.texts:
                 if phase == THINKING and text:
@@ -272,11 +275,7 @@ class _RemoteReply:
                                                  (time.perf_counter() - asked) * 1000)
                     seen += 1
                     yield self._token(text)
-            if chunk.finish is not None:
-                final = chunk
-        if final is None:
-            raise self._cut("answer")
-        self.finish = FINISH.get(final.finish, END_OF_TURN)
+        self.finish = FINISH.get(self._final("answer").finish, END_OF_TURN)
 
     def _think(self, messages: list[dict]) -> Iterator[Event]:
         """The thinker's thought, ended by the budget rule (reply_record.py), the user, or the model itself."""
