@@ -23,7 +23,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from runtime.private_files import open_append, read_tail, write_private
+from runtime.api import open_append, read_tail, write_private
 
 log = logging.getLogger("elastic-chat")
 MARKER = "session.running"
@@ -178,7 +178,7 @@ class LoadRecord:
         return ""
 
     def _read(self, name: str) -> dict:
-        from runtime.json_file import JsonFileError, read_json_file
+        from runtime.api import JsonFileError, read_json_file
 
         try:
             data = read_json_file(self.folder / name, 64 << 10)

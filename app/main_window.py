@@ -867,12 +867,9 @@ class MainWindow(QMainWindow):
 
     def _set_models_dir(self, folder: str) -> None:
         """New downloads go to `folder`; models already downloaded stay where they are."""
-        import os
+        from runtime.api import use_models_dir
 
-        if folder:
-            os.environ["ELASTIC_CHAT_MODELS"] = folder
-        else:
-            os.environ.pop("ELASTIC_CHAT_MODELS", None)
+        use_models_dir(folder)
         self.show_error(f"Models are now kept in {folder or 'the default folder'}. Models downloaded before stay "
                         "where they were: import their folders in the model manager, or move them.", kind="banner")
         self.models.refresh()

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from runtime.engine_queue import EngineQueue
-from runtime.errors import ElasticError
+from runtime.api import ElasticError, EngineQueue
 
 log = logging.getLogger(__name__)
 POLL_MS = 250
@@ -73,7 +72,7 @@ class ServerControl(QObject):
                          name="server start", daemon=True).start()
 
     def _start(self, host: str, port: int, api_key: str | None, web: tuple, wanted: int) -> None:
-        from runtime.server.runner import PortTaken, ServerThread  # noqa: PLC0415 (FastAPI loads only when serving)
+        from runtime.api import PortTaken, ServerThread  # noqa: PLC0415 (FastAPI loads only when serving)
 
         with self._busy:
             if wanted != self._wanted:

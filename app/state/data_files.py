@@ -22,8 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.paths import LOG_FILE
-from runtime.private_files import make_private_folder, open_append
+from runtime.api import LOG_FILE, make_private_folder, open_append
 
 from .history import History
 from .settings import Settings

@@ -216,7 +216,7 @@ def _host(v):
 
 
 def _api_key(v):
-    from runtime.server.runner import valid_api_key  # the server's own rule
+    from runtime.api import valid_api_key  # the server's own rule
 
     if not isinstance(v, str) or (v and not valid_api_key(v)):
         raise ValueError("an API key of at least 8 printable characters with no spaces, or empty")
@@ -243,9 +243,9 @@ def host_problem(host: str) -> str:
 def server_problem(host: str, port: int, api_key: str, serving: bool = True) -> str:
     """Why the local server cannot listen with these values ("" when it can), in the settings' words;
     with `serving` False, only whether they can be saved (an open address without a key may wait).
-    The rules are the server's own (runtime/server/runner.py: `is_loopback`, `valid_api_key`, which
+    The rules are the server's own (runtime/server/access_rules.py: `is_loopback`, `valid_api_key`, which
     `check_listen` applies to `serve`'s options), so the app and `serve` accept the same addresses."""
-    from runtime.server.runner import is_loopback, valid_api_key
+    from runtime.api import is_loopback, valid_api_key
 
     if host_problem(host):
         return (f"The address {show(host, 40)} is {host_problem(host)}: use 127.0.0.1 (only this computer) "

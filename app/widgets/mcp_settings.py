@@ -31,8 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from runtime.errors import one_line, printable
-from runtime.mcp.config import ConfigError, bundled_calculator, parse_server
+from runtime.api import ConfigError, bundled_calculator, one_line, parse_server, printable
 
 
 def _plain(text: str = "", object_name: str = "") -> QLabel:

@@ -16,8 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from runtime.errors import one_line, printable
-from runtime.tool_loop import describe_arguments
+from runtime.api import describe_arguments, one_line, printable
 
 SHOWN_RESULT_CHARS = 4000
 STATUS = {"ok": ("✓", ""), "error": ("✗", "failed"), "declined": ("⊘", "declined by you"),

@@ -21,8 +21,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from runtime.errors import printable
-from runtime.tool_loop import ALLOW_IN_CHAT, ALLOW_ONCE, DECLINE, PendingCall, describe_arguments
+from runtime.api import ALLOW_IN_CHAT, ALLOW_ONCE, DECLINE, PendingCall, describe_arguments, printable
 
 FOLD_CHARS = 200
 

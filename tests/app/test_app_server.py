@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QDialog
 from app.state.settings import Settings, server_problem
 from app.widgets.settings_dialog import SettingsDialog
 from runtime.errors import UsageError
-from runtime.server.runner import check_listen
+from runtime.server.access_rules import check_listen
 from tests.app_support import make_window
 from tests.engine_support import held_engine
 

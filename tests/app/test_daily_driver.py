@@ -154,7 +154,7 @@ def test_the_load_line_never_widens_the_window(qtbot):
     w = LoadProgress()
     qtbot.addWidget(w)
     w.start("star-elastic-30b-nvfp4")
-    w.text.setText("star-elastic-30b-nvfp4: loading 3.2 of 18.0 GB (18%), shard 1 of 5, about 55 s left " * 2)
+    w.text.setText("star-elastic-30b-nvfp4: loading 3.0 of 16.8 GiB (18%), shard 1 of 5, about 55 s left " * 2)
     assert w.minimumSizeHint().width() < 500 and "about 55 s left" in w.text.text()
 
 

@@ -19,7 +19,7 @@ from app.state.settings import Sampling, Settings
 from app.widgets.chat_view import thinking_summary
 from app.widgets.depth_slider import DepthSlider, slider_stops
 from app.widgets.live_strip import LiveStrip
-from runtime.generate import GRACE_TOKENS
+from runtime.reply_record import GRACE_TOKENS
 from tests.app_support import LONG, SUM, finish, held_at, hold, make_window, warmed_up
 from tests.paths import ROOT
 

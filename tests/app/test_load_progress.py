@@ -39,7 +39,7 @@ def test_the_widget_shows_progress_and_asks_to_cancel(qtbot):
     assert not w.isHidden()
     w.update_progress(Progress(3_200_000_000, 18_000_000_000, 900, 24147, "model-00001-of-00005.safetensors", 1, 5,
                                12.0, 55.0))
-    assert w.bar.value() == 178 and "3.2 of 18.0 GB (18%), shard 1 of 5, about 55 s left" in w.text.text()
+    assert w.bar.value() == 178 and "3.0 of 16.8 GiB (18%), shard 1 of 5, about 55 s left" in w.text.text()
     with qtbot.waitSignal(w.sig_cancel):
         w.cancel.click()
     assert not w.cancel.isEnabled()

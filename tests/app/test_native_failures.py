@@ -92,12 +92,13 @@ def panics(*_a, **_k):
 
 
 def test_a_panic_in_a_reply_fails_that_reply_and_the_worker_lives(qtbot, worker, monkeypatch):
-    import runtime.engine_queue
+    import app.workers
     from runtime.generate import ChatRequest
 
-    monkeypatch.setattr(runtime.engine_queue, "stream_in_turn", panics)
+    monkeypatch.setattr(app.workers, "stream_in_turn", panics)
     with qtbot.waitSignal(worker.sig_reply_failed, timeout=10000) as failed:
-        worker.generate(7, ChatRequest(({"role": "user", "content": "hi"},), None, "1.5M"), None)
+        worker.generate(7, app.workers.PlainReply(ChatRequest(({"role": "user", "content": "hi"},), None, "1.5M")),
+                        None)
     assert failed.args == [7, "Rust panic: Onig: retry-limit-in-match over"]
 
 
