@@ -15,7 +15,8 @@ from pathlib import Path
 
 from runtime.json_file import JsonFileError, read_json_file
 
-from .history import History, _chat_settings, _meta
+from .history import History
+from .history_rows import chat_settings, reply_meta
 
 FORMAT, VERSION = "elastic-chat/chat", 1
 MAX_FILE_BYTES = 64 * 2**20
@@ -123,7 +124,7 @@ def _checked(data: dict):
         raise ValueError(f"it was written by a newer Elastic Chat (chat file version {version}); update to import it")
     title = _text(data.get("title", "Imported chat"), "its title", 10 * MAX_TITLE).strip()[:MAX_TITLE]
     prompt = _text(data.get("system_prompt", ""), "its system prompt", MAX_TEXT)
-    settings, ok = _chat_settings(_json_dumps(data.get("settings", {})))
+    settings, ok = chat_settings(_json_dumps(data.get("settings", {})))
     if not isinstance(data.get("settings", {}), dict) or not ok:
         raise ValueError("its settings are not the settings of a chat")
     raw = data.get("messages")
@@ -149,7 +150,7 @@ def _checked(data: dict):
         meta_in = m.get("meta", {})
         if not isinstance(meta_in, dict):
             raise ValueError(f"{where}'s details are not an object")
-        meta, meta_ok = _meta(_json_dumps(meta_in))
+        meta, meta_ok = reply_meta(_json_dumps(meta_in))
         dropped += not meta_ok
         messages.append((mid, parent, m["role"], _text(m.get("content", ""), f"{where}'s text", MAX_TEXT),
                          _text(m.get("thinking", ""), f"{where}'s thinking", MAX_TEXT), meta, complete))
