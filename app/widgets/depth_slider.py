@@ -241,6 +241,8 @@ class DepthSlider(QWidget):
         return self.ticks.labels
 
     def set_stops(self, stops: list[SliderStop], selected: str) -> None:
+        """Shows `stops` with `selected` chosen: the depth's owner (app/depth_choice.py) has already
+        resolved it to one the model can run; the slider keeps no fallback rule of its own."""
         self.stops = stops
         labels = []
         for i, s in enumerate(stops):
@@ -252,10 +254,7 @@ class DepthSlider(QWidget):
             labels.append(label)
         self.slider.blockSignals(True)
         self.slider.setRange(0, max(0, len(stops) - 1))
-        index = self._index(selected)
-        if index is None or not stops[index].enabled:
-            index = self._nearest_enabled(index or 0)
-        self._current = index
+        index = self._current = self._index(selected) or 0
         self.slider.setValue(index)
         self.slider.blockSignals(False)
         self.ticks.set_labels(labels)
@@ -272,13 +271,6 @@ class DepthSlider(QWidget):
 
     def _index(self, name: str) -> int | None:
         return next((i for i, s in enumerate(self.stops) if s.name.lower() == (name or "").lower()), None)
-
-    def _nearest_enabled(self, index: int) -> int:
-        """The deepest available stop at or below `index` (a stop is unavailable for want of memory, so
-        go lighter, not sideways to Auto), else the lightest available one."""
-        enabled = [i for i, s in enumerate(self.stops) if s.enabled]
-        lower = [i for i in enabled if i <= index]
-        return max(lower) if lower else (min(enabled) if enabled else 0)
 
     def _moved(self, index: int) -> None:
         if not 0 <= index < len(self.stops):
