@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from runtime.errors import show
+from runtime.events import END_OF_TURN
 from runtime.json_file import JsonFileError, read_json_file
 
 from .history import History
@@ -77,7 +79,7 @@ def reply_details(meta: dict) -> str:
         parts.append(f"{meta['tokens_per_s']:.1f} tok/s")
     if meta.get("elapsed_ms"):
         parts.append(f"{meta['elapsed_ms'] / 1000:.1f} s")
-    if meta.get("finish_reason") not in (None, "end_of_turn"):
+    if meta.get("finish_reason") not in (None, END_OF_TURN):
         parts.append(str(meta["finish_reason"]).replace("_", " "))
     return " · ".join(parts)
 
@@ -143,7 +145,7 @@ def _checked(data: dict):
         if not _is_id(parent, zero=True) or (parent and parent not in seen):
             raise ValueError(f"{where} follows a message that is not before it in the file")
         if m.get("role") not in ROLES:
-            raise ValueError(f"{where} has the role {str(m.get('role'))[:20]!r}, not user or assistant")
+            raise ValueError(f"{where} has the role {show(m.get('role'), 20)}, not user or assistant")
         complete = m.get("complete", True)
         if not isinstance(complete, bool):
             raise ValueError(f"{where}'s \"complete\" is not true or false")

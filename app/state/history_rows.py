@@ -11,21 +11,19 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from runtime.events import RECORD_FIELDS, SWITCH_TEXT_FIELDS
+
 from .attachments import as_context, valid_attachments
 from .settings import check_sampling
 
-# A reply's details (what produced it) and the type each must have to be shown. Counts, timings and
-# switches are the runtime's own serialisations (runtime/events.py: Progress, Switch and Done.to_dict).
-META_TYPES = {"think_submodel": (str, type(None)), "answer_submodel": str, "finish_reason": str, "depth": str,
-              "budget_hit": bool, "thinking_budget": "number", "thinking_tokens": "number",
-              "answer_tokens": "number", "ttft_ms": "number", "tokens_per_s": "number", "thinking_ms": "number",
-              "elapsed_ms": "number", "switch": dict, "thinking_end": str,
-              # {"0.5M": 40, "1.0M": 12}: tokens per submodel, in the order they worked
-              "thinking_by_submodel": dict, "answer_by_submodel": dict,
+# A reply's details (what produced it) and the type each must have to be shown: the fields its events
+# write (runtime/events.py RECORD_FIELDS: counts, timings, how it ended), then what the app adds to them.
+META_TYPES = {**RECORD_FIELDS,
+              "think_submodel": (str, type(None)), "answer_submodel": str, "depth": str, "thinking_budget": "number",
+              # the switch to the answering submodel, and every switch of the reply: Switch.to_dict()
+              "switch": dict, "switches": list,
               # [["0.5M", 5], ["1.0M", 20], ["0.5M", 3]]: the thought's stretches in order (when it moved)
               "thinking_path": list,
-              # every switch of the reply: Switch.to_dict(), {"from", "to", "reprefill_tokens", "ms", "reason", ...}
-              "switches": list,
               # the prompt's tokens as the model read it, and the earliest messages left out to fit the context
               "prompt_tokens": "number", "context_dropped": "number",
               # a user message's files as context (app/state/attachments.py): [{"name", "text", "kind"}]
@@ -161,7 +159,7 @@ def _migrate_meta(data: dict) -> None:
 
 
 def _is_switch(v: dict) -> bool:
-    return all(isinstance(v.get(k, ""), str) for k in ("from", "to", "reason"))
+    return all(isinstance(v.get(k, ""), str) for k in SWITCH_TEXT_FIELDS)
 
 
 def _is_count(v) -> bool:

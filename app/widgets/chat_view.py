@@ -16,8 +16,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from runtime.events import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED
+
 from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
+from ..reply import INTERRUPTED
 from .tool_call_view import ToolRoundsView
 
 
@@ -267,9 +270,9 @@ def thinking_summary(meta: dict) -> str:
     tokens = meta.get("thinking_tokens", 0)
     ms = meta.get("thinking_ms")
     took = f"Thought for {ms / 1000:.1f} s" if ms else "Thought"
-    ending = {"interrupted": ", interrupted", "stopped": ", stopped", "error": ", failed"}.get(
+    ending = {INTERRUPTED: ", interrupted", STOPPED: ", stopped", ERROR: ", failed"}.get(
         meta.get("finish_reason"), ", budget hit" if meta.get("budget_hit") else
-        ", ended by you" if meta.get("thinking_end") == "user" else "")
+        ", ended by you" if meta.get("thinking_end") == ENDED_BY_USER else "")
     if len(by) > 1:
         shares = ", then ".join(f"{n} on {name}" for name, n in by[1:])
         return f"{took} · {by[0][1]} tokens on {by[0][0]}, then {shares}{ending}"
@@ -286,7 +289,7 @@ def reply_info(meta: dict) -> str:
     if not meta:
         return ""
     parts = [meta.get("answer_submodel", "")]
-    if meta.get("finish_reason") not in (None, "end_of_turn"):
+    if meta.get("finish_reason") not in (None, END_OF_TURN):
         parts.append(meta["finish_reason"].replace("_", " "))
     dropped = meta.get("context_dropped")
     if dropped:
@@ -302,7 +305,7 @@ class _Column(QWidget):
     it has (heightForWidth), never its layout's minimum: that adds up each wrapped text's height at its
     narrowest, which left a blank that grew with the chat below the last message."""
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
+    def minimumSizeHint(self) -> QSize:
         return QSize(super().minimumSizeHint().width(), 0)
 
 
