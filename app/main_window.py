@@ -27,8 +27,8 @@ def _warm_imports() -> None:
     Either holds the interpreter long enough to stall the GUI for a fraction of a second."""
     import huggingface_hub.hf_api
 
-    import runtime.store.download.transfer  # noqa: F401
-    import runtime.store.model_store  # noqa: F401
+    import runtime.store.download.transfer
+    import runtime.store.model_store
     import runtime.store.planner  # noqa: F401
 
     huggingface_hub.hf_api.get_session()  # its TLS context loads the CA bundle, which blocks the interpreter

@@ -87,7 +87,7 @@ class ServerControl(QObject):
                          name="server start", daemon=True).start()
 
     def _start(self, host: str, port: int, api_key: str | None, web: tuple, wanted: int) -> None:
-        from runtime.server.runner import PortTaken, ServerThread  # noqa: PLC0415 (FastAPI loads only when serving)
+        from runtime.server.runner import PortTaken, ServerThread  # FastAPI loads only when serving
 
         with self._busy:
             if wanted != self._wanted:

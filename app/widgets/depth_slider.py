@@ -76,22 +76,22 @@ class StopSlider(QSlider):
     def value_at(self, x: float) -> int:
         return min(range(self.minimum(), self.maximum() + 1), key=lambda v: abs(self.tick_x(v) - x))
 
-    def mousePressEvent(self, event) -> None:  # noqa: N802
+    def mousePressEvent(self, event) -> None:
         if (event.button() == Qt.MouseButton.LeftButton
                 and not self._rect(QStyle.SubControl.SC_SliderHandle).contains(event.position().toPoint())):
             self.setValue(self.value_at(event.position().x()))  # a jump, not Qt's one page step
         super().mousePressEvent(event)  # the handle is under the pointer now: a drag may follow
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self.sig_ticks_moved.emit()
 
-    def changeEvent(self, event) -> None:  # noqa: N802
+    def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
             self.sig_ticks_moved.emit()
 
-    def paintEvent(self, event) -> None:  # noqa: N802
+    def paintEvent(self, event) -> None:
         super().paintEvent(event)
         handle = QRectF(self._rect(QStyle.SubControl.SC_SliderHandle))
         p = QPainter(self)
@@ -132,7 +132,7 @@ class _StopLabel(QLabel):
         if self.text() != text:
             self.setText(text)
 
-    def mousePressEvent(self, event) -> None:  # noqa: N802
+    def mousePressEvent(self, event) -> None:
         if event.button() == Qt.MouseButton.LeftButton:
             self.clicked.emit()
         super().mousePressEvent(event)
@@ -187,21 +187,21 @@ class _TickLabels(QWidget):
     def _height(self) -> int:  # the two-line height whichever is shown, so nothing below jumps
         return max((label.size_of(long=True).height() for label in self.labels), default=0)
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return QSize(self._needed(long=True), self._height())
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
+    def minimumSizeHint(self) -> QSize:
         return QSize(self._needed(long=False), self._height())
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self.place()
 
-    def showEvent(self, event) -> None:  # noqa: N802
+    def showEvent(self, event) -> None:
         super().showEvent(event)
         self.place()
 
-    def changeEvent(self, event) -> None:  # noqa: N802
+    def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.Type.FontChange:  # the labels' sizes changed: so did what fits
             self.updateGeometry()
