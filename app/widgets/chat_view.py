@@ -11,7 +11,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -21,6 +20,7 @@ from runtime.events import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED
 from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
 from ..reply import INTERRUPTED
+from .foldable import Foldable
 from .tool_call_view import ToolRoundsView
 
 
@@ -87,29 +87,12 @@ def copy_button(tip: str, text) -> QPushButton:
     return b
 
 
-class ThinkingBlock(QFrame):
+class ThinkingBlock(Foldable):
     """Live while thinking streams; afterwards a collapsed "Thought for 4.2 s on 0.5M" line."""
 
     def __init__(self):
-        super().__init__()
-        self.setObjectName("thinking")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 4, 8, 4)
-        self.toggle = QToolButton()
-        self.toggle.setObjectName("thinkingToggle")
-        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.toggle.setCheckable(True)
-        self.toggle.setChecked(True)
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow)
-        self.toggle.toggled.connect(self._set_open)
-        self.body = _label(object_name="thinkingText")
-        layout.addWidget(self.toggle)
-        layout.addWidget(self.body)
+        super().__init__("thinking", _label(object_name="thinkingText"), (8, 4, 8, 4), opened=True)
         self.set_live("")
-
-    def _set_open(self, open_: bool) -> None:
-        self.body.setVisible(open_)
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow if open_ else Qt.ArrowType.RightArrow)
 
     def set_live(self, text: str, submodel: str = "", progress=None) -> None:
         """`progress`: the reply's last runtime.events.Progress, for "Thinking on 1.0M… 34 of 120 tokens"
