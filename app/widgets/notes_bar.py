@@ -6,7 +6,7 @@ Dumb: it shows what it is told and says what the user picked; it hides itself be
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import QEvent, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
 
 from .banner import Banner
@@ -57,6 +57,17 @@ class NotesBar(QWidget):
         row.addWidget(self.error, 1)
         for b in (self.lower_depth, self.leave_out, self.take_back, self.undo, self.use_port, self.retry_load):
             row.addWidget(b)
+        self._parts = (self.error, self.lower_depth, self.leave_out, self.take_back, self.undo, self.use_port,
+                       self.retry_load)
+        for w in self._parts:
+            w.installEventFilter(self)
+        self.setVisible(False)
+
+    def eventFilter(self, watched, event) -> bool:
+        """The bar takes no room (not even the column's spacing) while it has nothing to show."""
+        if event.type() in (QEvent.Type.ShowToParent, QEvent.Type.HideToParent):
+            self.setVisible(any(not w.isHidden() for w in self._parts))
+        return False
 
     def show_error(self, message: str, lower: str = "", kind: str = "error") -> None:
         """Shows `message`: an error, or a notice (`kind` "banner"); `lower`: a depth stop to offer (out of
