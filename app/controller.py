@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Slot
 
 from .composer import Composer
 from .context_count import ContextCount
@@ -175,7 +175,9 @@ class ChatController(QObject):
         stop_thread(self.thread)  # the decode loop sees the stop flag within a token, then the thread ends
         self.composer.tasks.shutdown()
         self.context.shutdown()
-        self.replies.save_at_exit()  # the replies' Done events, if they came
+        for receiver in (self, self.replies):  # what the engine said last (a load's end, the replies' Done)
+            QCoreApplication.sendPostedEvents(receiver, QEvent.Type.MetaCall)
+        self.replies.save_at_exit()
         self.worker.unload()
         self.tools.shutdown()  # the MCP servers end with the app
         self.settings.save(self.settings_path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from .read_only import refuses_read_only
 from .reply import Reply, sampling_for
@@ -289,8 +289,7 @@ class Replies(QObject):
             r.controls.stop()
 
     def save_at_exit(self) -> None:
-        """At exit, once the engine's thread has ended: the Done events that came are taken in, and what
-        the other replies had is saved as stopped."""
-        QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)
+        """At exit, once the engine's thread has ended and its last events were taken in: what the replies
+        that did not end had is saved as stopped."""
         for r in list(self.in_flight.values()):
             self._close(r, *r.texts(), {**r.meta(), "finish_reason": "stopped"})
