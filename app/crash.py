@@ -75,7 +75,7 @@ def show_message(message: str) -> None:
         if app is not None and _relay is not None:  # another thread: the relay's slot runs on the GUI thread
             _relay.sig_message.emit(message)
             return
-    except Exception as e:  # noqa: BLE001 (reporting a crash must not raise another)
+    except Exception as e:  # reporting a crash must not raise another
         log.warning("could not show the crash dialog: %s", e)
     print(message, file=sys.stderr)
 

@@ -17,7 +17,19 @@ from .depth import DepthLevel, find_level, level_names, lower_level, table_defau
 from .engine import Engine, EngineStatus
 from .engine_queue import EngineQueue, stream_in_turn
 from .errors import ElasticError, UsageError, one_line, printable, show
-from .events import Done, Event, Progress, Switch, Token
+from .events import (
+    END_OF_TURN,
+    ENDED_BY_USER,
+    ERROR,
+    RECORD_FIELDS,
+    STOPPED,
+    SWITCH_TEXT_FIELDS,
+    Done,
+    Event,
+    Progress,
+    Switch,
+    Token,
+)
 from .generate import ChatRequest
 from .json_file import JsonFileError, read_json_file
 from .mcp.approvals import APPROVALS_FILE, Approvals
@@ -97,23 +109,23 @@ from .units import format_bytes
 
 __all__ = [
     "ALLOW_HOSTS", "ALLOW_IN_CHAT", "ALLOW_ONCE", "ALLOW_ORIGINS", "APPROVALS_FILE", "CANCELLED", "CONFIG_FILE",
-    "CONTEXT", "CONTEXT_OVERFLOW", "DECLINE", "LOG_FILE", "MAX_NEW_TOKENS", "MAX_SOCKET_PATH", "MAX_TOOL_CALLS",
-    "MIN_P", "NO", "PAUSED", "PORT", "SAMPLING", "TEMPERATURE", "TOOL_TIMEOUT", "TOP_K", "TOP_P",
-    "Approvals", "ChatEngine", "ChatFormat", "ChatRequest", "ChatTools", "ConfigError", "Controls", "DepthLevel",
-    "Done", "Download", "DownloadProgress", "ElasticError", "Engine", "EngineQueue", "EngineStatus", "Event",
-    "HardwareProbe", "JsonFileError", "LoadCancelled", "LoadProgress", "McpConfig", "McpError", "McpManager",
-    "MetadataStopped", "Option", "OptionError", "PendingCall", "PortTaken", "Progress", "RemoteEngine",
-    "RemoteServer", "SamplingSettings", "ServerConfig", "ServerThread", "Switch", "Token", "TokenCounter",
-    "UsageError",
-    "add_source", "bundled_calculator", "catalog_slices", "check_catalog_slices", "check_cpu_fit",
-    "check_destination", "check_slice", "checkpoint_sizing", "data_dir", "default_models_dir", "delete",
-    "describe", "describe_arguments", "download_dir", "find_level", "fit_submodel", "folder_table", "format_bytes",
-    "hub_token", "import_folder", "instance_name", "is_loopback", "is_panic", "is_spec", "level_names",
-    "list_models", "list_server_models", "load_catalog", "load_probe", "load_sources", "log_file", "lower_level",
-    "make_file_private", "make_plan", "make_private_folder", "merge_imported", "models_dir", "one_line",
-    "open_append", "options", "parse_server", "parse_spec", "plan_checkpoint", "printable", "probe", "read_bounded",
-    "read_config", "read_json_file", "read_key", "read_tail", "refusal", "remove_source", "replay_messages",
-    "resolve", "run_tool_loop", "saved_rounds", "server_model_choices", "show", "socket_file_name",
-    "socket_folders", "stream_in_turn", "table_default_level", "usable_level", "use_models_dir", "valid_api_key",
-    "verify", "where_keys_go", "write_config", "write_private",
+    "CONTEXT", "CONTEXT_OVERFLOW", "DECLINE", "ENDED_BY_USER", "END_OF_TURN", "ERROR", "LOG_FILE", "MAX_NEW_TOKENS",
+    "MAX_SOCKET_PATH", "MAX_TOOL_CALLS", "MIN_P", "NO", "PAUSED", "PORT", "RECORD_FIELDS", "SAMPLING", "STOPPED",
+    "SWITCH_TEXT_FIELDS", "TEMPERATURE", "TOOL_TIMEOUT", "TOP_K", "TOP_P", "Approvals", "ChatEngine", "ChatFormat",
+    "ChatRequest", "ChatTools", "ConfigError", "Controls", "DepthLevel", "Done", "Download", "DownloadProgress",
+    "ElasticError", "Engine", "EngineQueue", "EngineStatus", "Event", "HardwareProbe", "JsonFileError",
+    "LoadCancelled", "LoadProgress", "McpConfig", "McpError", "McpManager", "MetadataStopped", "Option",
+    "OptionError", "PendingCall", "PortTaken", "Progress", "RemoteEngine", "RemoteServer", "SamplingSettings",
+    "ServerConfig", "ServerThread", "Switch", "Token", "TokenCounter", "UsageError", "add_source", "annotations",
+    "bundled_calculator", "catalog_slices", "check_catalog_slices", "check_cpu_fit", "check_destination",
+    "check_slice", "checkpoint_sizing", "data_dir", "default_models_dir", "delete", "describe", "describe_arguments",
+    "download_dir", "find_level", "fit_submodel", "folder_table", "format_bytes", "hub_token", "import_folder",
+    "instance_name", "is_loopback", "is_panic", "is_spec", "level_names", "list_models", "list_server_models",
+    "load_catalog", "load_probe", "load_sources", "log_file", "lower_level", "make_file_private", "make_plan",
+    "make_private_folder", "merge_imported", "models_dir", "one_line", "open_append", "options", "parse_server",
+    "parse_spec", "plan_checkpoint", "printable", "probe", "read_bounded", "read_config", "read_json_file",
+    "read_key", "read_tail", "refusal", "remove_source", "replay_messages", "resolve", "run_tool_loop",
+    "saved_rounds", "server_model_choices", "show", "socket_file_name", "socket_folders", "stream_in_turn",
+    "table_default_level", "usable_level", "use_models_dir", "valid_api_key", "verify", "where_keys_go",
+    "write_config", "write_private",
 ]

@@ -24,9 +24,10 @@ TOOL_CALLS = "tool_calls"  # the reply ended having made valid tool calls (the c
 FINISH_REASONS = (END_OF_TURN, TOOL_CALLS, LENGTH, STOPPED, STOP_STRING, ERROR)
 # Why a reply switched submodels: thinking ended, the user moved the depth, Auto climbed, a direct request
 SWITCH_REASONS = ("answer", "depth", "escalate", "request")
-# How thinking ended: the model closed its thought, the budget, the user (Answer now), a call began in it, or
-# "" (it did not think)
-THINKING_ENDS = ("model", "budget", "user", "tool_call", "")
+# How a thought ended (Done.thinking_end): the model closed it, its budget did, the user did (Answer now),
+# a tool call began inside it; "" when the reply did not think.
+ENDED_BY_MODEL, ENDED_BY_BUDGET, ENDED_BY_USER, ENDED_BY_TOOL_CALL = "model", "budget", "user", "tool_call"
+THINKING_ENDS = (ENDED_BY_MODEL, ENDED_BY_BUDGET, ENDED_BY_USER, ENDED_BY_TOOL_CALL, "")
 MAX_COUNT = 1 << 30  # more tokens than any reply has: a count past it is not one this program wrote
 
 
@@ -235,3 +236,23 @@ def is_number(value) -> bool:
 
 def to_dict(event: Event) -> dict:
     return event.to_dict()
+
+
+# ---------------------------------------------------------------------- the saved record's schema
+
+
+def _json_type(value) -> type | str:
+    """What a field of this value must be when read back from JSON: "number" for counts and times."""
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value)
+
+
+# The fields a reply's saved record (a chat's history, an exported chat) takes from its events, and the JSON
+# type each must have to be read back: the totals (Progress.to_dict) and how it ended (Done.to_dict). Derived
+# from the events' own serialisations, so a reader checks the fields the events write, never a list of its own.
+RECORD_FIELDS: dict[str, type | str] = {
+    key: _json_type(value)
+    for key, value in {**Progress().to_dict(), **Done(END_OF_TURN, "", "", None, "", None).to_dict()}.items()
+    if key != "type"}
+# The text fields of a saved switch (Switch.to_dict): "from", "to", "reason".
+SWITCH_TEXT_FIELDS = tuple(key for key, value in Switch("", "", 0, 0.0).to_dict().items()
+                           if isinstance(value, str) and key != "type")

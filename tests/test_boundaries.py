@@ -257,11 +257,7 @@ def test_the_cycle_scan_finds_cycles_at_any_level(tmp_path, sources, cycle):
 
 # ---------------------------------------------------------------------- 5. app/ through runtime.api
 
-# Files that still import runtime modules directly: the ChatController split and the history split
-# (issue 36, item 3) move them to runtime.api; each leaves this list as it does (a file the splits
-# make imports through runtime.api from the start).
-NOT_YET_THROUGH_API = {"app/controller.py", "app/main_window.py", "app/models_controller.py", "app/state/chat_files.py",
-                       "app/state/history.py", "app/state/settings.py", "app/widgets/chat_view.py"}
+NOT_YET_THROUGH_API: set[str] = set()  # every app/ file goes through runtime.api
 
 
 def around_the_api(name: str) -> bool:

@@ -29,7 +29,8 @@ from PySide6.QtWidgets import (
 
 from runtime.api import CONTEXT
 
-from ..models_controller import ACTIONS, ModelRow, ModelsController, progress_text, states_text
+from ..model_texts import progress_text, states_text
+from ..models_controller import ACTIONS, ModelRow, ModelsController
 from .nesting_dialog import NestingDialog
 
 VERDICT_COLORS = {"fits": "#16a34a", "tight": "#d97706", "does not fit": "#dc2626"}

@@ -28,6 +28,7 @@ from ..errors import ElasticError, show
 from ..events import (
     ANSWER,
     END_OF_TURN,
+    ENDED_BY_MODEL,
     ERROR,
     FINISH_REASONS,
     LENGTH,
@@ -201,7 +202,8 @@ class _RemoteReply:
         record.think_sub = think if think in self.model.submodels else None
         record.budget_hit = info.get("budget_hit") is True
         ended = info.get("thinking_end")
-        record.thinking_end = ended if ended in THINKING_ENDS else ("model" if record.tally.counts[ANSWER] else "")
+        answered = record.tally.counts[ANSWER]
+        record.thinking_end = ended if ended in THINKING_ENDS else (ENDED_BY_MODEL if answered else "")
         said = info.get("finish_reason")
         self.finish = said if said in ENGINE_FINISH else FINISH.get(final.finish, END_OF_TURN)
 

@@ -72,14 +72,14 @@ def test_loading_disables_send_and_the_slider_then_cancel_leaves_no_model(qtbot,
     progress = []
     w.controller.sig_load_progress.connect(progress.append)
     with qtbot.waitSignal(w.controller.sig_model_loaded, timeout=120000):
-        w.load_model(str(real_layout), "")
+        w.model_panel.load(str(real_layout), "")
         assert not w.send_button.isEnabled() and not w.depth.isEnabled()
         assert "Waiting for nvfp4 to load" in w.send_button.toolTip() and not w.loading.isHidden()
     assert progress and progress[-1].fraction == 1.0
     assert w.send_button.isEnabled() and w.depth.isEnabled() and w.loading.isHidden()
     w.controller.worker.cancel_requested = CancelAfter(40)
     with qtbot.waitSignal(w.controller.sig_load_cancelled, timeout=120000):
-        w.load_model(str(real_layout), "")
+        w.model_panel.load(str(real_layout), "")
     assert w.controller.worker.engine is None and w.loading.isHidden()
     assert not w.send_button.isEnabled() and "cancelled" in w.statusBar().currentMessage()
     w.close()
