@@ -241,7 +241,7 @@ def plan_rows(device: torch.device, N: int, K: int, R: int) -> Plan:
     """One row of inputs per program column. K counts code bytes (NVFP4) or columns (FP8): a loop step
     reads 16 rows x 256 bytes, 32 bytes a thread of 4 warps, in 16-byte loads."""
     if _sm_count(device) == 0:
-        return Plan(block_n=64, bb=256)
+        return Plan(block_n=_interpreted_rows(N, 1), bb=256)
     block_n, bb = 16, 256
     programs = triton.cdiv(N, block_n) * R
     split = _split_for(device, programs, triton.cdiv(K, bb))
@@ -251,11 +251,17 @@ def plan_rows(device: torch.device, N: int, K: int, R: int) -> Plan:
 def plan_dot(device: torch.device, N: int, K: int, T: int) -> Plan:
     """Up to 16 tokens a program (tensor-core tiles are 16 rows at least)."""
     if _sm_count(device) == 0:
-        return Plan(block_n=64, bb=128, block_t=16)
+        return Plan(block_n=_interpreted_rows(N, 16), bb=128, block_t=16)
     block_n, bb, block_t = 32, 128, 16
     programs = triton.cdiv(N, block_n) * triton.cdiv(T, block_t)
     split = _split_for(device, programs, triton.cdiv(K, bb))
     return Plan(block_n, bb, _whole_steps(K, bb, split), block_t)
+
+
+def _interpreted_rows(N: int, least: int) -> int:
+    """Rows a program in the interpreter: up to 64 (its cost is per program step, nearly whatever the
+    block's size), no more than N needs."""
+    return max(least, min(64, triton.next_power_of_2(N)))
 
 
 def _whole_steps(K: int, bb: int, split: int) -> int:
@@ -265,24 +271,34 @@ def _whole_steps(K: int, bb: int, split: int) -> int:
 
 # ----------------------------------------------------------------------------- the self-test
 
-def self_test(device: torch.device, fmt: str, dtype: torch.dtype = torch.bfloat16) -> str | None:
-    """Runs every kernel of format `fmt` on `device` at the shapes the engine runs (one row, a few
-    tokens, 6 of 128 gathered experts of the 30B-A3B's expert shape, sliced as a nested submodel
-    slices them) against quant.py's exact decoder, and, on CUDA, captures and replays the gathered
-    experts in a CUDA graph. None when all agree, else what failed (the engine status shows it)."""
+# (tokens, out, in) of plain linears, then (experts, active, out, in) of a gathered call: the
+# 30B-A3B's expert shapes at one row, a few decode tokens, 6 of 128 experts.
+SELF_TEST_LINEAR = ((1, 1856, 2688), (1, 2688, 1856), (5, 2688, 1856))
+SELF_TEST_EXPERTS = (10, 6, 1856, 2688)
+
+
+def self_test(device: torch.device, fmt: str, dtype: torch.dtype = torch.bfloat16,
+              linears=SELF_TEST_LINEAR, gathered=SELF_TEST_EXPERTS) -> str | None:
+    """Runs the kernels of format `fmt` on `device` at the shapes the engine runs (`linears`, and
+    `gathered` experts in a view sliced as a nested submodel slices them, two tokens) against
+    quant.py's exact decoder and, on CUDA, captures and replays the gathered experts in a CUDA
+    graph. None when all agree, else what failed (the engine status shows it)."""
     try:
         g = torch.Generator().manual_seed(0)
-        for T, (N, K) in ((1, (1856, 2688)), (1, (2688, 1856)), (5, (2688, 1856))):
+        for T, N, K in linears:
             x = torch.randn(T, K, generator=g).to(device, dtype)
             w = _random(fmt, (N, K), g).to(device)
-            problem = _compare(linear(x, w), x.float() @ w.dequantize(torch.float32).T, fmt, dtype, f"{T} x {K}")
+            problem = _compare(linear(x, w), x.float() @ w.dequantize(torch.float32).T, fmt, dtype,
+                               f"{T} x {K} -> {N}")
             if problem:
                 return problem
-        stacked = _random(fmt, (12, 1856 + 64, 2688 + 32), g).to(device)[:10, :1856, :2688]  # a nested view
-        ids = torch.stack([torch.randperm(10, generator=g)[:6] for _ in range(2)]).to(device)
-        x = torch.randn(2, 6, 2688, generator=g).to(device, dtype)
-        chosen = stacked[ids.reshape(-1).cpu()].dequantize(torch.float32).view(2, 6, 1856, 2688)
-        want = torch.einsum("tjnk,tjk->tjn", chosen.to(device), x.float())
+        E, k, N, K = gathered
+        stacked = _random(fmt, (E + 2, N + 16, K + 32), g).to(device)[:E, :N, :K]  # a nested submodel's view
+        ids = torch.stack([torch.randperm(E, generator=g)[:k] for _ in range(2)])
+        x = torch.randn(2, k, K, generator=g).to(device, dtype)
+        chosen = stacked[ids.reshape(-1).to(device)].dequantize(torch.float32).view(2, k, N, K)
+        want = torch.einsum("tjnk,tjk->tjn", chosen, x.float())
+        ids = ids.to(device)
         problem = _compare(experts(x, stacked, ids), want, fmt, dtype, "gathered experts")
         if problem or device.type != "cuda":
             return problem
