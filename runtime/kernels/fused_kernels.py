@@ -30,8 +30,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-E2M1_UNIT = 16384.0  # 2^14: the fp16 bit trick's E2M1 values are the true ones times 2^-14
-E4M3_UNIT = 256.0  # 2^8: likewise for E4M3 (block scales, FP8 weights)
+E2M1_UNIT = tl.constexpr(16384.0)  # 2^14: the fp16 bit trick's E2M1 values are the true ones times 2^-14
+E4M3_UNIT = tl.constexpr(256.0)  # 2^8: likewise for E4M3 (block scales, FP8 weights)
 
 
 @triton.jit
@@ -157,9 +157,9 @@ def nvfp4_dot(x_ptr, codes_ptr, scale_ptr, scale2_ptr, out_ptr,
         sc = (_e4m3(sc) * (E2M1_UNIT * E4M3_UNIT))[:, :, None]  # (BLOCK_N, BB/8, 1): true scales
         low = tl.reshape(tl.reshape(_e2m1(c & 15), (BLOCK_N, BB // 8, 8)) * sc, (BLOCK_N, BB))
         high = tl.reshape(tl.reshape(_e2m1(c >> 4), (BLOCK_N, BB // 8, 8)) * sc, (BLOCK_N, BB))
-        x_mask = token_mask[:, None] & inside[None, :]
-        x_even = tl.load(xs + 2 * byte[None, :], mask=x_mask, other=0)  # (BLOCK_T, BB) in x's dtype
-        x_odd = tl.load(xs + 2 * byte[None, :] + 1, mask=x_mask, other=0)
+        col = 2 * b0 + tl.arange(0, 2 * BB)
+        x = tl.load(xs + col[None, :], mask=token_mask[:, None] & (col < 2 * stop)[None, :], other=0)
+        x_even, x_odd = tl.split(tl.reshape(x, (BLOCK_T, BB, 2)))  # (BLOCK_T, BB) each, in x's dtype
         if F32_DOT:  # the same exact products, as fp32 operands (see the module doc)
             acc = tl.dot(x_even.to(tl.float32), tl.trans(low), acc)
             acc = tl.dot(x_odd.to(tl.float32), tl.trans(high), acc)
