@@ -90,6 +90,8 @@ def experts(x: torch.Tensor, w, ids: torch.Tensor) -> torch.Tensor:
 
 
 def _op(x: torch.Tensor, w, ids: torch.Tensor | None) -> torch.Tensor:
+    if x.numel() == 0 or (ids is not None and ids.numel() == 0):  # no rows: no grid to launch
+        return x.new_zeros(_out_shape(x, w.shape[-2], ids))
     if isinstance(w, PackedNVFP4):
         return nvfp4_mm(x, w.packed, w.scale, w.scale2, ids)
     if isinstance(w, PackedFP8):

@@ -244,6 +244,12 @@ def test_kernel_check_runs_the_interpreter(fused, capsys, monkeypatch, fmt):
         assert rows and all(r["interpreted"] and r["ok"] and r["kernel"] == "triton" for r in rows)
 
 
+def test_no_rows_is_an_empty_result(fused):
+    w = weight("nvfp4", (3, 8, 32))
+    assert fused.linear(torch.empty(0, 32), w[0]).shape == (0, 8)
+    assert fused.experts(torch.empty(0, 32), w, torch.empty(0, 2, dtype=torch.long)).shape == (0, 2, 8)
+
+
 def test_stacked_weights_keep_a_global_scale_per_expert(fused):
     """Each expert's scale2 is its own: experts that differ only by it give outputs in that ratio."""
     one = weight("nvfp4", (16, 32), 9)
