@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--submodel", help="default: every submodel")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or meta")
     add_flag(p, STEPS)
+    p.add_argument("--kernel", choices=("auto", "triton", "torch"),
+                   help="packed matmuls: auto (the engine's choice), triton (the fused kernels, also on meta), "
+                        "torch (dequantize on CUDA); default: ELASTIC_CHAT_KERNEL, else auto")
 
     p = sub.add_parser("kernel-check", help="a packed-weight kernel against the exact reference, and its GB/s")
     p.add_argument("--format", required=True, choices=("nvfp4", "fp8"))
