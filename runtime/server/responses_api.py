@@ -250,8 +250,8 @@ def _instructions(value) -> list[dict]:
 
 def _leading_system_joined(messages: list[dict]) -> list[dict]:
     """`instructions` and the developer/system items that open the input (as Codex sends them) become
-    one system message, the only place chat templates accept one; a system item later in the input is
-    left where it is (the template refuses it, naming the rule)."""
+    one system message, the prompt's first turn; a system item later in the input stays where it is,
+    a system turn there (as the Nemotron template renders it)."""
     lead = 0
     while lead < len(messages) and messages[lead]["role"] == "system" and isinstance(messages[lead]["content"], str):
         lead += 1
