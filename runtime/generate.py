@@ -83,7 +83,6 @@ class ChatRequest:
     tool_name: str | None = None  # the one tool a forced call must call (tool_choice "required")
     parallel_tool_calls: bool = True  # False: the reply ends at its first valid call
     strict_tools: bool = False  # OpenAI's `strict`: with tool_choice "auto", calls are constrained too
-    model_closes_values: bool = False  # constrained text values end where the model closes them (grammar._value)
     # The JSON schema the answer must follow (grammar.response_format_schema); None: free text
     response_format: dict | None = None
     # A raw prompt (the server's /v1/completions): encoded as plain text instead of the messages in the
@@ -199,7 +198,7 @@ class _Reply:
     def _grammar(self, room: int) -> str | None:
         r = self.req
         return answer_grammar(self.chat, self.tools, r.tool_choice, r.tool_name, r.parallel_tool_calls,
-                              r.response_format, room, r.strict_tools, r.model_closes_values)
+                              r.response_format, room, r.strict_tools)
 
     def _constrain(self) -> None:
         """The answer starts here: from its first token, it follows the grammar (if any), whose text
