@@ -58,6 +58,30 @@ SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 SCHEMA_VALUES = ("items", "additionalProperties")
 # Free text that cannot open a call (a strict call must go through the grammar's call rules).
 FREE_TEXT = "/(?s:.+)/ & ~/(?s:.*(<tool_call>|<function=).*)/"
+
+
+def _avoiding(words: tuple[str, ...]) -> str:
+    """A regex of the strings that hold none of `words` (each a '<' and a tail without one), built
+    without negation: llguidance's lexer multiplies a negation by a length bound past its limit of
+    expressions ("too many expressions constructed", at 400 characters). A '<' run is followed by a
+    break (a character that leaves every word) or by a word's proper start and another '<' run; the
+    string may end inside a word."""
+    tails = [w[1:] for w in words]
+    starts = sorted({t[:i] for t in tails for i in range(1, len(t))})
+    breaks = ["".join(map(_regex_char, p)) + "[^<" + "".join(sorted({_regex_char(t[len(p)]) for t in tails
+                                                                      if t.startswith(p) and len(t) > len(p)})) + "]"
+              for p in ["", *starts]]
+    broken = "(?:" + "|".join(breaks) + ")"
+    started = "(?:" + "|".join("".join(map(_regex_char, p)) for p in starts) + ")"
+    return f"(?:[^<]|(?:<+{started})*<+{broken})*(?:(?:<+{started})*<+{started}?)?"
+
+
+def _regex_char(c: str) -> str:
+    return "\\" + c if c in "\\/^-[]" else c
+
+
+# A call's text value holds neither tag that ends a value or a call (the parser ends there).
+TEXT_VALUE = _avoiding(("</parameter>", "</tool_call>"))
 # A text parameter is written raw (not as a JSON string): these keywords cannot apply to it.
 RAW_TEXT_REFUSED = ("pattern", "format")
 
@@ -125,6 +149,16 @@ def response_format_schema(value) -> dict | None:
     if not isinstance(value, dict):
         raise GrammarError("response_format", "must be an object such as {\"type\": \"json_object\"}")
     kind = value.get("type")
+    if kind not in ("text", "json_object", "json_schema", "json"):
+        raise GrammarError("response_format.type", f"must be text, json_object or json_schema (or TGI's json with "
+                                                   f"a value), not {show(kind, 40)}")
+    if kind in ("json_object", "json") and value.get("value") is not None:  # TGI's (the Hugging Face client's)
+        for key in sorted(set(value) - {"type", "value"}):
+            raise GrammarError(f"response_format.{key}", "is not a field of a {type, value} response format")
+        return check_schema(value["value"], "response_format.value")
+    for key in sorted(set(value) - {"type", "json_schema"}):
+        raise GrammarError(f"response_format.{key}", "is not a field of response_format; send type and json_schema "
+                                                     "(or TGI's type and value)")
     if kind == "text":
         return None
     if kind == "json_object":
@@ -138,8 +172,11 @@ def response_format_schema(value) -> dict | None:
         name = spec.get("name")
         if name is not None and not isinstance(name, str):
             raise GrammarError("response_format.json_schema.name", "must be a string")
+        for key in sorted(set(spec) - {"name", "description", "schema", "strict"}):
+            raise GrammarError(f"response_format.json_schema.{key}", "is not a field of json_schema (name, "
+                                                                     "description, schema, strict)")
         return check_schema(spec.get("schema", {}), "response_format.json_schema.schema")
-    raise GrammarError("response_format.type", f"must be text, json_object or json_schema, not {show(kind, 40)}")
+    raise GrammarError("response_format.value", "TGI's json format needs its schema as value")
 
 
 # ----------------------------------------------------------------------------- grammars
@@ -358,12 +395,11 @@ def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens:
             raise GrammarError(f"{where}.properties.{key}", "minLength and maxLength must be integers")
         # One lazy lexeme, the value and its closing tag: it ends where the model first closes it, as
         # OpenAI and vLLM end a string (a greedy lexeme would end only at its bound: llguidance's lexer
-        # does not end one that could go on). It holds neither tag that ends a value or a call (the
-        # parser ends there), and at most its share of the room in characters, so a call of ASCII text
-        # always closes in time; one whose characters take several tokens each may still be cut.
+        # does not end one that could go on). It holds no TEXT_VALUE tag, and at most its share of the
+        # room in characters, so a call of ASCII text always closes in time; one whose characters take
+        # several tokens each may still be cut.
         most = max(low, max_tokens if high is None else min(high, max_tokens))
-        forbidden = "(<\\/parameter>|<\\/tool_call>)"
-        closed = f"/(?s:.{{{low},{most}}})\\n<\\/parameter>\\n/ & ~/(?s:.*{forbidden}.*<\\/parameter>\\n)/"
+        closed = f"/(?s:.{{{low},{most}}})\\n<\\/parameter>\\n/ & /(?s:{TEXT_VALUE})\\n<\\/parameter>\\n/"
         rules.append(f"{rule}[lazy]: {closed}")
         return rule
     if types <= {"boolean", "null"} and not ({"enum", "const"} & prop.keys()):
