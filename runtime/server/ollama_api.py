@@ -136,7 +136,7 @@ def _effort(body: dict, served: ServedModel):
     if think is True:
         default = next((s for s in served.stops if s.name == served.default), None)
         return None if default is not None and default.think else "medium"
-    if think not in THINK_EFFORTS:
+    if not isinstance(think, str) or think not in THINK_EFFORTS:
         raise bad("think", f"think must be true, false, low, medium or high, not {show(think, 20)}")
     return THINK_EFFORTS[think]
 

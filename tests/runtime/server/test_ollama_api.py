@@ -129,6 +129,9 @@ def test_options_seed_repeats_and_logprobs(demo_server):
     ({"options": {"temperature": 9}}, "options.temperature"),
     ({"options": {"num_predict": 0}}, "options.num_predict"),
     ({"think": "max"}, "think"),
+    ({"think": ["low"]}, "think"),  # (an unhashable value was a TypeError, a 500)
+    ({"think": {"effort": "low"}}, "think"),
+    ({"think": 1}, "think"),
     ({"format": {"type": "object", "uniqueItems": True}}, "format.uniqueItems"),
     ({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]}, "messages[0].images"),
     ({"top_logprobs": 2}, "top_logprobs"),
