@@ -10,8 +10,10 @@ internals or changing data; this module adds the bounds the sandbox lacks:
   MAX_INT_BITS bits and may not make a larger one, checked before it computes. One operation on
   big integers is a single C call that no trace function interrupts: a floor division of two
   million-bit numbers (made by `'f' * 500000 | int(base=16)`, a hex literal or `int.from_bytes`)
-  ran for tens of seconds between two steps of the time limit. Calls and filters already refuse any
-  whole-number argument above MAX_CHARS, and printing a number is bounded by Python's digit limit;
+  ran for tens of seconds between two steps of the time limit. The calls and filters that build as
+  much as a whole-number argument says (a width, a count: SIZED_CALLS) refuse one above MAX_CHARS;
+  elsewhere a number is only printed (bounded by Python's digit limit) or compared, so a request's
+  `maximum: 9007199254740991` renders as it is;
 * time: a trace function sees every line the compiled template runs and stops it after
   MAX_SECONDS; the same hook stops it when the process grew by more than MAX_GROWTH bytes
   (a string doubled in a loop);
@@ -106,11 +108,19 @@ _NUMBER = re.compile(r"\d{8,}")
 _NESTED_FIELD = re.compile(r"\{[^{}]*\{")
 
 
-def _check_args(args, kwargs):
-    """Arguments are bounded before any call: their printed size and any whole number (a width,
-    a count)."""
+# The calls whose whole-number arguments say how much they build (a width, a count of items or
+# slices, a length of bytes): such a number is bounded. Anywhere else a number is only printed or
+# compared, and a tool schema's `maximum: 9007199254740991` (every integer the Vercel AI SDK sends)
+# is as harmless as 7.
+SIZED_CALLS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "to_bytes", "range", "safe_range",
+                         "do_center", "do_batch", "do_slice", "do_indent", "do_wordwrap"})
+
+
+def _check_args(args, kwargs, sized: bool = False):
+    """Arguments are bounded before any call: their printed size, and, for a call that builds as
+    much as a number says (`sized`), that number."""
     for a in (*args, *kwargs.values()):
-        if isinstance(a, int) and not isinstance(a, bool) and abs(a) > MAX_CHARS:
+        if sized and _whole(a) and abs(a) > MAX_CHARS:
             _too_big(abs(a), "a width or count of {:,}")
         _check_size(a)
 
@@ -223,14 +233,14 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             if deep_size(left) + deep_size(right) > MAX_CHARS:
                 _too_big(deep_size(left) + deep_size(right))
         elif operator == "%" and isinstance(left, str):
-            _check_format(left)
-            _check_args(right if isinstance(right, tuple) else (right,), {})
+            _check_format(left)  # ('%*d' % (width, x): a `*` takes its width from the arguments)
+            _check_args(right if isinstance(right, tuple) else (right,), {}, sized="*" in left)
         return super().call_binop(context, operator, left, right)
 
     def call(__self, __context, __obj, *args, **kwargs):  # jinja's own signature
-        _check_args(args, kwargs)
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox wraps str.format in its own function
         owner, name = getattr(target, "__self__", None), getattr(target, "__name__", "")
+        _check_args(args, kwargs, sized=name in SIZED_CALLS)
         if isinstance(owner, str) and name in ("format", "format_map"):
             _check_format(owner)
             if _NESTED_FIELD.search(owner):  # '{:{}}'.format(x, '999999999'): the width is an argument
@@ -244,7 +254,7 @@ def _bounded_filter(f):
     def bounded(*args, **kwargs):
         # Filters may take the context or environment first; the value and its arguments follow.
         values = [a for a in args if not isinstance(a, (jinja2.runtime.Context, jinja2.Environment, EvalContext))]
-        _check_args(values, kwargs)
+        _check_args(values, kwargs, sized=f.__name__ in SIZED_CALLS)
         if values:
             if f.__name__ == "do_format":
                 _check_format(values[0])
@@ -333,8 +343,9 @@ def render(template: jinja2.Template, **context) -> str:
                 if total > MAX_CHARS:
                     _too_big(total, "a prompt of {:,} characters")
                 parts.append(chunk)
-    except TemplateLimit as e:
-        raise UsageError(f"{e}; the checkpoint's chat template is broken or hostile") from None
+    except TemplateLimit as e:  # the template's own doing or the conversation's: this one line cannot tell
+        raise UsageError(f"{e} while rendering this conversation: a value in it (a message, a tool's schema) "
+                         "may be too large for the chat template, or the checkpoint's template is broken") from None
     except jinja2.TemplateError as e:
         raise UsageError(f"the chat template refused this conversation ({e})") from None
     except RecursionError:

@@ -14,7 +14,8 @@ shape would raise), and replayed as a CUDA graph (cuda_graphs.py) on a GPU.
 
 Sampling happens on the device too (`DeviceSampler`), and the sampled token feeds the next step
 without a round trip: the host learns it from a pinned copy read after the next step is queued.
-A few values computed on the device beside the token (the Auto depth's signals) can ride along:
+A few values computed on the device beside the token (the Auto depth's signals, log-probabilities)
+can ride along:
 copied out with it and read in the same wait, so the host still syncs once per token.
 
     step = model.decoder(name, cache)
@@ -42,7 +43,9 @@ from .matmul import linear
 from .moe import grouped_experts, mlp, moe_gathered
 
 MIN_SPAN = 256  # the smallest attention bucket: short contexts share one graph
-SIGNAL_SLOTS = 4  # values that may ride back with a token (DecodeStep.send)
+# Values that may ride back with a token (DecodeStep.send): Auto's two signals and a token's
+# log-probability with up to 20 alternatives (ids and log-probabilities: runtime/logprobs.py)
+SIGNAL_SLOTS = 64
 
 
 def span_for(length: int, max_len: int) -> int:

@@ -89,11 +89,17 @@ class Token:
     latency_ms: float  # since the previous token (the first includes the prefill)
     forced: bool = False  # inserted by budget control, not sampled
     progress: Progress = field(default_factory=Progress)
+    # the sampled token's log-probability and its alternatives (logprobs.TokenLogprob), when the request
+    # asked for them (ChatRequest.logprobs); None for a forced token and for text released at the end
+    logprob: object | None = None
     type: str = "token"
 
     def to_dict(self) -> dict:
-        return {"type": self.type, "phase": self.phase, "submodel": self.submodel, "token_id": self.token_id,
-                "text": self.text, "latency_ms": round(self.latency_ms, 3)}
+        out = {"type": self.type, "phase": self.phase, "submodel": self.submodel, "token_id": self.token_id,
+               "text": self.text, "latency_ms": round(self.latency_ms, 3)}
+        if self.logprob is not None:
+            out["logprob"] = self.logprob.to_dict()
+        return out
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,11 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
 import torch
 
-from .auto_depth import Escalation, Signals, Watch, read_signals, token_signals
+from .auto_depth import SIGNALS, Escalation, Signals, Watch, read_signals, token_signals
 from .controls import Controls, StopRequested
 from .errors import ElasticError, UsageError, show
 from .events import (
@@ -45,6 +45,7 @@ from .events import (
     ToolCall,
 )
 from .grammar import Constraint, answer_grammar, check_grammar, largest_call
+from .logprobs import TokenLogprob, read_logprobs, token_logprobs
 from .native import describe, is_panic
 from .options import MAX_NEW_TOKENS
 from .reply_record import ReplyRecord, ThinkingBudget
@@ -83,9 +84,11 @@ class ChatRequest:
     tool_name: str | None = None  # the one tool a forced call must call (tool_choice "required")
     parallel_tool_calls: bool = True  # False: the reply ends at its first valid call
     strict_tools: bool = False  # OpenAI's `strict`: with tool_choice "auto", calls are constrained too
-    model_closes_values: bool = False  # constrained text values end where the model closes them (grammar._value)
     # The JSON schema the answer must follow (grammar.response_format_schema); None: free text
     response_format: dict | None = None
+    # Each sampled token's log-probability and that many likeliest alternatives' (0 to 20; logprobs.py),
+    # on its Token event; None: none (nothing more is computed)
+    logprobs: int | None = None
     # A raw prompt (the server's /v1/completions): encoded as plain text instead of the messages in the
     # chat template, and continued by the answering submodel with no thinking and nothing stripped
     prompt: str | None = None
@@ -94,16 +97,24 @@ class ChatRequest:
 TOOL_CHOICES = ("auto", "none", "required")
 
 
+class Step(NamedTuple):
+    """One sampled token, with what rode back with it from the device in the same wait."""
+    token: int
+    signals: Signals | None  # Auto's (auto_depth.py), while watched
+    logprobs: tuple[float, ...] | None  # logprobs.token_logprobs' values, when asked for
+
+
 def sampled_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=(),
-                  watch: bool | Callable[[], bool] = False) -> Iterator[tuple[int, Signals | None]]:
+                  watch: bool | Callable[[], bool] = False, logprobs: int | None = None) -> Iterator[Step]:
     """Layer 1: from the logits after the cached context, sample a token, run it, yield it, repeat.
     The caller stops when it likes; the last yielded token is already in the cache (its step was
     queued before the host read the token, so the GPU never waits for the host).
     `sample` is a DeviceSampler (the token stays on the device) or any `logits -> int` sampler.
     `processors` see `context`, the caller's live list of the sequence's token ids. With `watch`,
-    each token comes with the signals of the distribution it was sampled from (auto_depth.py),
-    computed on the device and read back with it; else with None. `watch` may be a function, asked
-    before each token (a thought the user moves to Auto starts being watched mid-way)."""
+    each token comes with the signals of the distribution it was sampled from (auto_depth.py); with
+    `logprobs` (0 to 20 alternatives), with its log-probability and the likeliest tokens' (logprobs.py):
+    both computed on the device and read back with it. `watch` may be a function, asked before each
+    token (a thought the user moves to Auto starts being watched mid-way)."""
     watching = watch if callable(watch) else (lambda: watch)
     step = engine.decoder(name)
     while True:
@@ -111,17 +122,33 @@ def sampled_steps(engine: Engine, name: str, logits: torch.Tensor, sample, proce
             logits = process(context, logits)
         signals = token_signals(logits) if watching() else None
         if isinstance(sample, DeviceSampler):
-            logits = step.send(sample.on_device(logits), signals)
-            yield step.receive(), read_signals(step.signals)
+            token = sample.on_device(logits)
+            logits = step.send(token, _riders(signals, logits, token, logprobs))
+            yield _step(step.receive(), step.signals, signals is not None)
         else:
             token = sample(logits)
+            riders = _riders(signals, logits, torch.tensor([token], device=logits.device), logprobs)
             logits = step.forward_token(token)
-            yield token, read_signals(None if signals is None else signals.tolist())
+            yield _step(token, None if riders is None else riders.tolist(), signals is not None)
+
+
+def _riders(signals: torch.Tensor | None, logits: torch.Tensor, token: torch.Tensor, logprobs: int | None):
+    """What rides back with the token: Auto's signals, then its log-probabilities (one device vector)."""
+    values = [v for v in (signals, None if logprobs is None else token_logprobs(logits, token, logprobs))
+              if v is not None]
+    return torch.cat(values) if len(values) > 1 else (values[0] if values else None)
+
+
+def _step(token: int, values, watched: bool) -> Step:
+    if values is None:
+        return Step(token, None, None)
+    cut = len(SIGNALS) if watched else 0
+    return Step(token, read_signals(values[:cut]) if watched else None, tuple(values[cut:]) or None)
 
 
 def decode_steps(engine: Engine, name: str, logits: torch.Tensor, sample, processors=(), context=()) -> Iterator[int]:
     """Layer 1, the token ids alone."""
-    for token, _ in sampled_steps(engine, name, logits, sample, processors, context):
+    for token, *_ in sampled_steps(engine, name, logits, sample, processors, context):
         yield token
 
 
@@ -187,6 +214,7 @@ class _Reply:
         self.tool_stream = ToolCallStream(list(self.tools)) if self.tools else None
         self.think_held = ""  # thinking text held back while it could be the start of <tool_call>
         self.carried = ""  # raw answer text not yet parsed (a call that began inside the thinking)
+        self.logprob: TokenLogprob | None = None  # the last sampled token's (request.logprobs)
         if self.phase == ANSWER:
             self._constrain()
         else:
@@ -199,7 +227,7 @@ class _Reply:
     def _grammar(self, room: int) -> str | None:
         r = self.req
         return answer_grammar(self.chat, self.tools, r.tool_choice, r.tool_name, r.parallel_tool_calls,
-                              r.response_format, room, r.strict_tools, r.model_closes_values)
+                              r.response_format, room, r.strict_tools)
 
     def _constrain(self) -> None:
         """The answer starts here: from its first token, it follows the grammar (if any), whose text
@@ -240,11 +268,12 @@ class _Reply:
                 if wanted and wanted != self.current and wanted in self.engine.model.views:
                     self.watch = None  # a submodel the user chose: Auto stops climbing
                     yield self._switch(wanted, reason="request")
-                token, signals = next(self.steps)
+                token, signals, logprobs = next(self.steps)
                 if self.phase == THINKING and self.watch is not None and self.watch.struggling(signals):
                     yield self._escalate()  # the token is not kept: the submodel above decides it
                     continue
                 latency = self.record.arrived()
+                self.logprob = None if logprobs is None else read_logprobs(logprobs, token, self._piece)
                 if self.phase == THINKING:
                     yield from self._thinking_token(token, latency)
                 else:
@@ -268,7 +297,12 @@ class _Reply:
 
     def _steps(self, name: str, logits):
         processors = tuple(self.req.logits_processors) + ((self.constraint,) if self.constraint else ())
-        return sampled_steps(self.engine, name, logits, self.sample, processors, self.context, self._watching)
+        return sampled_steps(self.engine, name, logits, self.sample, processors, self.context, self._watching,
+                             self.req.logprobs)
+
+    def _piece(self, token: int) -> str:
+        """A token's own text, special tokens included (a log-probability's `token`)."""
+        return self.chat.tokenizer.decode([token], skip_special_tokens=False)
 
     def _watching(self) -> bool:
         """Signals are computed only while they can matter: an Auto thought with somewhere to climb."""
@@ -301,7 +335,7 @@ class _Reply:
             if CALL_OPEN in text:  # a call that starts inside the thinking ends it (as the real model does)
                 at = text.index(CALL_OPEN)
                 record.thinking_end = "tool_call"
-                yield record.token(text[:at], token, latency)
+                yield record.token(text[:at], token, latency, logprob=self.logprob)
                 if self.constrained:  # the grammar writes the call from the answer's start
                     yield from self._start_answer(self._end_thinking_tokens())
                 else:  # the call goes on in the answer
@@ -310,7 +344,7 @@ class _Reply:
                 return
             keep = opening_held(text)
             text, self.think_held = text[:len(text) - keep], text[len(text) - keep:]
-        yield record.token(text, token, latency)
+        yield record.token(text, token, latency, logprob=self.logprob)
         if record.budget.ends(record.tally.counts[THINKING], text):
             record.budget_hit, record.thinking_end = True, "budget"
             yield from self._start_answer(self._end_thinking_tokens())
@@ -354,7 +388,7 @@ class _Reply:
             text = ((self.think_held if i == 0 else "") + self.decoder.push(t)
                     + (self.decoder.flush() if i == len(closing) - 1 else ""))
             self._count(t)
-            yield self.record.token(text, t, 0.0 if forced else latency, forced)
+            yield self.record.token(text, t, 0.0 if forced else latency, forced, None if forced else self.logprob)
         if not closing:
             self.carried += self.decoder.flush()
         self.think_held = ""
@@ -401,7 +435,7 @@ class _Reply:
             self.finish = LENGTH
             tail, more = self._tail()  # the reply's last token carries what was still held back
             text, calls = text + tail, calls + more
-        yield self.record.token(text, token, latency)
+        yield self.record.token(text, token, latency, logprob=self.logprob)
         yield from self._call_events(calls)
 
     def _parse(self, raw: str, final: bool) -> tuple[str, list]:

@@ -15,8 +15,9 @@ Two kinds of grammar, one Lark text each:
 - a forced tool call (`tool_choice` "required": any offered tool; a named one: that tool) in
   the template's XML form (runtime/tool_calls.py), `<tool_call>\\n<function=NAME>\\n` then one
   `<parameter=P>\\nVALUE\\n</parameter>\\n` per parameter (the schema's required ones always, in
-  its order), each VALUE of its schema's type: text for a string (never holding `</parameter>` or
-  `</tool_call>`, and short enough that a call's text values all fit in its share of the `room`
+  its order), each VALUE of its schema's type: text for a string (ending where the model closes it,
+  never holding `</parameter>` or `</tool_call>`, and short enough that a call's text values all fit
+  in its share of the `room`
   the answer has left (`call_room`, `largest_call`), so a forced call ends before the reply's token limit unless
   its JSON values run long),
   JSON for anything else (llguidance's JSON-schema compiler, written as `json.dumps` writes it,
@@ -57,6 +58,30 @@ SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 SCHEMA_VALUES = ("items", "additionalProperties")
 # Free text that cannot open a call (a strict call must go through the grammar's call rules).
 FREE_TEXT = "/(?s:.+)/ & ~/(?s:.*(<tool_call>|<function=).*)/"
+
+
+def _avoiding(words: tuple[str, ...]) -> str:
+    """A regex of the strings that hold none of `words` (each a '<' and a tail without one), built
+    without negation: llguidance's lexer multiplies a negation by a length bound past its limit of
+    expressions ("too many expressions constructed", at 400 characters). A '<' run is followed by a
+    break (a character that leaves every word) or by a word's proper start and another '<' run; the
+    string may end inside a word."""
+    tails = [w[1:] for w in words]
+    starts = sorted({t[:i] for t in tails for i in range(1, len(t))})
+    breaks = ["".join(map(_regex_char, p)) + "[^<" + "".join(sorted({_regex_char(t[len(p)]) for t in tails
+                                                                      if t.startswith(p) and len(t) > len(p)})) + "]"
+              for p in ["", *starts]]
+    broken = "(?:" + "|".join(breaks) + ")"
+    started = "(?:" + "|".join("".join(map(_regex_char, p)) for p in starts) + ")"
+    return f"(?:[^<]|(?:<+{started})*<+{broken})*(?:(?:<+{started})*<+{started}?)?"
+
+
+def _regex_char(c: str) -> str:
+    return "\\" + c if c in "\\/^-[]" else c
+
+
+# A call's text value holds neither tag that ends a value or a call (the parser ends there).
+TEXT_VALUE = _avoiding(("</parameter>", "</tool_call>"))
 # A text parameter is written raw (not as a JSON string): these keywords cannot apply to it.
 RAW_TEXT_REFUSED = ("pattern", "format")
 
@@ -124,6 +149,16 @@ def response_format_schema(value) -> dict | None:
     if not isinstance(value, dict):
         raise GrammarError("response_format", "must be an object such as {\"type\": \"json_object\"}")
     kind = value.get("type")
+    if kind not in ("text", "json_object", "json_schema", "json"):
+        raise GrammarError("response_format.type", f"must be text, json_object or json_schema (or TGI's json with "
+                                                   f"a value), not {show(kind, 40)}")
+    if kind in ("json_object", "json") and value.get("value") is not None:  # TGI's (the Hugging Face client's)
+        for key in sorted(set(value) - {"type", "value"}):
+            raise GrammarError(f"response_format.{key}", "is not a field of a {type, value} response format")
+        return check_schema(value["value"], "response_format.value")
+    for key in sorted(set(value) - {"type", "json_schema"}):
+        raise GrammarError(f"response_format.{key}", "is not a field of response_format; send type and json_schema "
+                                                     "(or TGI's type and value)")
     if kind == "text":
         return None
     if kind == "json_object":
@@ -137,8 +172,11 @@ def response_format_schema(value) -> dict | None:
         name = spec.get("name")
         if name is not None and not isinstance(name, str):
             raise GrammarError("response_format.json_schema.name", "must be a string")
+        for key in sorted(set(spec) - {"name", "description", "schema", "strict"}):
+            raise GrammarError(f"response_format.json_schema.{key}", "is not a field of json_schema (name, "
+                                                                     "description, schema, strict)")
         return check_schema(spec.get("schema", {}), "response_format.json_schema.schema")
-    raise GrammarError("response_format.type", f"must be text, json_object or json_schema, not {show(kind, 40)}")
+    raise GrammarError("response_format.value", "TGI's json format needs its schema as value")
 
 
 # ----------------------------------------------------------------------------- grammars
@@ -155,14 +193,12 @@ def check_grammar(grammar: str | None) -> None:
 
 
 def answer_grammar(chat, tools=None, tool_choice: str = "auto", tool_name: str | None = None, parallel: bool = True,
-                   response_format: dict | None = None, room: int = 4096, strict: bool = False,
-                   model_closes: bool = False) -> str | None:
+                   response_format: dict | None = None, room: int = 4096, strict: bool = False) -> str | None:
     """The Lark grammar the answer must follow, or None when it is free. `response_format` is a JSON
     schema (response_format_schema's); `tools` are checked ones (tool_calls.check_tools); `room`: the
     tokens the answer may still use; `strict` (OpenAI's per-function `strict`): with `tool_choice`
-    auto, the answer is free text or calls that validate. `model_closes`: a text value without a
-    maxLength ends where the model closes it (the tool loops' calls; see _value). With no `chat`, a
-    grammar to check only."""
+    auto, the answer is free text or calls that validate. A call's text value ends where the model
+    closes it (_value). With no `chat`, a grammar to check only."""
     offered = bool(tools) and tool_choice != "none"
     forced = offered and tool_choice == "required"
     if not (forced or response_format is not None or (offered and strict)):
@@ -170,7 +206,7 @@ def answer_grammar(chat, tools=None, tool_choice: str = "auto", tool_name: str |
     calls = None
     if offered:
         chosen = [t for t in tools if _name(t) == tool_name] if tool_name else list(tools)
-        calls = _calls_rules(chat, chosen, parallel, call_room(room, parallel), model_closes)
+        calls = _calls_rules(chat, chosen, parallel, call_room(room, parallel))
     if forced:
         return "start: LEAD calls\n" + calls
     if response_format is None:  # strict: text, or text and then calls (as the template teaches)
@@ -234,7 +270,7 @@ def _json_values(params: list) -> int:
     return sum(_json_bytes(prop) or JSON_VALUE_TOKENS for _, prop, _ in params if not _is_text(prop))
 
 
-def _calls_rules(chat, tools: list[dict], parallel: bool, room: int, model_closes: bool = False) -> str:
+def _calls_rules(chat, tools: list[dict], parallel: bool, room: int) -> str:
     """Rules `calls` (one call, or one or more when parallel) and `LEAD` (the answer's opening line breaks)."""
     open_, close = _marker(chat, CALL_OPEN), _marker(chat, CALL_CLOSE)
     schemas = tool_schemas(tools)
@@ -247,7 +283,7 @@ def _calls_rules(chat, tools: list[dict], parallel: bool, room: int, model_close
         body = []
         for j, (key, prop, required) in enumerate(params):
             rule = f"t{i}p{j}"
-            value = _value(prop, f"{rule}v", rules, where, key, value_tokens, model_closes)
+            value = _value(prop, f"{rule}v", rules, where, key, value_tokens)
             rules.append(f"{rule}: {_lit(f'<parameter={key}>' + chr(10))} {value}")
             body.append(rule if required else f"{rule}?")
         rules.append(f"call{i}: {open_} {_lit(chr(10) + f'<function={name}>' + chr(10))} {' '.join(body)} "
@@ -339,8 +375,7 @@ def _types(schema: dict) -> set[str]:
     return out
 
 
-def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens: int,
-           model_closes: bool = False) -> str:
+def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens: int) -> str:
     """The grammar of one parameter's value and its closing tag (adds the rules it needs)."""
     end = "\n</parameter>\n"
     types = _types(prop)
@@ -358,23 +393,15 @@ def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens:
         low, high = prop.get("minLength", 0), prop.get("maxLength")
         if not isinstance(low, int) or (high is not None and not isinstance(high, int)):
             raise GrammarError(f"{where}.properties.{key}", "minLength and maxLength must be integers")
-        forbidden = "(<\\/parameter>|<\\/tool_call>)"  # the tags that end a value or a call (the parser ends there)
-        if model_closes and high is None:
-            # One lazy lexeme, the value and its closing tag: it ends where the model first closes it (the
-            # tool loop's calls). A model that never closes it runs to the reply's limit, and its call is
-            # reported cut off.
-            least = f"{{{low},}}" if low else "*"
-            closed = f"/(?s:.{least})\\n<\\/parameter>\\n/ & ~/(?s:.*{forbidden}.*<\\/parameter>\\n)/"
-            rules.append(f"{rule}[lazy]: {closed}")
-            return rule
-        span = f"{{{low},{high}}}" if high is not None else (f"{{{low},}}" if low else "*")
-        # One greedy lexeme that cannot hold those tags, at most `max_tokens` tokens long, then the closing
-        # literal: whatever the model, the call ends and validates. But llguidance's lexer does not end a
-        # greedy lexeme that could go on, so the value ends only at its bound (maxLength, `max_tokens`):
-        # the model's own `\n</parameter>` is refused at its `>` (tests/runtime/test_grammar.py).
-        rules.append(f"{rule.upper()}: /(?s:.{span})/ & ~/(?s:.*{forbidden}.*)/")
-        rules.append(f"{rule}[max_tokens={max_tokens}]: {rule.upper()}")
-        return f"{rule} {_lit(end)}"
+        # One lazy lexeme, the value and its closing tag: it ends where the model first closes it, as
+        # OpenAI and vLLM end a string (a greedy lexeme would end only at its bound: llguidance's lexer
+        # does not end one that could go on). It holds no TEXT_VALUE tag, and at most its share of the
+        # room in characters, so a call of ASCII text always closes in time; one whose characters take
+        # several tokens each may still be cut.
+        most = max(low, max_tokens if high is None else min(high, max_tokens))
+        closed = f"/(?s:.{{{low},{most}}})\\n<\\/parameter>\\n/ & /(?s:{TEXT_VALUE})\\n<\\/parameter>\\n/"
+        rules.append(f"{rule}[lazy]: {closed}")
+        return rule
     if types <= {"boolean", "null"} and not ({"enum", "const"} & prop.keys()):
         # The template writes a parameter's own value with Python's str (True, None), JSON inside
         # objects and lists: both spellings are the model's, and the parser reads both.
@@ -384,19 +411,23 @@ def _value(prop: dict, rule: str, rules: list, where: str, key: str, max_tokens:
     return f"{_json(prop)} {_lit(end)}"
 
 
-def _bounded(node):
-    """A copy of a schema in which every integer with no bounds gets JSON's safe range, so its digits
-    are bounded. (A number's are not: its fraction may run on until the reply's token limit.)"""
+def _bounded(node, close: bool = True):
+    """A copy of a schema as the grammar follows it. Every integer with no bounds gets JSON's safe
+    range, so its digits are bounded (a number's are not: its fraction may run on until the reply's
+    token limit). With `close`, an object that names its properties and says nothing of others takes
+    none (additionalProperties false), strict or not: a model that adds a key the schema does not
+    name tends to run on to the token limit, cutting the JSON; and an object with fewer keys still
+    validates, so the answer always does. An explicit `additionalProperties` is followed as given."""
     if not isinstance(node, dict):
         return node
     out = {}
     for key, value in node.items():
         if key in SCHEMA_MAPS and isinstance(value, dict):
-            out[key] = {k: _bounded(v) for k, v in value.items()}
+            out[key] = {k: _bounded(v, close) for k, v in value.items()}
         elif key in SCHEMA_LISTS and isinstance(value, list):
-            out[key] = [_bounded(v) for v in value]
+            out[key] = [_bounded(v, close) for v in value]
         elif key in SCHEMA_VALUES:
-            out[key] = _bounded(value)
+            out[key] = _bounded(value, close)
         else:
             out[key] = value
     kind = node.get("type")
@@ -405,11 +436,24 @@ def _bounded(node):
             out["minimum"] = -SAFE_INT
         if "maximum" not in node and "exclusiveMaximum" not in node:
             out["maximum"] = SAFE_INT
+    if close and isinstance(node.get("properties"), dict) and "additionalProperties" not in node:
+        out["additionalProperties"] = False
     return out
 
 
+def _uses_all_of(node, depth: int = 0) -> bool:
+    """Whether a schema composes objects with allOf anywhere: its branches name their own keys, so
+    closing each would forbid the others' (the schema is then left open, as written)."""
+    if isinstance(node, list):
+        return any(_uses_all_of(v, depth + 1) for v in node)
+    if not isinstance(node, dict) or depth > 2 * MAX_SCHEMA_DEPTH:
+        return False
+    return "allOf" in node or any(_uses_all_of(v, depth + 1) for v in node.values() if isinstance(v, (dict, list)))
+
+
 def _json(schema: dict) -> str:
-    return "%json " + json.dumps({**_bounded(schema), "x-guidance": JSON_STYLE}, ensure_ascii=False)
+    prepared = _bounded(schema, close=not _uses_all_of(schema))
+    return "%json " + json.dumps({**prepared, "x-guidance": JSON_STYLE}, ensure_ascii=False)
 
 
 def _lit(text: str) -> str:

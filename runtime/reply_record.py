@@ -168,14 +168,16 @@ class ReplyRecord:
         """One more token of the current phase, made by the current submodel."""
         self.tally.count(self.phase, self.current)
 
-    def token(self, text: str, token_id: int | None, latency: float = 0.0, forced: bool = False) -> Token:
+    def token(self, text: str, token_id: int | None, latency: float = 0.0, forced: bool = False,
+              logprob=None) -> Token:
         """The Token event for `text`, recorded as part of its phase's text: call it only to yield its
-        result at once, so the texts in Done are always exactly the texts yielded."""
+        result at once, so the texts in Done are always exactly the texts yielded. `logprob`: the
+        sampled token's (logprobs.TokenLogprob), when the request asked for them."""
         if self.phase == ANSWER and not self.answering:  # the line break after </think>: dropped once, here
             text = text.lstrip("\n")
             self.answering = bool(text)
         self.texts[self.phase].append(text)
-        return Token(text, token_id, self.phase, self.current, latency, forced, self.progress())
+        return Token(text, token_id, self.phase, self.current, latency, forced, self.progress(), logprob)
 
     def switch(self, target: str, reprefill_tokens: int, ms: float, exact: bool = True,
                reason: str = "answer") -> Switch:

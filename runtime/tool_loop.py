@@ -179,8 +179,8 @@ def run_tool_loop(stream: Callable[[ChatRequest, Controls], Iterator[Event]], re
     controls = controls or Controls()
     chat_tools = chat_tools if chat_tools is not None else ChatTools()
     messages, made, limit_hit = list(request.messages), 0, False
-    if constrain and constrainable(request.tools):  # (a value ends where the model closes it)
-        request = replace(request, strict_tools=True, model_closes_values=True)
+    if constrain and constrainable(request.tools):
+        request = replace(request, strict_tools=True)
     budget, room = request.thinking_budget, request.max_new_tokens
     while True:
         this = replace(request, messages=tuple(messages), thinking_budget=budget, max_new_tokens=room)

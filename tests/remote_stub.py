@@ -30,8 +30,11 @@ class RemoteStub:
     ("drop",) (the socket closes mid-answer), ("length", n) (a Content-Length header of n), ("close",)
     (no length, no chunks: `Connection: close` and the body ends when the socket does)."""
 
-    def __init__(self, models: list[dict], script=None, models_raw: bytes | None = None, models_delay: float = 0.0):
+    def __init__(self, models: list[dict], script=None, models_raw: bytes | None = None, models_delay: float = 0.0,
+                 pages: dict[str, dict] | None = None):
         self.models, self.script, self.models_raw, self.models_delay = models, script, models_raw, models_delay
+        self.pages = pages or {}  # other GET paths it answers (llama.cpp's /props, vLLM's /version)
+        self.gets: list[str] = []  # every GET path asked
         self.bodies: list[dict] = []
         self.hangups = threading.Event()
         self.on_headers = None  # called with each request's headers
@@ -45,6 +48,9 @@ class RemoteStub:
 
             def do_GET(self):
                 self._seen()
+                stub.gets.append(self.path)
+                if self.path in stub.pages:
+                    return self._send(200, json.dumps(stub.pages[self.path]).encode())
                 if self.path != "/v1/models":
                     return self._send(404, b'{"error": {"message": "no such route"}}')
                 time.sleep(stub.models_delay)

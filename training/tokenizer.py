@@ -41,7 +41,8 @@ TOOL_INSTRUCTIONS = (
 # an assistant's reasoning kept only after the last user message (so inside a tool loop) unless
 # truncate_history_thinking is false; assistant tool_calls as <tool_call> blocks from arguments
 # given as an object (a string raises, as the real template does); consecutive tool results merged
-# into one user turn of <tool_response> blocks, with no call id.
+# into one user turn of <tool_response> blocks, with no call id; a system (or developer) message
+# after the first turn as a system turn where it stands (the first one opens the prompt).
 CHAT_TEMPLATE = r"""{%- macro extra_keys(d, handled) -%}
 {%- if d is mapping -%}{%- for k in d if k not in handled -%}
 {%- if d[k] is mapping or (d[k] is sequence and d[k] is not string) -%}{{- '\n<' ~ k ~ '>' ~ (d[k] | tojson) ~ '</' ~ k ~ '>' -}}
@@ -86,7 +87,7 @@ CHAT_TEMPLATE = r"""{%- macro extra_keys(d, handled) -%}
 {%- for m in messages -%}
 {%- set role = m['role'] -%}
 {%- if role == 'system' -%}
-{%- if not loop.first -%}{{- raise_exception('a system message must come first') -}}{%- endif -%}
+{%- if not loop.first -%}{{- '<|im_start|>system\n' ~ m['content'] ~ '<|im_end|>\n' -}}{%- endif -%}
 {%- elif role == 'user' -%}
 {{- '<|im_start|>user\n' ~ m['content'] ~ '<|im_end|>\n' -}}
 {%- elif role == 'assistant' -%}

@@ -106,9 +106,9 @@ class RemoteServer:
 
     # ------------------------------------------------------------------ calls
 
-    def get_json(self, path: str, stop: Callable[[], bool] | None = None) -> dict:
-        """GET `path` (under /v1): its JSON object."""
-        with _Call(self, "GET", path, None, stop, self.timeouts.answer) as call:
+    def get_json(self, path: str, stop: Callable[[], bool] | None = None, root: bool = False) -> dict:
+        """GET `path` (under /v1, or with `root` under the server's root: llama.cpp's /props): its JSON object."""
+        with _Call(self, "GET", path, None, stop, self.timeouts.answer, root) as call:
             call.expect("application/json")
             raw = call.read_all(MAX_JSON_BYTES)
         try:
@@ -142,8 +142,9 @@ class _Call:
     """One request on its own connection, with the watcher that enforces `stop`."""
 
     def __init__(self, server: RemoteServer, method: str, path: str, body: dict | None,
-                 stop: Callable[[], bool] | None, wait: float | None = None):
+                 stop: Callable[[], bool] | None, wait: float | None = None, root: bool = False):
         self.server, self.method, self.path, self.body, self.stop = server, method, path, body, stop
+        self.target = (server.prefix.removesuffix("/v1") if root else server.prefix) + path
         self.wait = min(wait, server.timeouts.first_byte) if wait else server.timeouts.first_byte
         self.conn: http.client.HTTPConnection | None = None
         # The socket, kept here: http.client drops its own reference when an answer says Connection: close
@@ -181,7 +182,7 @@ class _Call:
                                   "check the address and that the machine is on") from None
             self.sock = self.conn.sock
             self.sock.settimeout(self.wait)
-            self.conn.request(self.method, s.prefix + self.path, body=data, headers=headers)
+            self.conn.request(self.method, self.target, body=data, headers=headers)
             self.response = self.conn.getresponse()
         except RemoteError:
             self.close()
@@ -248,7 +249,7 @@ class _Call:
             return
         said = self._their_message()
         said = f": it said {said}" if said else ""
-        where = f"{s.address}{s.prefix}{self.path}"
+        where = f"{s.address}{self.target}"
         if 300 <= status < 400:
             message = (f"the server at {s.address} redirects ({status}); enter the address it redirects to, "
                        "ending in /v1")

@@ -21,6 +21,7 @@ from ..options import ENGINE_CONTEXT
 from .client import RemoteServer
 from .models import ELASTIC, RemoteModel, describe, parse_listing
 from .reply import stream_remote
+from .server_kind import OTHER, ServerKind, server_kind
 
 NO_SIGNALS = ("Auto needs the thinker's uncertainty at each token, which an OpenAI-compatible server does not "
               "stream; it runs on a local model or on an Elastic Chat server")
@@ -50,14 +51,19 @@ def list_models(server: RemoteServer, stop: Callable[[], bool] | None = None) ->
 class RemoteEngine:
     """A server's model as a `chat_engine.ChatEngine`: what it streams is the server's reply."""
 
-    def __init__(self, server: RemoteServer, model: RemoteModel):
-        self.server, self.model = server, model
+    def __init__(self, server: RemoteServer, model: RemoteModel, kind: ServerKind = OTHER):
+        self.server, self.model, self.kind = server, model, kind  # kind: which fields it reads (server_kind.py)
         self.max_context = model.context or ENGINE_CONTEXT
 
     @classmethod
     def connect(cls, server: RemoteServer, model_id: str, stop: Callable[[], bool] | None = None) -> "RemoteEngine":
-        """Probes `/v1/models` and holds `model_id` (grouped with its `ID:SUBMODEL` siblings)."""
-        return cls(server, describe(list_models(server, stop), model_id))
+        """Probes `/v1/models` and holds `model_id` (grouped with its `ID:SUBMODEL` siblings), and, on a
+        server that is not an Elastic Chat, asks what serves it (server_kind.py)."""
+        listing = list_models(server, stop)
+        model = describe(listing, model_id)
+        if model.mode == ELASTIC:
+            return cls(server, model)
+        return cls(server, model, server_kind(server, listing.get(model.model_ids[0][1], {}), stop))
 
     @property
     def thinking_ceiling(self) -> int:

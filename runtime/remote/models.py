@@ -1,6 +1,7 @@
 """What a server's `/v1/models` says, checked: the model ids, each one's context length when the server
 gives it (vLLM's `max_model_len`, LM Studio's and OpenRouter's `context_length`, llama.cpp's
-`meta.n_ctx_train`), and Elastic Chat's own `elastic` object (`runtime serve`: the submodels in
+`meta.n_ctx`: what it serves, not `n_ctx_train`, which its converter sets to 2^20 for every NemotronH),
+and Elastic Chat's own `elastic` object (`runtime serve`: the submodels in
 memory, smallest first, the depths it can run, its context and thinking ceiling).
 
 A checkpoint whose submodels are served as models of their own is listed as `ID` plus `ID:SUBMODEL`
@@ -53,7 +54,7 @@ def _context(entry: dict) -> int | None:
     meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
     elastic = entry.get("elastic") if isinstance(entry.get("elastic"), dict) else {}
     for value in (elastic.get("max_context"), entry.get("max_model_len"), entry.get("context_length"),
-                  meta.get("n_ctx_train")):
+                  meta.get("n_ctx")):
         if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_CONTEXT:
             return value
     return None

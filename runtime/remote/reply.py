@@ -10,10 +10,12 @@ How depth runs depends on the server (models.py's modes):
   each switch on the next token's chunk (`elastic.switch`) and how the reply ended on the last one.
 - PAIRS: the thinker's model thinks (this client ends the thought by the budget rule of
   reply_record.py: at the first line end after the budget, or the grace after it), then the answerer's model continues
-  from the same prompt and thought: a prefilled assistant turn with `continue_final_message`
-  (vLLM's and SGLang's field). A server that starts a new thought instead is refused in one line.
-- SINGLE: one request; depth is `chat_template_kwargs.enable_thinking`, `thinking_token_budget`
-  (vLLM, Elastic Chat) and `reasoning_effort` (low, medium, high), which the server honours or not.
+  from the same prompt and closed thought: a prefilled assistant turn continued as the answer
+  (`continue_final_message`, in the form the server reads: server_kind.py). A server that starts a
+  new thought instead is refused in one line.
+- SINGLE: one request; depth is `chat_template_kwargs.enable_thinking`, the thinking budget in the
+  field the server reads (server_kind.py: vLLM's `thinking_token_budget`, llama.cpp's
+  `thinking_budget_tokens`) and `reasoning_effort` (low, medium, high), which the server honours or not.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 FINISH = {"stop": END_OF_TURN, "length": LENGTH}
 ENGINE_FINISH = set(FINISH_REASONS) - {TOOL_CALLS}  # (no tools are passed to a server yet)
 MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
+THINK_CLOSE = "</think>"
 
 
 def stream_remote(engine, request, controls: Controls | None = None) -> Iterator[Event]:
@@ -223,7 +226,7 @@ class _RemoteReply:
         body["chat_template_kwargs"] = {"enable_thinking": thinking}
         if thinking:
             if req.thinking_budget is not None:
-                body["thinking_token_budget"] = req.thinking_budget
+                body.update({name: req.thinking_budget for name in self.engine.kind.budget_fields})
             effort = self._effort()
             if effort in ("low", "medium", "high"):
                 body["reasoning_effort"] = effort
@@ -237,6 +240,9 @@ class _RemoteReply:
                 if text:
                     yield self._token(text)
         self.finish = FINISH.get(self._final("reply").finish, END_OF_TURN)
+        thought = self.record.tally.counts[THINKING]
+        if thinking and req.thinking_budget is not None and thought >= req.thinking_budget:
+            self.record.budget_hit, self.record.thinking_end = True, "budget"  # the server's budget ended it
 
     def _effort(self) -> str | None:
         """The `reasoning_effort` name of the level this request is, if it is one."""
@@ -255,21 +261,26 @@ class _RemoteReply:
             yield from self._think(messages)
             if self.finish is not None:
                 return
-            thought = self.record.thought
+            # the thought without the line end that closed it: templates and servers put their own line
+            # break before </think> (a second one made llama.cpp's answerer write </think> again)
+            thought = self.record.thought.removesuffix("\n")
             messages = messages + [{"role": "assistant", "content": "", "reasoning_content": thought}]
         left = req.max_new_tokens - self.record.tally.counts[THINKING]
         body = self._body(self.model.model_id(req.answer_submodel), messages, max(1, left))
         body["chat_template_kwargs"] = {"enable_thinking": self.think_sub is not None}
         if self.think_sub is not None:
-            body.update(continue_final_message=True, add_generation_prompt=False)
+            body.update(self.engine.kind.continue_answer)
         self.record.answer()
         asked, seen = time.perf_counter(), 0
         for chunk in self._chunks(body):
             for phase, text in chunk.texts:
                 if phase == THINKING and text:
-                    raise RemoteError(f"the server at {self.server.address} started a new thought instead of "
-                                      "continuing the one it was given; two-model depth needs a server with "
-                                      "continue_final_message (vLLM, SGLang)")
+                    raise RemoteError(f"the server at {self.server.address} ({self.engine.kind.name}) thought again "
+                                      "instead of answering after the closed thought it was given; two-model "
+                                      "depth needs a server that continues a final assistant turn "
+                                      "(continue_final_message: vLLM, SGLang, llama.cpp)")
+                if phase == ANSWER and not seen and self.think_sub is not None:
+                    text = text.removeprefix(THINK_CLOSE)  # llama.cpp echoes the close of the thought it was given
                 if phase == ANSWER and text:
                     if not seen and req.answer_submodel != self.current:
                         thought_tokens = self.record.tally.counts[THINKING]

@@ -90,6 +90,17 @@ def parse_messages(body, served: ServedModel) -> ParsedMessages:
     return ParsedMessages(request, model, stream, plan.depth, show)
 
 
+# /v1/messages/count_tokens reads what shapes the prompt (the reply's own fields are not its to take)
+COUNT_KNOWN = {"model", "messages", "system", "thinking", "tools", "tool_choice", "output_config", "elastic"}
+
+
+def parse_count(body, served: ServedModel) -> ParsedMessages:
+    """A count_tokens request: the prompt a /v1/messages request with these fields would have."""
+    served_model(body, served)
+    refuse_unknown(body, COUNT_KNOWN, "/v1/messages/count_tokens")
+    return parse_messages({**body, "max_tokens": 1}, served)
+
+
 def _refuse_unsupported(body: dict) -> None:
     if body.get("service_tier") not in (None, "auto", "standard_only"):
         raise bad("service_tier", "service_tier must be auto or standard_only (this server has one tier)")
@@ -150,8 +161,11 @@ def _tools(value) -> tuple[dict, ...] | None:
             kind = tool.get("type") if isinstance(tool, dict) else None
             raise bad(f"tools[{i}].type", f"only client tools (name, input_schema) are supported, not "
                                           f"{show(kind, 40)}: this server runs no tool itself")
-        for key in sorted(set(tool) - {"type", "name", "description", "input_schema", "cache_control"}):
+        for key in sorted(set(tool) - {"type", "name", "description", "input_schema", "cache_control",
+                                       "eager_input_streaming"}):
             raise bad(f"tools[{i}].{key}", f"tools[{i}].{key} is not supported")
+        if tool.get("eager_input_streaming") not in (None, True, False):  # (a call's input streams whole anyway)
+            raise bad(f"tools[{i}].eager_input_streaming", "eager_input_streaming must be true or false")
         if tool.get("input_schema") is None:
             raise bad(f"tools[{i}].input_schema", "a tool needs its input_schema")
         chat.append({"type": "function", "function": {"name": tool.get("name"), "parameters": tool["input_schema"],
@@ -349,6 +363,9 @@ class MessagesApi(BlockStream):
         named only when there was one to match (docs/server.md)."""
         stops = self.parsed.request.stop_strings
         return stops[0] if done and done.finish_reason == STOP_STRING and len(stops) == 1 else None
+
+    def collect(self, event) -> None:
+        """(Anthropic's API has no log-probabilities.)"""
 
     def _thinking_text(self, text: str) -> str:
         return text if self.parsed.show_thinking else ""

@@ -17,6 +17,7 @@ from ..events import Done, Prefill, Token
 from ..generate import ChatRequest
 from ..options import MAX_NEW_TOKENS
 from .request_fields import (
+    TOP_LOGPROBS,
     bool_field,
     elastic_fields,
     option_field,
@@ -28,7 +29,7 @@ from .request_fields import (
     stop_strings,
     stream_fields,
 )
-from .serving import FINISH, ApiError, ServedModel, bad, check_done, elastic_info
+from .serving import FINISH, AnswerLogprobs, ApiError, ServedModel, bad, check_done, elastic_info
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for this route (autocomplete wants a few tokens, fast)
 KNOWN = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stream",
@@ -60,9 +61,22 @@ def parse_completion(body, served: ServedModel) -> ParsedCompletion:
     max_tokens = option_field(option, body, "max_tokens", "max_tokens")
     stream, include_usage = stream_fields(body)
     echo = bool_field(body, "echo", "echo") if body.get("echo") is not None else False
+    logprobs = _logprobs(body, echo)
     request = ChatRequest((), None, plan.answer, 0, max_tokens, sampling_fields(body), stop_strings(body.get("stop")),
-                          prompt=prompt)
+                          prompt=prompt, logprobs=logprobs)
     return ParsedCompletion(request, model, stream, include_usage, echo)
+
+
+def _logprobs(body: dict, echo: bool) -> int | None:
+    """The legacy `logprobs`: the number of likeliest alternatives to return beside each token's own
+    log-probability (0 to 20), or None."""
+    if body.get("logprobs") is None:
+        return None
+    top = option_field(TOP_LOGPROBS.within(name="logprobs"), body, "logprobs", "logprobs")
+    if echo:
+        raise bad("logprobs", "the prompt's log-probabilities are not computed here; send echo or logprobs, "
+                              "not both")
+    return top
 
 
 def _prompt(value) -> str:
@@ -85,8 +99,6 @@ def _refuse_unsupported(body: dict) -> None:
         value = body.get(key)
         if value is not None and (type(value) is not int or value != 1):  # true and 1.0 equal 1 in Python
             raise bad(key, f"this server returns one choice per request ({key} must be 1)")
-    if body.get("logprobs") not in (None, 0) or isinstance(body.get("logprobs"), bool):
-        raise bad("logprobs", "log-probabilities are not returned by this server")
     refuse_penalties(body)
 
 
@@ -106,10 +118,31 @@ class CompletionsApi:
         self.parsed, self.id, self.created = parsed, "cmpl-" + uuid.uuid4().hex[:24], int(time.time())
         self.prompt: Prefill | None = None
         self.echoed = False
+        self.logprobs = AnswerLogprobs() if parsed.request.logprobs is not None else None
+        self.offset = 0  # characters of the text before the next token (the legacy `text_offset`)
 
-    def _object(self, text: str, finish: str | None, **extra) -> dict:
+    def _object(self, text: str, finish: str | None, logprobs: list | None = None, **extra) -> dict:
         return {"id": self.id, "object": "text_completion", "created": self.created, "model": self.parsed.model,
-                "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}], **extra}
+                "choices": [{"text": text, "index": 0, "logprobs": self._legacy(logprobs), "finish_reason": finish}],
+                **extra}
+
+    def _legacy(self, entries: list | None) -> dict | None:
+        """Log-probabilities in the legacy shape: parallel lists of tokens, their log-probabilities, the
+        alternatives as {token: log-probability}, and each token's character offset in the text."""
+        if self.logprobs is None:
+            return None
+        out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
+        for e in entries or ():
+            out["tokens"].append(e.token)
+            out["token_logprobs"].append(e.logprob)
+            out["top_logprobs"].append({a.token: a.logprob for a in e.top})
+            out["text_offset"].append(self.offset)
+            self.offset += len(e.token)
+        return out
+
+    def collect(self, event) -> None:
+        if self.logprobs is not None:
+            self.logprobs.add(event)
 
     def _echo(self) -> str:
         """The prompt, once, before the first text, when the client asked for it back."""
@@ -121,13 +154,15 @@ class CompletionsApi:
     def whole(self, prompt: Prefill | None, done: Done, queue_ms: float) -> dict:
         check_done(done)
         return self._object(self._echo() + done.answer_text, FINISH.get(done.finish_reason, "stop"),
-                            usage=_usage(prompt, done), elastic=elastic_info(done, None, queue_ms))
+                            self.logprobs.entries if self.logprobs else None, usage=_usage(prompt, done),
+                            elastic=elastic_info(done, None, queue_ms))
 
     def on_event(self, event, queue_ms: float) -> list:
         if isinstance(event, Prefill):
             self.prompt = self.prompt or event
         elif isinstance(event, Token):
-            return [(None, self._object(self._echo() + event.text, None))]
+            logprobs = self.logprobs.add(event) if self.logprobs else None
+            return [(None, self._object(self._echo() + event.text, None, logprobs))]
         elif isinstance(event, Done):
             check_done(event)
             out = [(None, self._object(self._echo(), FINISH.get(event.finish_reason, "stop"),

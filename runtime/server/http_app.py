@@ -7,6 +7,9 @@
     POST /v1/completions         a raw prompt continued (completions_api.py)
     POST /v1/responses           OpenAI's Responses, stateless (responses_api.py)
     POST /v1/messages            Anthropic's Messages (anthropic_api.py)
+    POST /v1/messages/count_tokens   the tokens such a request's prompt takes
+    POST /api/chat, /api/generate    Ollama's (ollama_api.py), NDJSON when streamed
+    GET  /api/tags, /api/version, POST /api/show
 
 FastAPI/Starlette do the HTTP, the body limit and the SSE framing; this file only routes, checks the
 key, and turns the engine's events into responses (each protocol is in its own module). No route
@@ -24,22 +27,24 @@ from collections import deque
 from dataclasses import replace
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.sse import EventSourceResponse, format_sse_event
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from ..engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
+from ..errors import ElasticError
 from ..events import Done
 from .access_rules import key_matches
-from .anthropic_api import MessagesApi
+from .anthropic_api import MessagesApi, parse_count
 from .completions_api import CompletionsApi
 from .gate import RequestGate
 from .jobs import Job
+from .ollama_api import VERSION, OllamaChat, OllamaGenerate, model_entry, show_model
 from .openai_api import ChunkStream, completion, new_id, parse_chat
 from .responses_api import ResponsesApi
-from .serving import ApiError, ServedModel
+from .serving import AnswerLogprobs, ApiError, ServedModel
 from .web_rules import WebRules
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a long conversation is well under this; anything bigger is refused (413)
@@ -91,6 +96,7 @@ def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: i
     app.include_router(_health_routes(server))
     app.include_router(_model_routes(server))
     app.include_router(_reply_routes(server))
+    app.include_router(_ollama_routes(server))
     return app
 
 
@@ -153,7 +159,10 @@ class _Server:
 
 def error_body(path: str, error: ApiError) -> dict:
     """The error in the shape of the API whose route `path` is (OpenAI's for every other path)."""
-    api = next((api for api in REPLY_APIS if "/v1" + api.path == path.rstrip("/")), None)
+    path = path.rstrip("/").removesuffix("/count_tokens")  # (Anthropic's, as /v1/messages answers)
+    if path.startswith("/api/"):
+        return OllamaChat.error_body(error)
+    api = next((api for api in REPLY_APIS if "/v1" + api.path == path), None)
     return api.error_body(error) if api else error.body()
 
 
@@ -180,7 +189,8 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def _http(request, e: StarletteHTTPException):
         routes = ", ".join("/v1" + api.path for api in REPLY_APIS)
         messages = {404: f"no route {request.method} {request.url.path}; this server has /v1/models, "
-                         f"{routes} and /health",
+                         f"{routes}, Ollama's /api/chat, /api/generate, /api/tags, /api/show, /api/version "
+                         "and /health",
                     405: f"{request.method} is not allowed on {request.url.path}"}
         return answer(request, ApiError(e.status_code, messages.get(e.status_code, str(e.detail))))
 
@@ -231,9 +241,14 @@ class _ChatApi:
     def __init__(self, parsed):
         self.parsed, self.id, self.created = parsed, new_id(), int(time.time())
         self.chunks = ChunkStream(parsed, self.id, self.created)
+        self.logprobs = AnswerLogprobs() if parsed.request.logprobs is not None else None
+
+    def collect(self, event) -> None:
+        if self.logprobs is not None:
+            self.logprobs.add(event)
 
     def whole(self, prompt, done: Done, queue_ms: float) -> dict:
-        return completion(self.parsed, prompt, done, self.id, self.created, queue_ms)
+        return completion(self.parsed, prompt, done, self.id, self.created, queue_ms, self.logprobs)
 
     def on_event(self, event, queue_ms: float) -> list:
         out = [(None, chunk) for chunk in self.chunks.on_event(event, queue_ms)]
@@ -249,23 +264,80 @@ REPLY_APIS = (_ChatApi, CompletionsApi, ResponsesApi, MessagesApi)
 def _reply_routes(server: _Server) -> APIRouter:
     """One POST route per API. An API class has `path`, `parse(body, served)` (-> a parsed request with
     `.request`, a ChatRequest, and `.stream`), `error_body(ApiError)`, and, built per reply from the
-    parsed request, `whole(prompt, done, queue_ms)` (the JSON answer) and `on_event(event, queue_ms)` /
+    parsed request, `collect(event)` (each event of a reply answered whole, before `whole`),
+    `whole(prompt, done, queue_ms)` (the JSON answer) and `on_event(event, queue_ms)` /
     `failed(ApiError)` (its server-sent events as (event name or None, data) pairs; the stream ends after
     a Done or a failure)."""
     router = APIRouter(prefix="/v1", dependencies=[Depends(server.require_key)])
     for api in REPLY_APIS:
         router.add_api_route(api.path, _reply_route(server, api), methods=["POST"])
+    router.add_api_route("/messages/count_tokens", _count_route(server), methods=["POST"])
     return router
+
+
+def _ollama_routes(server: _Server) -> APIRouter:
+    """Ollama's API: its two reply routes as the /v1 ones run (the same line, checks and rules), and
+    the model routes its clients ask first. /api/version, as /health, tells nothing about the model and
+    needs no key."""
+    router = APIRouter(prefix="/api")
+    keyed = [Depends(server.require_key)]
+    for api in (OllamaChat, OllamaGenerate):
+        router.add_api_route(api.path, _reply_route(server, api), methods=["POST"], dependencies=keyed)
+
+    @router.get("/version")
+    async def version():
+        return {"version": VERSION}
+
+    @router.get("/tags", dependencies=keyed)
+    async def tags():
+        served = server.served()
+        return {"models": [model_entry(served, i) for i in served.ids()]}
+
+    @router.post("/show", dependencies=keyed)
+    async def show(request: Request):
+        body = await _json_body(request)
+        return Response(status_code=499) if body is None else show_model(server.served(), body)
+
+    return router
+
+
+def _count_route(server: _Server):
+    """Anthropic's `/v1/messages/count_tokens`: the tokens the prompt of such a /v1/messages request
+    takes, as the engine's template and tokenizer render it (tools and the thinking switch included)."""
+    async def count_tokens(request: Request):
+        body = await _json_body(request)
+        if body is None:
+            return Response(status_code=499)
+        parsed = parse_count(body, server.served())
+        request_ = parsed.request
+        counter = server.queue.check_ready().token_counter(request_)
+        if counter is None:  # a remote model's tokenizer is its own server's (chat_engine.py)
+            raise ApiError(400, "this server relays a remote model and cannot count its tokens; ask the server "
+                                "that runs the model", None, "invalid_request")
+        try:
+            tokens = await asyncio.to_thread(counter, list(request_.messages))
+        except ElasticError as e:  # the template refused the conversation
+            raise ApiError(400, str(e), "messages", "invalid_value") from None
+        return {"input_tokens": tokens}
+
+    return count_tokens
+
+
+async def _json_body(request: Request):
+    """The request's JSON body; None when the client hung up while sending it."""
+    try:
+        return json.loads(await request.body())
+    except ClientDisconnect:  # hung up, or cut off for sending too slowly (connections.py)
+        return None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ApiError(400, "the request body is not valid JSON", None, "invalid_json") from None
 
 
 def _reply_route(server: _Server, api):
     async def reply_route(request: Request):
-        try:
-            body = json.loads(await request.body())
-        except ClientDisconnect:  # hung up, or cut off for sending too slowly (connections.py)
+        body = await _json_body(request)
+        if body is None:
             return Response(status_code=499)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            raise ApiError(400, "the request body is not valid JSON", None, "invalid_json") from None
         parsed = api.parse(body, server.served())
         job = server.open(parsed, request)
         try:
@@ -281,8 +353,11 @@ def _reply_route(server: _Server, api):
             server.close(job)
             raise first
         reply = api(parsed)
+        if parsed.stream and getattr(api, "ndjson", False):  # Ollama's: one JSON object per line
+            return StreamingResponse(_stream(server, job, reply, pending, _line), media_type="application/x-ndjson",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         if parsed.stream:
-            return EventSourceResponse(_sse(server, job, reply, pending),
+            return EventSourceResponse(_stream(server, job, reply, pending, _frame),
                                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         try:
             return await _whole(job, reply, pending, request)
@@ -310,6 +385,7 @@ async def _whole(job: Job, reply, pending: list, request: Request):
                 raise event
             if prompt is None and getattr(event, "type", "") == "prefill":
                 prompt = event
+            reply.collect(event)
             if isinstance(event, Done):
                 return reply.whole(prompt, event, job.queue_ms)
         if time.monotonic() - last_check > DISCONNECT_POLL_S:
@@ -323,9 +399,13 @@ def _frame(name: str | None, data) -> bytes:
     return format_sse_event(data_str=data if isinstance(data, str) else _dumps(data), event=name)
 
 
-async def _sse(server: _Server, job: Job, reply, pending: list):
-    """Server-sent events; Starlette cancels this generator when the client hangs up, and the
-    `finally` then stops the reply."""
+def _line(name: str | None, data) -> bytes:
+    return (_dumps(data) + "\n").encode("utf-8")
+
+
+async def _stream(server: _Server, job: Job, reply, pending: list, frame):
+    """The reply's events as `frame` writes them (server-sent events, or NDJSON lines); Starlette
+    cancels this generator when the client hangs up, and the `finally` then stops the reply."""
     try:
         while True:
             out, finished = [], False
@@ -333,9 +413,9 @@ async def _sse(server: _Server, job: Job, reply, pending: list):
                 try:
                     if isinstance(event, ApiError):
                         raise event
-                    out += [_frame(*item) for item in reply.on_event(event, job.queue_ms)]
+                    out += [frame(*item) for item in reply.on_event(event, job.queue_ms)]
                 except ApiError as e:  # the reply failed after it began: the API's in-stream error
-                    out += [_frame(*item) for item in reply.failed(e)]
+                    out += [frame(*item) for item in reply.failed(e)]
                     finished = True
                 if finished or isinstance(event, Done):
                     finished = True

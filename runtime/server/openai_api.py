@@ -20,20 +20,31 @@ from ..generate import ChatRequest
 from ..options import MAX_NEW_TOKENS, refusal
 from .openai_tools import assistant_calls, call_deltas, message_tool_calls, parse_tool_fields, tool_turns
 from .request_fields import (
+    NO_OPS,
     cache_key,
+    check_no_ops,
     elastic_fields,
     joined_text,
+    logprob_fields,
     option_field,
     plan_reply,
     refuse_penalties,
+    refuse_unknown,
     sampling_fields,
     served_model,
     stop_strings,
     stream_fields,
 )
-from .serving import FINISH, ServedModel, bad, check_done, elastic_info
+from .serving import FINISH, AnswerLogprobs, ServedModel, bad, check_done, elastic_info
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+# Every field this route reads; any other is refused by name (docs/server.md lists what each does).
+KNOWN = {"model", "messages", "tools", "tool_choice", "parallel_tool_calls", "response_format", "functions",
+         "function_call", "chat_template_kwargs", "think", "reasoning_effort", "reasoning", "thinking_token_budget",
+         "thinking_budget_tokens", "elastic", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
+         "min_p", "seed", "stop", "stream", "stream_options", "n", "prompt_cache_key", "logprobs", "top_logprobs",
+         "logit_bias", "presence_penalty", "frequency_penalty", "store", "service_tier", "verbosity", "modalities",
+         "audio", "web_search_options", *NO_OPS}
 
 
 # ---------------------------------------------------------------------- the request
@@ -54,7 +65,7 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
     model, pin = served_model(body, served)
     _refuse_unsupported(body)
     tools = parse_tool_fields(body)
-    messages = _messages(body.get("messages"))
+    messages = chat_messages(body.get("messages"))
     elastic, keep_reasoning = elastic_fields(body)
     plan = plan_reply(body, elastic, served, model, pin)
     max_tokens = _max_tokens(body, served)
@@ -64,23 +75,35 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
                           stop_strings(body.get("stop")), truncate_history_thinking=not keep_reasoning,
                           escalation=plan.escalation, tools=tools.tools, tool_choice=tools.tool_choice,
                           tool_name=tools.tool_name, parallel_tool_calls=tools.parallel,
-                          strict_tools=tools.strict, response_format=tools.response_format)
+                          strict_tools=tools.strict, response_format=tools.response_format,
+                          logprobs=logprob_fields(body))
     return ParsedChat(request, model, stream, include_usage, plan.depth, cache_key(body.get("prompt_cache_key")))
 
 
 def _refuse_unsupported(body: dict) -> None:
     """Fields that would change the reply in a way this engine cannot: refused, never silently ignored."""
+    refuse_unknown(body, KNOWN, "/v1/chat/completions")
+    check_no_ops(body)
     n = body.get("n")
     if n is not None and (type(n) is not int or n != 1):  # true and 1.0 equal 1 in Python, not in JSON's types
         raise bad("n", refusal("n", n, "1: this server returns one choice per request"))
-    for key in ("logprobs", "top_logprobs"):
-        if body.get(key) not in (None, False, 0):  # the decode loop reads one token per step from the device
-            raise bad(key, f"{key} is not returned by this server: its decode loop reads only the token back "
-                           "from the device each step; leave it out")
     refuse_penalties(body)
+    if body.get("store") not in (None, False):
+        raise bad("store", "this server does not store completions; send store: false (or leave it out)")
+    if body.get("service_tier") not in (None, "auto", "default"):
+        raise bad("service_tier", "this server has one service tier (auto)")
+    if body.get("verbosity") not in (None, "medium"):
+        raise bad("verbosity", "the model has one verbosity; leave verbosity out (or medium)")
+    if body.get("modalities") not in (None, ["text"]):
+        raise bad("modalities", "this server answers in text only; send modalities: [\"text\"] or leave it out")
+    for key, why in (("audio", "this server answers in text only"), ("web_search_options", "this server runs no "
+                                                                                              "web search")):
+        if body.get(key) is not None:
+            raise bad(key, f"{key} is not supported: {why}; leave it out")
 
 
-def _messages(value) -> list[dict]:
+def chat_messages(value) -> list[dict]:
+    """Chat's `messages`, checked, in the template's shape (also Ollama's, once in chat's spelling)."""
     if not isinstance(value, list) or not value:
         raise bad("messages", "messages must be a non-empty list of {role, content} objects")
     out = []
@@ -133,8 +156,8 @@ def usage(prompt: Prefill | None, done: Done) -> dict:
 
 
 def completion(parsed: ParsedChat, prompt: Prefill | None, done: Done, completion_id: str, created: int,
-               queue_ms: float) -> dict:
-    """The non-streamed response."""
+               queue_ms: float, logprobs: AnswerLogprobs | None = None) -> dict:
+    """The non-streamed response; `logprobs`: the answer's tokens', when the request asked for them."""
     check_done(done)
     reasoning = done.thinking_text if done.think_submodel else None
     calls = message_tool_calls(done)
@@ -144,8 +167,13 @@ def completion(parsed: ParsedChat, prompt: Prefill | None, done: Done, completio
         message["tool_calls"] = calls
     return {"id": completion_id, "object": "chat.completion", "created": created, "model": parsed.model,
             "choices": [{"index": 0, "message": message, "finish_reason": FINISH.get(done.finish_reason, "stop"),
-                         "logprobs": None}],
+                         "logprobs": _logprobs(logprobs.entries if logprobs else None)}],
             "usage": usage(prompt, done), "elastic": elastic_info(done, parsed.depth, queue_ms)}
+
+
+def _logprobs(entries: list | None) -> dict | None:
+    """A choice's `logprobs`: OpenAI's `{content: [{token, logprob, bytes, top_logprobs}], refusal}`."""
+    return None if entries is None else {"content": [e.to_dict() for e in entries], "refusal": None}
 
 
 class ChunkStream:
@@ -162,9 +190,10 @@ class ChunkStream:
         self.first = True
         self.switch: Switch | None = None  # told on the next token's chunk (a remote client shows it there)
 
-    def _chunk(self, delta: dict, finish: str | None = None, **extra) -> dict:
+    def _chunk(self, delta: dict, finish: str | None = None, logprobs: list | None = None, **extra) -> dict:
         chunk = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.parsed.model,
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": _logprobs(logprobs)}],
+                 **extra}
         if self.parsed.include_usage:
             chunk.setdefault("usage", None)
         return chunk
@@ -185,7 +214,9 @@ class ChunkStream:
         if isinstance(event, Token):
             extra = {"elastic": {"switch": self.switch.to_dict()}} if self.switch else {}
             self.switch = None
-            return [self._chunk(self._delta(event.phase, event.text), **extra)]
+            asked = self.parsed.request.logprobs is not None and event.phase == ANSWER
+            entries = [event.logprob] if asked and event.logprob is not None else ([] if asked else None)
+            return [self._chunk(self._delta(event.phase, event.text), logprobs=entries, **extra)]
         if isinstance(event, ToolCall):
             chunks = []
             for item in call_deltas(event):

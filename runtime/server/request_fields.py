@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..depth import DepthLevel, effort_levels, find_level, level_for_effort, usable_level
 from ..errors import UsageError
+from ..logprobs import MAX_TOP_LOGPROBS
 from ..options import MIN_P, SEED, TEMPERATURE, THINKING_BUDGET, TOP_K, TOP_P, Option, OptionError, refusal
 from ..sampling import SamplingSettings
 from .serving import ServedModel, bad
@@ -24,6 +25,7 @@ from .serving import ServedModel, bad
 MAX_STOPS, MAX_STOP_CHARS = 4, 256
 MIN_CACHE_KEY, MAX_CACHE_KEY = 16, 256  # a UUID is 36
 ELASTIC_FIELDS = {"think_submodel", "answer_submodel", "thinking_budget", "depth", "keep_reasoning"}
+TOP_LOGPROBS = Option("top_logprobs", int, 0, 0, MAX_TOP_LOGPROBS, "the likeliest alternatives per token")
 TEMPLATE_KWARGS = ("enable_thinking",)  # chat_template_kwargs the server honours (the real template reads these)
 
 
@@ -122,6 +124,35 @@ def stream_fields(body: dict) -> tuple[bool, bool]:
         if options.get("include_usage") is not None:
             include_usage = bool_field(options, "include_usage", "stream_options.include_usage")
     return stream, include_usage
+
+
+# Fields that change nothing here, accepted as OpenAI's clients send them (docs/server.md): who the user
+# is, labels and retention for stored completions (nothing is stored), a predicted output (a speed-up:
+# the reply is the same without it)
+NO_OPS = ("user", "metadata", "safety_identifier", "prompt_cache_retention", "prediction")
+MAX_METADATA = 16
+
+
+def check_no_ops(body: dict) -> None:
+    """The no-op fields are still checked for their type, so a malformed request is told."""
+    for key in ("user", "safety_identifier", "prompt_cache_retention"):
+        if body.get(key) is not None and not isinstance(body[key], str):
+            raise bad(key, f"{key} must be a string")
+    metadata_field(body.get("metadata"))
+    if body.get("prediction") is not None and not isinstance(body["prediction"], dict):
+        raise bad("prediction", "prediction must be an object such as {\"type\": \"content\", \"content\": ...}")
+
+
+def metadata_field(value, param: str = "metadata") -> dict:
+    """OpenAI's `metadata`: up to 16 strings (keys up to 64 characters, values up to 512)."""
+    if value is None:
+        return {}
+    if (not isinstance(value, dict) or len(value) > MAX_METADATA
+            or not all(isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512
+                       for k, v in value.items())):
+        raise bad(param, f"{param} must be an object of up to {MAX_METADATA} strings (keys up to 64 characters, "
+                         "values up to 512)")
+    return value
 
 
 def refuse_unknown(body: dict, known: set[str], route: str) -> None:
@@ -232,6 +263,17 @@ def _budget(body: dict, elastic: dict, served: ServedModel) -> tuple[int | None,
     if len(set(values.values())) > 1:
         raise bad(list(values)[-1], f"{' and '.join(values)} disagree; send one of them")
     return next(iter(values.values()), None), next(iter(values), None)
+
+
+def logprob_fields(body: dict, flag: str = "logprobs", count: str = "top_logprobs") -> int | None:
+    """`logprobs` (true: each answer token's log-probability) and `top_logprobs` (0 to 20 likeliest
+    alternatives, which need `logprobs`), as OpenAI's chat and Ollama spell them: the number of
+    alternatives to compute on the device beside each token (runtime/logprobs.py), or None."""
+    on = bool_field(body, flag, flag) if body.get(flag) is not None else False
+    top = option_field(TOP_LOGPROBS, body, count, count)
+    if top and not on:
+        raise bad(count, f"{count} needs {flag}: true")
+    return top if on else None
 
 
 def stop_strings(value) -> tuple[str, ...]:

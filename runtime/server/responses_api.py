@@ -37,26 +37,28 @@ from ..options import MAX_NEW_TOKENS
 from ..tool_calls import ToolSpecError, check_tools
 from .openai_tools import ToolFields, checked_tool_fields, in_call_order
 from .request_fields import (
+    TOP_LOGPROBS,
     bool_field,
     cache_key,
     elastic_fields,
+    metadata_field,
     option_field,
     plan_reply,
     refuse_unknown,
     sampling_fields,
     served_model,
 )
-from .serving import ApiError, BlockStream, ServedModel, bad, check_done, elastic_info
+from .serving import AnswerLogprobs, ApiError, BlockStream, ServedModel, bad, check_done, elastic_info
 
 KNOWN = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
          "stream", "reasoning", "tools", "tool_choice", "parallel_tool_calls", "store", "previous_response_id",
          "include", "text", "metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier",
          "truncation", "background", "conversation", "prompt", "max_tool_calls", "top_logprobs", "stream_options",
-         "elastic"}
-ENCRYPTED = "reasoning.encrypted_content"  # the one `include` this server can give (see _encode)
+         "elastic", "client_metadata"}
+ENCRYPTED = "reasoning.encrypted_content"  # an `include` this server can give (see _encode)
+LOGPROBS = "message.output_text.logprobs"  # the other: the answer tokens' log-probabilities
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 TEXT_PARTS = {"input_text", "output_text", "text", "summary_text", "reasoning_text"}
-MAX_METADATA = 16
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class ParsedResponse:
     summary: bool  # the thought goes out as a summary (reasoning.summary was asked for)
     encrypted: bool  # reasoning items carry encrypted_content (include asked for it)
     cache_key: str | None = None  # `prompt_cache_key`, as on chat completions (http_app's cache scopes)
+    tools_left_out: tuple[dict, ...] = ()  # tools of a type the server cannot run ({index, type, name})
 
 
 def parse_response(body, served: ServedModel) -> ParsedResponse:
@@ -76,7 +79,9 @@ def parse_response(body, served: ServedModel) -> ParsedResponse:
     model, pin = served_model(body, served)
     refuse_unknown(body, KNOWN, "/v1/responses")
     _refuse_unsupported(body)
-    encrypted = _include(body.get("include"))
+    includes = _include(body.get("include"))
+    encrypted = ENCRYPTED in includes
+    _client_metadata(body.get("client_metadata"))
     messages = _leading_system_joined(_instructions(body.get("instructions")) + _input(body.get("input")))
     elastic, keep_reasoning = elastic_fields(body)
     reasoning = body.get("reasoning") or {}
@@ -97,20 +102,22 @@ def parse_response(body, served: ServedModel) -> ParsedResponse:
         if body.get("parallel_tool_calls") is not None else True
     sampling = sampling_fields(body)
     fmt = (body.get("text") or {}).get("format")
-    tools = _tool_fields(body.get("tools"), body.get("tool_choice"), parallel, _format(fmt))
+    tools, left_out = _tool_fields(body.get("tools"), body.get("tool_choice"), parallel, _format(fmt))
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling,
                           truncate_history_thinking=not keep_reasoning, escalation=plan.escalation,
                           tools=tools.tools, tool_choice=tools.tool_choice, tool_name=tools.tool_name,
-                          parallel_tool_calls=tools.parallel, response_format=tools.response_format)
+                          parallel_tool_calls=tools.parallel, strict_tools=tools.strict,
+                          response_format=tools.response_format,
+                          logprobs=_logprobs(body, includes))
     echo = {"instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
-            "metadata": _metadata(body.get("metadata")), "parallel_tool_calls": parallel,
+            "metadata": metadata_field(body.get("metadata")), "parallel_tool_calls": parallel,
             "temperature": sampling.temperature, "top_p": sampling.top_p,
             "tool_choice": body.get("tool_choice") or "auto", "tools": body.get("tools") or [],
             "reasoning": {"effort": reasoning.get("effort"), "summary": summary}, "store": False,
             "text": {"format": fmt or {"type": "text"}}, "truncation": "disabled", "previous_response_id": None,
             "user": body.get("user") if isinstance(body.get("user"), str) else None}
     return ParsedResponse(request, model, stream, plan.depth, echo, summary is not None, encrypted,
-                          cache_key(body.get("prompt_cache_key")))
+                          cache_key(body.get("prompt_cache_key")), tuple(left_out))
 
 
 def _refuse_unsupported(body: dict) -> None:
@@ -126,8 +133,6 @@ def _refuse_unsupported(body: dict) -> None:
         raise bad("background", "background responses need storage, which this server does not have")
     if body.get("prompt") is not None:
         raise bad("prompt", "stored prompt templates are not supported; send instructions and input")
-    if body.get("top_logprobs") not in (None, 0):
-        raise bad("top_logprobs", "log-probabilities are not returned by this server")
     if body.get("max_tool_calls") is not None:
         raise bad("max_tool_calls", "max_tool_calls is not supported (parallel_tool_calls: false allows one)")
     if body.get("truncation") not in (None, "disabled"):
@@ -147,50 +152,69 @@ def _refuse_unsupported(body: dict) -> None:
         raise bad("stream_options", "stream_options takes only include_obfuscation (which changes nothing here)")
 
 
-def _include(value) -> bool:
+def _include(value) -> set[str]:
     if value is None:
-        return False
+        return set()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise bad("include", "include must be a list of strings")
     for v in value:
-        if v != ENCRYPTED:
-            raise bad("include", f"include {show(v, 60)} is not something this server can add; it can add {ENCRYPTED}")
-    return bool(value)
+        if v not in (ENCRYPTED, LOGPROBS):
+            raise bad("include", f"include {show(v, 60)} is not something this server can add; it can add "
+                                 f"{ENCRYPTED} and {LOGPROBS}")
+    return set(value)
 
 
-def _metadata(value) -> dict:
-    if value is None:
-        return {}
-    if (not isinstance(value, dict) or len(value) > MAX_METADATA
-            or not all(isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512
-                       for k, v in value.items())):
-        raise bad("metadata", f"metadata must be an object of up to {MAX_METADATA} strings (keys up to 64 characters, "
-                              "values up to 512)")
-    return value
+def _logprobs(body: dict, includes: set[str]) -> int | None:
+    """The answer's log-probabilities: asked for by `include` (with `top_logprobs` alternatives, 0 to
+    20) or by `top_logprobs` alone; None when neither asks."""
+    top = option_field(TOP_LOGPROBS, body, "top_logprobs", "top_logprobs")
+    return top if LOGPROBS in includes or top else None
 
 
-def _tools(value) -> tuple[dict, ...] | None:
-    """Responses' function tools ({type: function, name, description, parameters, strict}) in the
-    chat form the runtime takes, checked there (runtime/tool_calls.py check_tools)."""
+def _client_metadata(value) -> None:
+    """Codex CLI's `client_metadata` (its turn's ids, on every request): labels that change nothing."""
+    if value is not None and (not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                                     for k, v in value.items())):
+        raise bad("client_metadata", "client_metadata must be an object of strings")
+
+
+def _tools(value) -> tuple[tuple[dict, ...] | None, bool, list[dict]]:
+    """Responses' function tools ({type: function, name, description, parameters, strict}) in the chat
+    form the runtime takes, checked there (runtime/tool_calls.py check_tools); whether one asks for
+    `strict`; and the tools left out: any other type (web_search, namespace, file_search, ...) is a
+    tool the server would have to run itself (Codex CLI sends web_search and namespace on every
+    request), so it is not offered, and the response says so (`elastic.tools_left_out`)."""
     if not value:
-        return None
+        return None, False, []
     if not isinstance(value, list):
         raise bad("tools", "tools must be a list of {type: function, name, parameters} objects")
-    chat = []
+    chat, left_out, strict = [], [], False
     for i, tool in enumerate(value):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            raise bad(f"tools[{i}].type", f"only function tools are supported here, not {show(kind, 40)}")
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if not isinstance(kind, str):
+            raise bad(f"tools[{i}].type", "each tool must be an object with a type")
+        if kind != "function":
+            left_out.append({"index": i, "type": kind, **({"name": tool["name"]} if isinstance(tool.get("name"), str)
+                                                          else {})})
+            continue
         for key in sorted(set(tool) - {"type", "name", "description", "parameters", "strict"}):
             raise bad(f"tools[{i}].{key}", f"tools[{i}].{key} is not a field of a function tool")
         if tool.get("strict") not in (None, True, False):
             raise bad(f"tools[{i}].strict", "strict must be true or false")
+        strict = strict or tool.get("strict") is True
         chat.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters")
                                                       if tool.get(k) is not None}})
+    if not chat:
+        return None, False, left_out
     try:
-        return check_tools(chat)
-    except ToolSpecError as e:
-        raise bad(e.param.replace(".function.", "."), e.message) from None
+        return check_tools(chat), strict, left_out
+    except ToolSpecError as e:  # (its index is among the function tools: say which tool it was)
+        param = e.param.replace(".function.", ".")
+        if param.startswith("tools["):
+            k = int(param[6:param.index("]")])
+            param = f"tools[{[i for i, t in enumerate(value) if t.get('type') == 'function'][k]}]" + \
+                param[param.index("]") + 1:]
+        raise bad(param, e.message) from None
 
 
 def _format(value) -> dict | None:
@@ -218,23 +242,27 @@ def _format(value) -> dict | None:
         raise bad(e.param, e.message) from None
 
 
-def _tool_fields(tools, choice, parallel: bool, schema: dict | None) -> ToolFields:
+def _tool_fields(value, choice, parallel: bool, schema: dict | None) -> tuple[ToolFields, list[dict]]:
     """`tools` and `tool_choice` (auto, none, required or {type: function, name}) as the runtime takes
-    them, with a forced tool among those offered and a grammar that compiles."""
-    tools = _tools(tools)
+    them, with a forced tool among those offered and a grammar that compiles; and the tools left out.
+    A tool_choice naming a tool that is left out (a hosted one) is a 400: the call cannot be made."""
+    tools, strict, left_out = _tools(value)
     names = [t["function"]["name"] for t in tools or ()]
     name = None
     if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
         choice, name = "required", choice["name"]
         if name not in names:
             offered = ", ".join(names) or "none"
-            raise bad("tool_choice.name", f"{show(name, 64)} is not an offered tool (offered: {offered})")
+            raise bad("tool_choice.name", f"{show(name, 64)} is not an offered function tool (offered: {offered})")
+    elif isinstance(choice, dict) and choice.get("type") in {t["type"] for t in left_out}:
+        raise bad("tool_choice", f"tool_choice names a {show(choice['type'], 40)} tool, which this server cannot "
+                                 "run (it runs no hosted tool); choose a function tool, auto, none or required")
     elif choice not in (None, "auto", "none", "required"):
         raise bad("tool_choice", "tool_choice must be auto, none, required or {type: function, name: ...}")
     if choice == "required" and not names:
-        raise bad("tool_choice", "tool_choice 'required' needs tools to choose from")
-    fields = ToolFields(tools, (choice or "auto") if tools else "none", name, parallel, schema)
-    return checked_tool_fields(fields, lambda param: param.replace(".function.", "."))
+        raise bad("tool_choice", "tool_choice 'required' needs function tools to choose from")
+    fields = ToolFields(tools, (choice or "auto") if tools else "none", name, parallel, schema, strict)
+    return checked_tool_fields(fields, lambda param: param.replace(".function.", ".")), left_out
 
 
 # ---------------------------------------------------------------------- input items -> the conversation
@@ -250,8 +278,8 @@ def _instructions(value) -> list[dict]:
 
 def _leading_system_joined(messages: list[dict]) -> list[dict]:
     """`instructions` and the developer/system items that open the input (as Codex sends them) become
-    one system message, the only place chat templates accept one; a system item later in the input is
-    left where it is (the template refuses it, naming the rule)."""
+    one system message, the prompt's first turn; a system item later in the input stays where it is,
+    a system turn there (as the Nemotron template renders it)."""
     lead = 0
     while lead < len(messages) and messages[lead]["role"] == "system" and isinstance(messages[lead]["content"], str):
         lead += 1
@@ -407,6 +435,15 @@ class ResponsesApi(BlockStream):
         self.output: list[dict] = []  # finished items
         self.open: dict | None = None  # the item being streamed
         self.text = ""  # the open item's text so far
+        self.logprobs = AnswerLogprobs()  # the answer tokens' (empty unless the request asked for them)
+        self.unsent: list = []  # log-probabilities of tokens whose text is not yet in a delta
+
+    def collect(self, event) -> None:
+        self.logprobs.add(event)
+
+    def on_event(self, event, queue_ms: float) -> list:
+        self.unsent += self.logprobs.add(event)
+        return super().on_event(event, queue_ms)
 
     # ------------------------------------------------------------------ the response object
 
@@ -418,6 +455,8 @@ class ResponsesApi(BlockStream):
         if done is not None:
             out["usage"] = _usage(self.prompt, done)
             out["elastic"] = elastic_info(done, self.parsed.depth, queue_ms)
+            if self.parsed.tools_left_out:
+                out["elastic"]["tools_left_out"] = list(self.parsed.tools_left_out)
         return out
 
     def _reasoning_item(self, text: str, status: str) -> dict:
@@ -433,7 +472,7 @@ class ResponsesApi(BlockStream):
     def _message_item(self, text: str, status: str) -> dict:
         return {"type": "message", "id": self.open["id"] if self.open else _new("msg"), "status": status,
                 "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": [],
-                                                  "logprobs": []}]}
+                                                  "logprobs": [e.to_dict() for e in self.logprobs.entries]}]}
 
     def _call_item(self, call: ToolCall) -> dict:
         return {"type": "function_call", "id": "fc_" + call.id.removeprefix("call_"), "call_id": call.id,
@@ -487,8 +526,9 @@ class ResponsesApi(BlockStream):
             return []
         self.text += text
         if self.open["type"] == "message":
+            logprobs, self.unsent = [e.to_dict() for e in self.unsent], []
             return [self._event("response.output_text.delta", **self._where(), content_index=0, delta=text,
-                                logprobs=[])]
+                                logprobs=logprobs)]
         if self.parsed.summary:
             return [self._event("response.reasoning_summary_text.delta", **self._where(), summary_index=0,
                                 delta=text)]
@@ -501,7 +541,8 @@ class ResponsesApi(BlockStream):
         where, text = self._where(), self.text
         if self.open["type"] == "message":
             item = self._message_item(text, "completed")
-            out = [self._event("response.output_text.done", **where, content_index=0, text=text, logprobs=[]),
+            out = [self._event("response.output_text.done", **where, content_index=0, text=text,
+                               logprobs=item["content"][0]["logprobs"]),
                    self._event("response.content_part.done", **where, content_index=0, part=item["content"][0])]
         else:
             item = self._reasoning_item(text, "completed")

@@ -12,7 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..depth import DepthLevel, table_default_level
-from ..events import END_OF_TURN, ERROR, LENGTH, STOP_STRING, STOPPED, THINKING, TOOL_CALLS, Done, Prefill, Token
+from ..events import (
+    ANSWER,
+    END_OF_TURN,
+    ERROR,
+    LENGTH,
+    STOP_STRING,
+    STOPPED,
+    THINKING,
+    TOOL_CALLS,
+    Done,
+    Prefill,
+    Token,
+)
 
 FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length", TOOL_CALLS: "tool_calls"}  # OpenAI's names
 SWITCH_KEYS = ("from", "to", "reprefill_tokens", "ms")  # the `elastic.switch` object's, as clients know it
@@ -54,8 +66,12 @@ class ServedModel:
 
     @classmethod
     def from_engine(cls, engine) -> "ServedModel":
-        return cls(Path(engine.model.folder).name, tuple(engine.submodels_by_size()), tuple(engine.depth_levels()),
-                   engine.max_context, engine.default_depth(), thinking_ceiling=engine.thinking_ceiling)
+        """A local engine's checkpoint by its folder's name; a remote one (the app serving a model it
+        reaches over the network: the routes relay it) by the id its server gives."""
+        folder = getattr(engine.model, "folder", None)
+        return cls(Path(folder).name if folder else engine.model.id, tuple(engine.submodels_by_size()),
+                   tuple(engine.depth_levels()), engine.max_context, engine.default_depth(),
+                   thinking_ceiling=engine.thinking_ceiling)
 
     @property
     def parent(self) -> str:
@@ -110,6 +126,21 @@ def elastic_info(done: Done, depth: str | None, queue_ms: float) -> dict:
 def invalid_calls(done: Done) -> list[dict]:
     """The calls the model tried that could not run (the `elastic` object's `invalid_tool_calls`)."""
     return [{"error": c.error, "name": c.name, "text": c.text} for c in done.invalid_tool_calls]
+
+
+class AnswerLogprobs:
+    """The log-probabilities of a reply's answer tokens, as its Token events bring them
+    (runtime/logprobs.py), for the routes that return them whole."""
+
+    def __init__(self):
+        self.entries = []
+
+    def add(self, event) -> list:
+        """`event`'s log-probability, kept and returned as a list ([] for any other event)."""
+        if isinstance(event, Token) and event.phase == ANSWER and event.logprob is not None:
+            self.entries.append(event.logprob)
+            return [event.logprob]
+        return []
 
 
 class BlockStream:

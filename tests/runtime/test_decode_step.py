@@ -134,6 +134,30 @@ def test_signals_ride_back_with_the_token_without_another_sync(loaded):
     assert step.receive() == 3 and step.signals is None
 
 
+@pytest.mark.parametrize("top", [0, 5, 20])
+def test_logprobs_ride_back_with_the_token_without_another_sync(loaded, top):
+    """A token's log-probability and its alternatives (runtime/logprobs.py), with Auto's signals or not,
+    are computed beside the sampled token and read back in the same wait: still no sync in the step."""
+    from runtime.auto_depth import token_signals
+    from runtime.logprobs import token_logprobs
+
+    model = loaded["grouped"]
+    cache = model.new_cache("half", 64)
+    logits = model.forward("half", cache, TOKENS[:5])
+    step = model.decoder("half", cache)
+    sampler = DeviceSampler(SamplingSettings(temperature=0.7, top_p=0.9, seed=1))
+    reference = torch.log_softmax(logits.reshape(-1).double(), -1)
+    watch = NoHostSync()
+    with watch:
+        token = sampler.on_device(logits)
+        step.send(token, torch.cat([token_signals(logits), token_logprobs(logits, token, top)]))
+    assert watch.bad == []
+    sampled = step.receive()
+    values = step.signals[2:]
+    assert len(values) == 1 + 2 * top and values[0] == pytest.approx(reference[sampled].item(), abs=1e-4)
+    assert [int(i) for i in values[1:1 + top]] == reference.topk(top).indices.tolist()
+
+
 def test_the_detector_catches_a_sync():
     """The check above can fail: a host read and a data-dependent shape are both caught."""
     watch = NoHostSync()

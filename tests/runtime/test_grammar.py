@@ -195,10 +195,16 @@ def _matcher(chat, grammar):
 
 
 def _accepts(chat, grammar, text: str) -> bool:
-    """Whether the constrained answer can be exactly `text`, tokenised as the model writes it."""
+    """Whether the constrained answer can be exactly `text`, tokenised as the model writes it, the mask
+    computed before each token as the decode loop does (a grammar llguidance cannot follow fails there:
+    "too many expressions constructed")."""
     m = _matcher(chat, grammar)
-    ids = chat.tokenizer.encode(text, add_special_tokens=False)
-    return all(m.consume_token(t) for t in ids) and m.is_accepting()
+    for t in chat.tokenizer.encode(text, add_special_tokens=False):
+        m.compute_bitmask()
+        assert not m.is_error(), m.get_error()[:300]
+        if not m.consume_token(t):
+            return False
+    return m.is_accepting()
 
 
 @pytest.mark.parametrize("arguments", [{"expression": "71+977", "mode": "fast"},
@@ -206,9 +212,8 @@ def _accepts(chat, grammar, text: str) -> bool:
                                        {"expression": "</param", "digits": 3, "mode": "fast"},
                                        {"expression": "", "mode": "exact", "weights": [1, 2]}])
 def test_every_call_the_template_writes_is_one_the_grammar_allows(arguments):
-    """The model writes calls as the template teaches (tool_calls.format_tool_call, token by token); with
-    `model_closes` (the tool loop's calls) every such call is allowed. Without it a text value with no
-    maxLength cannot end before its limit: the closing tag is refused at its `>` (the xfail below)."""
+    """The model writes calls as the template teaches (tool_calls.format_tool_call, token by token): every
+    such call is allowed, forced or strict, each text value ending where the model closes it."""
     from runtime.chat_format import ChatFormat
     from runtime.tool_calls import format_tool_call
     from tests.paths import DEMO
@@ -217,8 +222,7 @@ def test_every_call_the_template_writes_is_one_the_grammar_allows(arguments):
     free = json.loads(json.dumps(CALC))  # its text without a maxLength (a bounded one ends only at its bound)
     del free["function"]["parameters"]["properties"]["expression"]["maxLength"]
     for choice, strict in (("required", False), ("auto", True)):
-        grammar = answer_grammar(chat_, [free, WEATHER], tool_choice=choice, strict=strict, room=4096,
-                                 model_closes=True)
+        grammar = answer_grammar(chat_, [free, WEATHER], tool_choice=choice, strict=strict, room=4096)
         call = format_tool_call("calc", arguments)
         assert _accepts(chat_, grammar, call), (choice, call)
         for metric in (True, False, "true", "false"):  # the template writes True; JSON's true is read too
@@ -232,13 +236,75 @@ def test_every_call_the_template_writes_is_one_the_grammar_allows(arguments):
         assert not _accepts(chat_, grammar, text), broken
 
 
-@pytest.mark.xfail(strict=True, reason="llguidance does not end a greedy lexeme that could go on: a forced call's "
-                                       "text value ends only at its bound (grammar._value); the tool loop's lazily")
-def test_a_forced_calls_text_value_ends_where_the_model_closes_it():
+@pytest.mark.parametrize("value", ["Oslo", "", "a", "São\nPaulo", "x" * 15, "x" * 16, "<param", "</para"])
+@pytest.mark.parametrize("choice, strict", [("required", False), ("auto", True)])
+def test_a_forced_calls_text_value_ends_where_the_model_closes_it(value, choice, strict):
+    """Issue 39: smolagents' forced final_answer came back as hundreds of tokens of closing-tag attempts,
+    the value ending only at its bound. Now a value ends at the model's own `\n</parameter>`, with a
+    maxLength (CALC's expression: 16) or without one (WEATHER's city), forced or strict; past maxLength
+    it is still refused."""
     from runtime.chat_format import ChatFormat
     from runtime.tool_calls import format_tool_call
     from tests.paths import DEMO
 
     chat_ = ChatFormat(DEMO)
-    grammar = answer_grammar(chat_, [WEATHER], tool_choice="required", room=4096)
+    grammar = answer_grammar(chat_, list(TOOLS), tool_choice=choice, strict=strict, room=4096)
+    assert _accepts(chat_, grammar, format_tool_call("weather", {"city": value, "metric": "true"}))
+    assert _accepts(chat_, grammar, format_tool_call("weather", {"city": value * 20, "metric": "true"}))
+    assert _accepts(chat_, grammar, format_tool_call("calc", {"expression": value, "mode": "fast"}))
+    assert not _accepts(chat_, grammar, format_tool_call("calc", {"expression": value + "x" * 17, "mode": "fast"}))
+
+
+def test_a_text_value_is_bounded_by_its_share_of_the_room():
+    """The lazy value still ends in time: past its share of the room only the closing tag may follow."""
+    from runtime.chat_format import ChatFormat
+    from runtime.tool_calls import format_tool_call
+    from tests.paths import DEMO
+
+    chat_ = ChatFormat(DEMO)
+    grammar = answer_grammar(chat_, [WEATHER], tool_choice="required", parallel=False, room=200)
     assert _accepts(chat_, grammar, format_tool_call("weather", {"city": "Oslo", "metric": "true"}))
+    assert not _accepts(chat_, grammar, format_tool_call("weather", {"city": "Oslo" * 50, "metric": "true"}))
+
+
+OPEN_SCHEMAS = {  # as clients send them: pydantic's model_json_schema(), zod, a hand-written one
+    "pydantic": {"properties": {"name": {"title": "Name", "type": "string"}, "age": {"type": "integer"}},
+                 "required": ["name", "age"], "title": "Person", "type": "object"},
+    "nested": {"type": "object", "properties": {"person": {"type": "object", "properties": {
+        "name": {"type": "string"}}, "required": ["name"]}}, "required": ["person"]},
+    "defs": {"$defs": {"P": {"type": "object", "properties": {"name": {"type": "string"}}}},
+             "type": "object", "properties": {"person": {"$ref": "#/$defs/P"}}, "required": ["person"]},
+}
+KEPT = {"pydantic": '{"name": "Ann", "age": 3}', "nested": '{"person": {"name": "Ann"}}',
+        "defs": '{"person": {"name": "Ann"}}'}
+EXTRA = {"pydantic": '{"name": "Ann", "age": 3, "x": 1}', "nested": '{"person": {"name": "Ann", "x": 1}}',
+         "defs": '{"person": {"name": "Ann", "x": 1}}'}
+
+
+@pytest.mark.parametrize("kind", OPEN_SCHEMAS)
+def test_an_object_that_names_its_properties_takes_no_others(kind):
+    """Issue 39: a schema without additionalProperties let the model add a key the schema does not name,
+    and the output ran to the token limit (invalid JSON, with a 200). Strict or not, such an object now
+    takes none (as xgrammar does by default), at every level and through $defs; an explicit
+    additionalProperties is followed, and a schema composed with allOf is left as written."""
+    from runtime.chat_format import ChatFormat
+    from tests.paths import DEMO
+
+    chat_ = ChatFormat(DEMO)
+    schema = OPEN_SCHEMAS[kind]
+    grammar = answer_grammar(chat_, response_format=schema)
+    assert _accepts(chat_, grammar, KEPT[kind]) and not _accepts(chat_, grammar, EXTRA[kind])
+    jsonschema.validate(json.loads(KEPT[kind]), schema)
+    opened = json.loads(json.dumps(schema).replace('"type": "object"', '"type": "object", '
+                                                                       '"additionalProperties": true'))
+    assert _accepts(chat_, answer_grammar(chat_, response_format=opened), EXTRA[kind])
+
+
+def test_an_allof_schema_is_left_open():
+    from runtime.chat_format import ChatFormat
+    from tests.paths import DEMO
+
+    chat_ = ChatFormat(DEMO)
+    schema = {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                        {"type": "object", "properties": {"b": {"type": "integer"}}}]}
+    assert _accepts(chat_, answer_grammar(chat_, response_format=schema), '{"a": 1, "b": 2}')

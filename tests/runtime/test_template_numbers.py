@@ -4,7 +4,7 @@ and the size of its result before it computes, whichever way the big number was 
 
 import pytest
 
-from runtime.chat_template import MAX_INT_BITS, compile_template, render
+from runtime.chat_template import MAX_CHARS, MAX_INT_BITS, compile_template, render
 from runtime.errors import ElasticError, UsageError
 
 # Ways a template can make a whole number far past MAX_INT_BITS without any arithmetic.
@@ -57,7 +57,14 @@ def test_a_number_that_grows_step_by_step_is_refused_at_the_step_past_the_limit(
     ("{{ range(2 ** 70000) | length }}", "bits"),
     ("{{ 'x' * (10 ** 9) }}", "characters"),
     ("{{ [0] * (10 ** 8) }}", "characters"),
-    ("{{ namespace(x=2 ** 30000) }}", "about 2**"),  # an argument's size, said without printing it
+    ("{{ 'x'.center(2 ** 30000) }}", "about 2**"),  # a width's size, said without printing it
+    ("{{ 'x'.ljust(10 ** 9) }}", "width"),
+    ("{{ 'x' | center(10 ** 9) }}", "width"),
+    ("{{ [1] | batch(10 ** 9, 'x') | list }}", "count"),
+    ("{{ [1] | slice(10 ** 9) | list }}", "count"),
+    ("{{ (5).to_bytes(10 ** 9, 'big') }}", "count"),
+    ("{{ '%*d' % (10 ** 9, 5) }}", "width"),
+    ("{{ '{:{}}'.format(1, 10 ** 9) }}", "wide"),
     ("{{ (2).__lshift__(10 ** 7) }}", "unsafe"),  # jinja has no shift operator; the method is the sandbox's
     ("{{ (2).__pow__(10 ** 7) }}", "unsafe"),
 ])
@@ -75,6 +82,29 @@ def test_ordinary_arithmetic_still_works():
     assert out == "3 1 1024 -2 1.5 3.0 4 abab 5! 0"
 
 
-def test_a_refusal_is_a_usage_error_naming_the_template():
-    with pytest.raises(UsageError, match="the checkpoint's chat template is broken or hostile"):
+def test_a_refusal_is_a_usage_error_that_blames_neither_side_alone():
+    """A limit may be hit by the template's own doing or by the conversation's (a huge message):
+    the one line names both, and blames the checkpoint for neither alone."""
+    with pytest.raises(UsageError, match="may be too large for the chat template, or the checkpoint's template "
+                                         "is broken"):
         run(SOURCES["int filter, base 16"] + "{{ x // 3 }}")
+
+
+# What a template does with a tool schema's numbers: prints, converts, compares, keeps them.
+USES = ["{{ n }}", "{{ n | string }}", "{{ n | tojson }}", "{{ n | int }}", "{{ n | abs }}", "{{ '%d' % n }}",
+        "{{ '%s' % (n,) }}", "{{ '{}'.format(n) }}", "{{ '{:>5}'.format(n) }}", "{{ namespace(x=n).x }}",
+        "{{ n > 0 }}", "{{ [n] | max }}", "{{ n ~ '' }}", "{{ {'k': n} | tojson }}", "{{ n | round }}",
+        "{{ (n | string) | length }}", "{{ dict(m=n).m }}", "{{ n | default(0) }}", "{{ n | float }}"]
+BIG = [9007199254740991, -9007199254740991, 2 ** 63 - 1, -(2 ** 63), 10 ** 40, MAX_CHARS + 1, 1.7976931348623157e308]
+
+
+@pytest.mark.parametrize("use", USES)
+def test_a_requests_numbers_are_printed_not_refused(use):
+    """Issue 39: zod's integer bounds (±9007199254740991, on every integer parameter the Vercel AI SDK
+    sends) made every such request a 400 blaming the checkpoint. Only what a number makes the template
+    build is bounded; a number printed or compared renders as Python prints it."""
+    template = compile_template(use)
+    for n in BIG:
+        out = render(template, messages=[], n=n)
+        assert out and "limit" not in out, (use, n, out)
+    assert render(compile_template("{{ n | string }}"), messages=[], n=BIG[0]) == str(BIG[0])

@@ -198,7 +198,7 @@ def test_the_loop_keeps_calls_to_their_schemas():
     seen = []
 
     def stream(request, controls):
-        seen.append(request.strict_tools and request.model_closes_values)
+        seen.append(request.strict_tools)
         yield Done("end_of_turn", "", "no call", None, "full", None)
 
     patterned = {"type": "function", "function": {"name": "grep", "description": "Searches.", "parameters": {

@@ -13,7 +13,8 @@ from runtime.chat_format import ChatFormat
 from runtime.checkpoint.config import count_params
 from runtime.checkpoint.extract import extract
 from runtime.score import score
-from tests.paths import DEMO
+from tests.paths import DEMO, DEMO_NVFP4
+from training.tokenizer import CHAT_TEMPLATE
 
 FILES = ("config.json", "elastic.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
          "generation_config.json")
@@ -48,6 +49,30 @@ def test_tokenizer_and_template():
     on = chat.tokenizer.decode(chat.prompt_ids([{"role": "user", "content": "hi"}], True))
     off = chat.tokenizer.decode(chat.prompt_ids([{"role": "user", "content": "hi"}], False))
     assert on.endswith("<|im_start|>assistant\n<think>\n") and off.endswith("<think></think>")
+
+
+@pytest.mark.parametrize("folder", [DEMO, DEMO_NVFP4])
+def test_the_shipped_template_is_the_one_training_writes(folder):
+    """training/tokenizer.py owns the demo's template; both shipped folders carry it as it is now."""
+    assert json.loads((folder / "tokenizer_config.json").read_text())["chat_template"] == CHAT_TEMPLATE
+
+
+@pytest.mark.parametrize("at", [1, 2, 3, 4])
+def test_a_system_message_after_the_first_turn_is_a_system_turn_where_it_stands(at):
+    """Issue 39: pydantic-ai's retries send one; the real Nemotron template renders it as a system turn
+    (the demo's raised "a system message must come first"). The first system message still opens the
+    prompt."""
+    chat = ChatFormat(DEMO)
+    turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
+             {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "45+23?"}]
+    turns.insert(at, {"role": "system", "content": "Answer with a number."})
+    text = chat.tokenizer.decode(chat.prompt_ids(turns, False), skip_special_tokens=False)
+    assert text.startswith("<|im_start|>system\nBe brief.<|im_end|>\n")
+    assert text.count("<|im_start|>system") == 2
+    late = text.index("<|im_start|>system\nAnswer with a number.<|im_end|>\n")
+    assert text.index(turns[at - 1]["content"]) < late  # where it stands: after the turn before it
+    if at + 1 < len(turns):
+        assert late < text.index(turns[at + 1]["content"])
 
 
 def test_digits_are_single_tokens():

@@ -68,11 +68,46 @@ def test_one_model_is_single_with_its_context_and_auto_is_unavailable_with_the_r
 
 
 def test_llama_cpp_context_and_pairs_are_grouped():
-    models = [{"id": "star"}, {"id": "star:small", "meta": {"n_ctx_train": 2048}}, {"id": "star:big"}]
+    """llama.cpp's context is the one it serves (meta.n_ctx), not n_ctx_train (its converter writes 2^20
+    for every NemotronH, and budgets past the real context met a 400)."""
+    models = [{"id": "star"}, {"id": "star:small", "owned_by": "llamacpp",
+                               "meta": {"n_ctx": 2048, "n_ctx_train": 1 << 20}}, {"id": "star:big"}]
     with RemoteStub(models) as stub:
         engine = RemoteEngine.connect(RemoteServer(stub.url), "star")
     assert engine.model.mode == PAIRS and engine.submodels_by_size() == ["small", "big"]
     assert engine.max_context == 2048 and engine.model.model_id("big") == "star:big"
+    with RemoteStub([{"id": "star", "meta": {"n_ctx_train": 1 << 20}}]) as stub:
+        assert RemoteEngine.connect(RemoteServer(stub.url), "star").status().context_known is False
+
+
+BUDGET_FIELDS = ("thinking_token_budget", "thinking_budget_tokens")
+
+
+@pytest.mark.parametrize("entry, pages, kind, sent", [
+    ({"owned_by": "llamacpp", "meta": {"n_ctx": 4096}}, {}, "llama.cpp", {"thinking_budget_tokens"}),
+    ({"owned_by": "vllm", "max_model_len": 4096}, {}, "vLLM", {"thinking_token_budget"}),
+    ({}, {"/props": {"default_generation_settings": {"n_ctx": 4096}, "build_info": "b1"}}, "llama.cpp",
+     {"thinking_budget_tokens"}),
+    ({}, {"/version": {"version": "0.32.0"}}, "vLLM", {"thinking_token_budget"}),
+    ({}, {}, "an OpenAI-compatible server", set(BUDGET_FIELDS)),
+    ({"owned_by": "someone"}, {"/props": {"other": 1}, "/version": {"version": 3}}, "an OpenAI-compatible server",
+     set(BUDGET_FIELDS)),
+])
+def test_the_budget_goes_in_the_field_the_server_reads(entry, pages, kind, sent):
+    """Issue 39: the client sent only vLLM's thinking_token_budget, which llama.cpp ignores (Quick and Max
+    gave the same reply). The server is asked what it is (its listing, llama.cpp's /props, vLLM's
+    /version), and a server that does not say gets both fields."""
+    def script(body):
+        return [sse(chunk(reasoning="w ")) for _ in range(12)] + [sse(chunk(content="ok")),
+                                                                  sse(chunk(finish="stop")), DONE]
+    with RemoteStub([{"id": "star", **entry}], script, pages=pages) as stub:
+        engine = RemoteEngine.connect(RemoteServer(stub.url, timeouts=FAST), "star")
+        done = list(engine.stream(request("star", "star", budget=12, max_new=100)))[-1]
+    assert engine.kind.name == kind
+    assert {f for f in BUDGET_FIELDS if f in stub.bodies[0]} == sent
+    assert all(stub.bodies[0][f] == 12 for f in sent)
+    assert done.budget_hit and done.thinking_end == "budget"  # the server's budget ended it: 12 tokens
+    assert ("/props" in stub.gets) == (entry == {} or "owned_by" in entry and entry["owned_by"] == "someone")
 
 
 def test_a_router_listing_only_sized_submodels_offers_their_group_smallest_first():
@@ -162,7 +197,7 @@ def test_pairs_think_under_the_budget_then_the_answerer_continues_the_same_thoug
     thought = "w w w w\nw w w w\n"  # the first line end after 6 tokens ends it
     assert answer_body["model"] == "star:big" and answer_body["continue_final_message"] is True
     assert answer_body["add_generation_prompt"] is False
-    assert answer_body["messages"][-1] == {"role": "assistant", "content": "", "reasoning_content": thought}
+    assert answer_body["messages"][-1] == {"role": "assistant", "content": "", "reasoning_content": thought[:-1]}
     switch = next(e for e in events_ if isinstance(e, Switch))
     assert (switch.from_submodel, switch.to_submodel, switch.reason, switch.reprefill_tokens) == ("small", "big",
                                                                                                     "answer", 8)
@@ -172,11 +207,26 @@ def test_pairs_think_under_the_budget_then_the_answerer_continues_the_same_thoug
     assert dict(done.thinking_by_submodel) == {"small": 8} and done.switch_to == "big"
 
 
+def test_pairs_on_llama_cpp_continue_the_content_and_drop_the_echoed_close():
+    """llama.cpp continues a final turn with a thought and no text as more thought unless told
+    continue_final_message "content"; then it echoes the thought's </think> before the answer."""
+    def script(body):
+        if body["model"] == "star:small":
+            return [sse(chunk(reasoning="w\n" if i % 4 == 3 else "w ")) for i in range(40)] + [DONE]
+        return [sse(chunk(content="</think>")), sse(chunk(content="\nfine")), sse(chunk(finish="stop")), DONE]
+    models = [{"id": "star"}, {"id": "star:small", "owned_by": "llamacpp"}, {"id": "star:big", "owned_by": "llamacpp"}]
+    with RemoteStub(models, script) as stub:
+        done = reply(stub, request("small", "big", budget=6, max_new=200))[-1]
+    answer_body = stub.bodies[-1]
+    assert answer_body["continue_final_message"] == "content" and answer_body["add_generation_prompt"] is False
+    assert (done.finish_reason, done.answer_text, done.budget_hit) == (END_OF_TURN, "fine", True)
+
+
 def test_a_server_that_does_not_continue_the_thought_is_one_line():
     models = [{"id": "star"}, {"id": "star:small"}, {"id": "star:big"}]
     with RemoteStub(models, pairs_script(answerer_thinks=True)) as stub:
         done = reply(stub, request("small", "big", budget=6, max_new=200))[-1]
-    assert done.finish_reason == ERROR and "continue_final_message" in done.error
+    assert done.finish_reason == ERROR and "continue_final_message" in done.error and "thought again" in done.error
     assert done.thinking_text == "w w w w\nw w w w\n"  # kept
 
 

@@ -119,7 +119,7 @@ def test_input_items_instructions_and_a_past_thought_make_the_conversation(demo_
      "text.format.schema.if"),
     ({"text": {"verbosity": "low"}}, "text.verbosity"),
     ({"truncation": "auto"}, "truncation"),
-    ({"top_logprobs": 3}, "top_logprobs"),
+    ({"top_logprobs": 21}, "top_logprobs"),
     ({"reasoning": {"effort": "extreme"}}, "reasoning.effort"),
     ({"reasoning": {"summary": "everything"}}, "reasoning.summary"),
     ({"max_output_tokens": 0}, "max_output_tokens"),
@@ -204,7 +204,7 @@ def test_outputs_go_back_in_their_calls_order(demo_engine):
 
 
 @pytest.mark.parametrize("fields, param", [
-    ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"tools": [{"name": "no_type"}]}, "tools[0].type"),
     ({"input": [{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "c1", "name": "f",
                                                    "arguments": "{}"},
                 {"type": "function_call_output", "call_id": "c2", "output": "1"}]}, "input[2].call_id"),
@@ -218,6 +218,7 @@ def test_outputs_go_back_in_their_calls_order(demo_engine):
     ({"tools": [ADD, ADD]}, "tools[1].name"),
     ({"tools": [{**ADD, "parameters": "x"}]}, "tools[0].parameters"),
     ({"tools": [ADD], "tool_choice": {"type": "allowed_tools"}}, "tool_choice"),
+    ({"tools": [ADD, {"type": "web_search"}], "tool_choice": {"type": "web_search"}}, "tool_choice"),
     ({"input": [{"role": "user", "content": "x"}, {"type": "function_call", "call_id": "c", "name": "f",
                                                    "arguments": "not json"}]}, "input[1].arguments"),
     ({"input": [{"role": "user", "content": "x"}, {"type": "function_call_output", "output": "1"}]},

@@ -163,8 +163,9 @@ ASSISTANT = {"role": "assistant", "content": None, "tool_calls": [
     ({"tools": [{"type": "function", "function": {"name": "t", "strict": True, "parameters": {
         "type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}}}}]},
      "tools[0].function.parameters.properties.x.uniqueItems"),
-    ({"logprobs": True}, "logprobs"),
-    ({"top_logprobs": 3}, "top_logprobs"),
+    ({"logprobs": "yes"}, "logprobs"),
+    ({"top_logprobs": 3}, "top_logprobs"),  # without logprobs: true
+    ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
     ({"extra_body": {"chat_template_kwargs": {"reasoning_mode": "x"}}}, "chat_template_kwargs.reasoning_mode"),
     ({"extra_body": {"chat_template_kwargs": {"enable_thinking": "no"}}}, "chat_template_kwargs.enable_thinking"),
     ({"extra_body": {"think": False, "thinking_token_budget": 30}}, "think"),
