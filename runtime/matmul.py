@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from .checkpoint.quant import PackedFP8, PackedNVFP4
 from .checkpoint.quant_pack import FP8_MAX, pack_fp8, pack_nvfp4, swizzle_block_scales
 from .dequant import linear as dequant_linear
+from .widen import widened_linear
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ _choices: dict[tuple[str, str], KernelChoice] = {}
 
 def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
     if isinstance(w, torch.Tensor):
+        if w.dtype != x.dtype:  # a weight kept as stored, narrower than the compute dtype (widen.py)
+            return widened_linear(x, w, bias)
         return F.linear(x, w, bias)
     path = kernel_for(w).path
     if path == "fp8-scaled":
