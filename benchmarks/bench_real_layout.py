@@ -68,6 +68,56 @@ def step_bytes(folder: Path) -> int:
     return total
 
 
+def prefill_bytes(folder: Path, tokens: int, touched: dict[int, int]) -> int:
+    """Bytes of stored tensors a prefill of `tokens` tokens must read at least: every tensor once, but
+    the embedding table (a row a token) and, per MoE layer, only the experts its tokens chose (each once).
+    `touched`: the n-th MoE layer -> how many experts it ran."""
+    from runtime.checkpoint.check import inspect_checkpoint
+    from runtime.checkpoint.config import MOE
+
+    checked = inspect_checkpoint(folder)
+    cfg, table = checked.config, checked.table
+    touched = {cfg.layers_of(MOE)[k]: n for k, n in touched.items()}
+    total = 0
+    for name, info in table.items():
+        if name.startswith("backbone.embeddings"):
+            total += tokens * info.nbytes // info.shape[0]
+        elif ".experts." in name:
+            layer = int(name.split(".")[2])
+            total += info.nbytes * touched.get(layer, 0) // cfg.n_routed_experts
+        else:
+            total += info.nbytes
+    return total
+
+
+class touched_experts:
+    """Counts, per MoE layer, the distinct experts the router chooses while active (by wrapping
+    runtime.moe.route; layers are told apart by their router weights)."""
+
+    def __init__(self):
+        import runtime.moe as moe
+
+        self.moe, self.route = moe, moe.route
+        self.ids: dict[int, set] = {}
+        self.order: dict[int, int] = {}
+
+        def route(x, w, cfg):
+            ids, weights = self.route(x, w, cfg)
+            layer = self.order.setdefault(w.router.data_ptr(), len(self.order))
+            self.ids.setdefault(layer, set()).update(ids.reshape(-1).tolist())
+            return ids, weights
+
+        moe.route = route
+
+    def stop(self):
+        self.moe.route = self.route
+
+    @property
+    def layers(self) -> dict[int, int]:
+        """The n-th MoE layer (in order of use) -> the experts it ran."""
+        return {layer: len(ids) for layer, ids in self.ids.items()}
+
+
 def memory() -> dict:
     """This process's memory now (bytes): peak, resident, private and file-backed."""
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
@@ -110,10 +160,13 @@ def child(args) -> dict:
         fit = check_cpu_fit(folder, 1024)
         plan = {
             "verdict": fit.verdict,
+            "reason": fit.reason,
             "need_bytes": fit.need_bytes,
             "weight_bytes": fit.weight_bytes,
             "cache_bytes": fit.cache_bytes,
             "workspace_bytes": fit.workspace_bytes,
+            "mapped_bytes": getattr(fit, "mapped_bytes", None),  # file-backed (the code before had no such figure)
+            "private_bytes": getattr(fit, "private_bytes", None),
         }
     except ImportError:  # the code before the planner sized checkpoints from their headers
         pass
@@ -124,10 +177,12 @@ def child(args) -> dict:
     after_load = memory()
     name = args.submodel or engine.submodels_by_size()[-1]
     prompt = ChatFormat(folder).prompt_ids([{"role": "user", "content": "Hello"}], False)
+    touched = touched_experts()
     t0 = time.perf_counter()
     _, logits = engine.catch_up(name, prompt)
     token = int(logits.argmax())
     first_ms = (time.perf_counter() - t0) * 1000
+    touched.stop()
     step = engine.decoder(name)
     times = []
     for _ in range(args.tokens):
@@ -146,6 +201,7 @@ def child(args) -> dict:
         ops = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
         where = {e.key: round(e.self_cpu_time_total / 1000, 1) for e in ops[:6]}
     reads = step_bytes(folder)
+    prefill_reads = prefill_bytes(folder, len(prompt), touched.layers)
     limit = read_bw / reads
     return {
         "checkpoint": str(folder),
@@ -165,6 +221,9 @@ def child(args) -> dict:
         "first_token_in_decode_steps": round(first_ms / 1000 / step_s, 2),
         "tokens_per_s": round(1 / step_s, 4),
         "step_read_bytes": reads,
+        "prefill_read_bytes": prefill_reads,
+        "prefill_experts_touched": round(sum(touched.layers.values()) / max(1, len(touched.layers)), 1),
+        "first_token_bound_steps": round(prefill_reads / reads, 2),
         "read_bandwidth": round(read_bw),
         "copy_bandwidth": round(copy_bw),
         "bandwidth_limit_tokens_per_s": round(limit, 2),

@@ -173,7 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--submodel", help="default: every submodel")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or meta")
     add_flag(p, STEPS)
+    _cpu_experts_flag(p, "none")
     return parser
+
+
+def _cpu_experts_flag(p, default: str):
+    p.add_argument("--cpu-experts", default=default, metavar="PLACEMENT",
+                   help="routed experts kept in RAM and computed by the CPU, for a GPU that cannot hold the "
+                        "file: none, all, N (the first N MoE layers'), nested:SUBMODEL (all, and that "
+                        "submodel's slice of them also on the GPU, so it runs there alone)"
+                        + (", or auto (the planner's choice)" if default == "auto" else ""))
 
 
 def _device_flags(p):
