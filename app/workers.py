@@ -152,12 +152,13 @@ class EngineWorker(QObject):
         try:
             hw_plan = None if is_demo else self._plan(folder)
             before = hw_plan[0] if hw_plan is not None else _ram_probe()  # memory free before the weights
+            placement = None
             if hw_plan is not None and not resident:
-                resident = self._largest_that_fits(hw_plan)
+                resident, placement = self._largest_that_fits(hw_plan)
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
                                       device="cpu" if is_demo else None, table=folder_table(folder),
                                       progress=self._progress, cancelled=self.cancel_requested.is_set,
-                                      preflight=check_cpu_fit)
+                                      preflight=check_cpu_fit, placement=placement)
         except LoadCancelled:
             self.queue.set_failed("loading was cancelled")
             self.sig_load_cancelled.emit()
@@ -214,16 +215,21 @@ class EngineWorker(QObject):
             return None
 
     @staticmethod
-    def _largest_that_fits(hw_plan) -> str:
-        """On a GPU where the parent does not fit, load the largest submodel that does."""
+    def _largest_that_fits(hw_plan):
+        """On a GPU where the parent does not fit: the planner's placement of routed experts in RAM, which
+        runs every submodel (runtime/placement.py), else the largest submodel that fits. Returns the
+        resident submodel ("" for the parent) and the placement (None: none)."""
         from runtime.errors import UsageError
+        from runtime.placement import ExpertPlacement
 
         hw, plan = hw_plan
         if hw.gpu is None:
-            return ""  # the CPU: the user asked for this checkpoint, run its parent
+            return "", None  # the CPU: the user asked for this checkpoint, run its parent
+        if plan.placement is not None:
+            return "", ExpertPlacement.parse(plan.placement)
         if plan.resident is None:
             raise UsageError("no submodel of this checkpoint fits the GPU: " + plan.submodels[-1].reason)
-        return plan.resident
+        return plan.resident, None
 
     def _warm_up(self, submodels) -> float:
         """One two-token reply per submodel in memory, so the user's first reply does not pay for first-call

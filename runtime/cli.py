@@ -152,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transplant", action="store_true",
                    help="APPROXIMATE switch: reuse the thinking submodel's state instead of re-prefilling")
     _device_flags(p)
+    _cpu_experts_flag(p, "auto")
 
     p = sub.add_parser("serve", help="a local OpenAI-compatible server: /v1/chat/completions, /v1/models, /health")
     p.add_argument("--checkpoint", required=True)
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     for option in options.SERVER_LIMITS:  # --request-timeout, --keep-alive-timeout, --max-connections
         add_flag(p, option, help=True)
     _device_flags(p)
+    _cpu_experts_flag(p, "auto")
 
     models_cli.add_parser(sub)
 
@@ -183,6 +185,29 @@ def _cpu_experts_flag(p, default: str):
                         "file: none, all, N (the first N MoE layers'), nested:SUBMODEL (all, and that "
                         "submodel's slice of them also on the GPU, so it runs there alone)"
                         + (", or auto (the planner's choice)" if default == "auto" else ""))
+
+
+def expert_placement(args):
+    """The --cpu-experts placement to load with (runtime/placement.py); `auto`: on a GPU the planner's
+    proposal when the parent does not fit it (said on stderr), else none."""
+    from .device import pick_device
+    from .placement import ExpertPlacement
+
+    if args.cpu_experts.strip().lower() != "auto":
+        return ExpertPlacement.parse(args.cpu_experts)
+    if pick_device(args.device, "float32")[0].type != "cuda":
+        return ExpertPlacement()
+    from pathlib import Path
+
+    from .store.hardware import probe
+    from .store.planner import plan_checkpoint
+
+    plan = plan_checkpoint(Path(args.checkpoint), probe(), args.max_context)
+    if plan.placement is None:
+        return ExpertPlacement()
+    print(f"the parent does not fit this GPU: --cpu-experts {plan.placement} ({plan.proposed().reason})",
+          file=sys.stderr)
+    return ExpertPlacement.parse(plan.placement)
 
 
 def _device_flags(p):
@@ -266,7 +291,8 @@ def _generate(args) -> int:
         if args.model or args.api_key:
             raise UsageError("--model and --api-key go with --remote; a local checkpoint is chosen by --checkpoint")
         engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                             table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit)
+                             table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit,
+                             placement=expert_placement(args))
 
         def stream(request):
             return stream_chat(engine, request)

@@ -94,20 +94,20 @@ def held_tensors(cfg: ModelConfig, table: dict[str, TensorInfo], sub: Submodel, 
     for name, shape in expected_tensors(cfg, sub).items():
         info = table[name]
         whole = math.prod(shape) == math.prod(parent[name])
-        copied = (device_type != "cpu" or not whole or _layer(name) in mamba
-                  or (stack and ".experts." in name))
+        stacked = stack and ".experts." in name  # copied into one tensor, in the compute dtype
+        reordered = ".mixer." in name and _layer(name) in mamba  # heads rank-major: rows picked, a copy
+        copied = device_type != "cpu" or not whole or reordered or stacked
         packed = is_linear(name) and name + "_scale" in table
-        held = info.dtype if dtype is None or packed else _held_dtype(name, info.dtype, dtype, narrow)
+        held = info.dtype if dtype is None or packed else _held_dtype(name, info.dtype, dtype, narrow and not stacked)
         yield Held(name, _kept(info, shape, parent[name], None if packed else BYTES_PER_ELEMENT[held]),
                    not copied and held == info.dtype)
         if packed:
             for extra in _companions(name):
                 if extra in table:
                     t = table[extra]
-                    scalar = t.shape in ((), (1,))
-                    moved = device_type != "cpu" or (stack and ".experts." in name)
+                    scalar = t.shape in ((), (1,))  # read whole and kept as is, wherever the weight is
                     yield Held(extra, t.nbytes if scalar else _kept(t, shape, parent[name], None),
-                               not moved and (scalar or not copied))
+                               device_type == "cpu" and not stacked and (scalar or not copied))
 
 
 def _kept(info: TensorInfo, shape, parent_shape, size: int | None) -> int:

@@ -221,11 +221,12 @@ def serve_command(args) -> int:
                           limits={o.name: getattr(args, o.name) for o in SERVER_LIMITS}).start()
     print(f"listening on {server.address} (OpenAI-compatible); loading {folder} ...", flush=True)
     try:
-        from ..cli import stderr_progress  # noqa: PLC0415
+        from ..cli import expert_placement, stderr_progress  # noqa: PLC0415
         from ..store.planner import check_cpu_fit  # noqa: PLC0415
 
         engine = Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                             table=folder_table(folder), progress=stderr_progress(), preflight=check_cpu_fit)
+                             table=folder_table(folder), progress=stderr_progress(), preflight=check_cpu_fit,
+                             placement=expert_placement(args))
     except BaseException:
         server.stop()
         raise

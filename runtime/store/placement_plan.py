@@ -70,39 +70,47 @@ class PlacementFit:
 
 
 class Sizes:
-    """Per-tensor bytes of each submodel's weights on the GPU (`sizes(sub)` -> {name: bytes}), grouped
-    into what the placements move: routed experts per layer, the rest, the embedding table."""
+    """Each submodel's weights on the GPU, from per-tensor bytes (`sizes(sub)` -> {name: bytes}), grouped
+    into what the placements move: routed experts per layer, the rest, and the embedding table."""
 
     def __init__(self, cfg: ModelConfig, sizes):
         self.cfg, self.sizes, self.cached = cfg, sizes, {}
 
-    def of(self, sub: Submodel) -> dict[str, int]:
+    def _grouped(self, sub: Submodel) -> tuple[dict[int, int], int, int]:
         if sub.name not in self.cached:
-            self.cached[sub.name] = self.sizes(sub)
+            experts, rest, table = {}, 0, 0
+            for name, n in self.sizes(sub).items():
+                if ".mixer.experts." in name:
+                    layer = int(name.split(".")[2])
+                    experts[layer] = experts.get(layer, 0) + n
+                else:
+                    rest += n
+                    table += n if name in EMBED_NAMES else 0
+            self.cached[sub.name] = experts, rest, table
         return self.cached[sub.name]
 
     def experts(self, sub: Submodel, layer: int) -> int:
         """Bytes of `sub`'s routed experts in `layer` (scales included)."""
-        prefix = f"backbone.layers.{layer}.mixer.experts."
-        return sum(n for name, n in self.of(sub).items() if name.startswith(prefix))
+        return self._grouped(sub)[0].get(layer, 0)
 
     def rest(self, sub: Submodel) -> int:
         """Bytes of everything but the routed experts."""
-        return sum(n for name, n in self.of(sub).items() if ".mixer.experts." not in name)
+        return self._grouped(sub)[1]
 
     def step_reads(self, sub: Submodel) -> tuple[int, dict[int, int]]:
         """What one decode step reads: the rest (one row of the embedding table) and, per MoE layer,
         the k chosen experts' bytes."""
-        sizes = self.of(sub)
-        table = sum(sizes.get(name, 0) for name in EMBED_NAMES)
-        rest = self.rest(sub) - table + table // self.cfg.vocab_size
+        experts, rest, table = self._grouped(sub)
         k = self.cfg.num_experts_per_tok
-        return rest, {i: self.experts(sub, i) * k // max(1, sub.n_routed_experts[i]) for i in self.cfg.layers_of(MOE)}
+        return (rest - table + table // self.cfg.vocab_size,
+                {i: n * k // max(1, sub.n_routed_experts[i]) for i, n in experts.items()})
 
 
 def plan_placements(cfg: ModelConfig, subs: list[Submodel], sizes: Sizes, probe: HardwareProbe, context: int,
-                    plain: str | None, workspace: int, fits_share: float) -> tuple[PlacementFit, ...]:
-    """Every candidate placement (module doc), best first; the plain split (resident `plain`) among them."""
+                    plain: str | None, workspace: int, fits_share: float,
+                    asked: ExpertPlacement | None = None) -> tuple[PlacementFit, ...]:
+    """Every candidate placement (module doc), best first; the plain split (resident `plain`) among them.
+    With `asked`, that placement alone."""
     gpu = probe.gpu
     parent = subs[0]
     moe = cfg.layers_of(MOE)
@@ -124,6 +132,8 @@ def plan_placements(cfg: ModelConfig, subs: list[Submodel], sizes: Sizes, probe:
                             _reason(placement, device, in_ram, cache, workspace, free, probe, speeds),
                             speeds)
 
+    if asked is not None:
+        return (fit(asked, parent, subs),)
     candidates = [fit(ExpertPlacement(None), parent, subs)]
     for n in range(1, len(moe)):
         layered = fit(ExpertPlacement(n), parent, subs)

@@ -26,7 +26,7 @@ from ..checkpoint.submodels import Submodel
 from ..checkpoint.weights import EMBED_NAMES, expected_tensors, is_linear
 from ..errors import UsageError
 from ..options import CONTEXT
-from ..placement import NONE
+from ..placement import NONE, ExpertPlacement
 from ..units import GiB, format_bytes
 from .catalog import Catalog, Variant, bf16_modules
 from .hardware import HardwareProbe
@@ -207,10 +207,11 @@ def local_variant(folder, cfg: ModelConfig, packing) -> Variant:
                    licence={}, fast_path=fast, fast_min_cc=cc, fallback_path=fallback, family=None)
 
 
-def plan_checkpoint(folder, probe: HardwareProbe, context: int) -> VariantPlan:
+def plan_checkpoint(folder, probe: HardwareProbe, context: int, placement: str | None = None) -> VariantPlan:
     """Plans a checkpoint on disk, sized from its own files (for the CPU's RAM when there is no GPU)."""
     cfg, subs, packing, states = checkpoint_sizing(Path(folder))
-    return plan_variant(local_variant(folder, cfg, packing), cfg, subs, probe, context, packing, states=states)
+    return plan_variant(local_variant(folder, cfg, packing), cfg, subs, probe, context, packing, states=states,
+                        placement=placement)
 
 
 def check_cpu_fit(folder, context: int, resident: str | None = None, probe: HardwareProbe | None = None) -> SubmodelFit:
@@ -312,7 +313,10 @@ def _fit_ram(cfg: ModelConfig, sub: Submodel, sizing: HeaderSizing, probe: Hardw
 
 
 def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe: HardwareProbe, context: int,
-                 packing=None, download_bytes: int | None = None, states: SubmodelTable | None = None) -> VariantPlan:
+                 packing=None, download_bytes: int | None = None, states: SubmodelTable | None = None,
+                 placement: str | None = None) -> VariantPlan:
+    """Plans one variant; on a GPU that cannot hold the parent, also its placements of experts in RAM
+    (or, with `placement`, that one placement whether the parent fits or not: `--cpu-experts`)."""
     packing = packing or catalog_packing(variant, cfg)
     on_cpu = variant.bundled or (probe.gpu is None and isinstance(packing, HeaderSizing))
     fits = tuple(_with_state(fit_submodel(cfg, s, packing, probe, context, on_cpu=on_cpu), states)
@@ -324,11 +328,12 @@ def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe
         disk_ok = probe.disk_free_bytes >= size + DISK_MARGIN_BYTES
         disk_reason = (f"download {_gb(size)}, {format_bytes(probe.disk_free_bytes, 'GiB', 0)} free on disk"
                        + ("" if disk_ok else ": not enough space"))
-    placements = ()
-    if not on_cpu and probe.gpu is not None and fits and fits[0].verdict == NO:
+    placements, asked = (), ExpertPlacement.parse(placement) if placement else None
+    if not on_cpu and probe.gpu is not None and fits and (fits[0].verdict == NO or asked is not None):
         gpu_sizes = Sizes(cfg, (lambda s: {t.name: t.nbytes for t in packing.held(s, False)})
                           if isinstance(packing, HeaderSizing) else (lambda s: tensor_bytes(cfg, s, packing)))
-        placements = plan_placements(cfg, subs, gpu_sizes, probe, context, resident, WORKSPACE_BYTES, FITS_SHARE)
+        placements = plan_placements(cfg, subs, gpu_sizes, probe, context, resident, WORKSPACE_BYTES, FITS_SHARE,
+                                     asked)
     best = next((p for p in placements if p.verdict != NO), None)
     placement = best.placement if best is not None and best.placement != NONE else None
     return VariantPlan(variant.id, variant.title, variant.format,
@@ -345,9 +350,9 @@ def _with_state(fit: SubmodelFit, states: SubmodelTable | None) -> SubmodelFit:
 
 
 def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = CONTEXT.default,
-              local: dict | None = None) -> Plan:
+              local: dict | None = None, placement: str | None = None) -> Plan:
     """Plans every catalog variant. `local` maps variant ids to (config, submodels, packing) of
-    checkpoints already on disk, which replace the catalog's estimates."""
+    checkpoints already on disk, which replace the catalog's estimates; `placement`: as for plan_variant."""
     local = local or {}
     plans = []
     for v in catalog.variants:
@@ -362,7 +367,8 @@ def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = CONTEXT.def
             cfg, subs, packing, states = checkpoint_sizing(v.path)
         else:
             continue
-        plans.append(plan_variant(v, cfg, subs, probe, context, packing, states=states))
+        plans.append(plan_variant(v, cfg, subs, probe, context, packing, states=states,
+                                  placement=None if v.bundled else placement))
     default, why = choose_default(probe, plans, catalog)
     return Plan(probe.summary(), context, tuple(plans), default, why)
 
@@ -383,6 +389,8 @@ def choose_default(probe: HardwareProbe, plans: list[VariantPlan], catalog: Cata
         how = "natively" if cc >= (10, 0) else "through a weight-only dequantizing path"
         which = ("all submodels fit" if nvfp4.resident == nvfp4.submodels[0].name
                  else f"the largest that fits is {nvfp4.resident}")
+        if nvfp4.placement is not None:
+            which += f"; with routed experts in RAM (--cpu-experts {nvfp4.placement}) every submodel runs"
         return nvfp4.variant, f"NVFP4 is the smallest download and runs {how} on this {gpu.architecture} GPU; {which}."
     return demo_id, (f"None of the 30B family fits in {_gb(gpu.free_bytes)} of free GPU memory: the bundled demo "
                      "model runs on the CPU.")

@@ -149,3 +149,21 @@ def test_placements_that_do_not_match_the_checkpoint_are_refused(checkpoints):
 def test_a_placement_spells_back_as_it_parses(text):
     p = ExpertPlacement.parse(text)
     assert ExpertPlacement.parse(p.spec) == p
+
+
+def test_generate_takes_the_flag_and_answers_as_without_it(checkpoints):
+    def run(*extra):
+        out = subprocess.run([sys.executable, "-m", "runtime", "generate", "--checkpoint", str(checkpoints["hybrid"]),
+                              "--prompt", "hi", "--max-new-tokens", "6", "--thinking-budget", "0", "--json",
+                              "--temperature", "0", *extra], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                             check=False)
+        return out.returncode, out.stdout, out.stderr
+
+    code, plain, _ = run()
+    assert code == 0
+    code, split, err = run("--cpu-experts", "nested:small")
+    assert code == 0, err
+    ids = [[json.loads(line).get("token_id") for line in text.splitlines()] for text in (plain, split)]
+    assert ids[0] == ids[1] and len(ids[0]) > 1
+    code, _, err = run("--cpu-experts", "half")
+    assert code == 2 and err.startswith("error: --cpu-experts 'half': use none, all, a number of MoE layers")
