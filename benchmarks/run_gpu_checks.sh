@@ -12,7 +12,13 @@
 #                                        # memory against the plan, first-token time and tok/s per submodel,
 #                                        # eager and with CUDA graphs, against the bandwidth limit
 #                                        # (docs/benchmarks-real-gpu.md)
-#   benchmarks/run_gpu_checks.sh         # both (longer than one call allows: use the two above)
+#   benchmarks/run_gpu_checks.sh experts # about 5 min: routed experts in RAM (runtime/placement.py): the split
+#                                        # step on CUDA (a graph for the submodel that stays on the card, eager
+#                                        # for those that reach RAM), then the full-size file (written again if
+#                                        # `real` removed it) loaded plainly, with --cpu-experts all and nested:
+#                                        # tok/s per submodel against the planner's expectation, memory on both
+#                                        # sides (docs/benchmarks-placement-gpu.md)
+#   benchmarks/run_gpu_checks.sh         # all three (longer than one call allows: use the three above)
 #
 # Each writes its numbers to docs/ (or to $OUT when set, e.g. the device tool's output folder). Needs a
 # Python with a CUDA build of torch and this project's dependencies (installer/setup.sh makes one);
@@ -35,5 +41,12 @@ if [ "$what" = real ] || [ "$what" = all ]; then
     df -h "${SCRATCH:-/tmp}" | tail -1
     timeout 540 "$py" benchmarks/gpu_real_layout.py --folder "${SCRATCH:-/tmp}/real-layout" --format nvfp4 \
         --out "$out/benchmarks-real-gpu.md" 2>&1 | tee "$out/gpu-real-layout.log"
+    rm -rf "${SCRATCH:-/tmp}/real-layout"
+fi
+if [ "$what" = experts ] || [ "$what" = all ]; then
+    timeout 90 "$py" -m runtime decode-check --config tests/data/star-elastic-30b/nvfp4 --device cuda --steps 4 \
+        --cpu-experts nested:12B | tee "$out/decode-check-placement.log"
+    timeout 330 "$py" benchmarks/gpu_placement.py --folder "${SCRATCH:-/tmp}/real-layout/nvfp4" \
+        --out "$out/benchmarks-placement-gpu.md" 2>&1 | tee "$out/gpu-placement.log"
     rm -rf "${SCRATCH:-/tmp}/real-layout"
 fi

@@ -15,7 +15,9 @@ weights read once per chunk, but the grouping reads the routing on the host), an
 A large checkpoint on the CPU keeps its experts as per-expert views of the file (load.py), which
 cannot be gathered by a device index: there the decode step reads the k chosen ids on the host
 and runs those experts one by one (`_by_expert`, as a prefill does). A CPU has no graph to break
-and no device to wait for; on a GPU experts are always stacked, and the step stays sync-free.
+and no device to wait for; on a GPU experts are always stacked, and the step stays sync-free,
+except where a placement keeps them in RAM (placement.py): `in_ram` sends the activations and the
+routing to the CPU, which runs the chosen experts there as on a CPU load, and the sum comes back.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 A large checkpoint on a CPU without native BF16 matmuls computes in fp32 but keeps its BF16 linears
 and embeddings as stored (device.keeps_narrow): views of the memory-mapped file, file-backed pages the
-OS can drop and reread, instead of fp32 copies twice their size in private memory (5 GB of the real
-30B's 19 GB file). Widening BF16 or FP16 to fp32 is exact, so the product is the fp32 one: rows are
-widened a block at a time into a buffer that stays in cache, then multiplied.
+OS can drop and reread, instead of fp32 copies twice their size in private memory (the real 30B's
+2.2 GB of BF16 weights would take 4.3 GB). Widening BF16 or FP16 to fp32 is exact, so the product is
+the fp32 one: rows are widened a block at a time into a buffer that stays in cache, then multiplied.
 """
 
 from __future__ import annotations
