@@ -194,8 +194,9 @@ class EngineWorker(QObject):
         from .context_fit import longest_context
 
         try:
-            return longest_context(folder, before, self.engine.model.resident.name,
-                                   on_cpu=self.engine.model.device.type == "cpu")
+            model = self.engine.model
+            return longest_context(folder, before, model.resident.name, on_cpu=model.device.type == "cpu",
+                                   placement=model.placement.spec if model.placement.active else None)
         except Exception as e:  # the dialog then offers the registry's range and says the plan is missing
             log.warning("no context ceiling for %s: %s", folder, e)
             return 0

@@ -171,6 +171,9 @@ def child(args) -> dict:
     except ImportError:  # the code before the planner sized checkpoints from their headers
         pass
     base = memory()
+    import psutil
+
+    available = psutil.virtual_memory().available  # what the other programs on this PC left
     t0 = time.perf_counter()
     engine = Engine.load(folder, device="cpu", max_context=1024)
     load_s = time.perf_counter() - t0
@@ -214,6 +217,7 @@ def child(args) -> dict:
         "resident_weight_bytes": engine.status().weight_bytes,
         "compute_path": engine.status().compute_path,
         "memory_before_load": base,
+        "ram_available_before_load": available,
         "memory_after_load": after_load,
         "memory_end": end,
         "first_token_ms": round(first_ms, 1),
