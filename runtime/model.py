@@ -183,7 +183,7 @@ class ElasticModel:
 
     def placement_status(self) -> str:
         """Where each part of the weights lives, in words (the engine status)."""
-        where = "CPU" if self.device.type == "cpu" else str(self.device)
+        where = {"cpu": "CPU", "cuda": "GPU"}.get(self.device.type, str(self.device))
         host = host_expert_bytes(self.weights)
         return describe_placement(self.placement, self.config, where, host)
 
