@@ -68,7 +68,7 @@ def full_rows(runs: list[dict]) -> list[str]:
     return out
 
 
-def full_section(runs: list[dict]) -> list[str]:
+def full_section(runs: list[dict], narrow: list[dict]) -> list[str]:
     last = runs[-1]
     lines = [
         "",
@@ -97,7 +97,26 @@ def full_section(runs: list[dict]) -> list[str]:
         "the bound is lower). What is left above the bound is the decode kernels' speed per byte, which differs "
         "between a one-token step and a several-token prefill (`runtime/dequant.py`).",
     ]
+    for r in narrow:
+        step, private = r["step_s"], r["private_weight_bytes"]
+        lines += [
+            "",
+            "Most of the private memory the code before held was fp32 copies of the BF16 weights (this CPU has no "
+            "native BF16 matmuls, so it computes in fp32); they now stay as stored and each matmul widens them a "
+            f"block at a time. `python benchmarks/bench_narrow.py --checkpoint {Path(r['checkpoint']).name} "
+            f"--threads {r['threads']}`, both loads in one process, steps alternated: a decode step "
+            f"{step['as stored']} s kept as stored against {step['fp32 copies']} s with fp32 copies (ratio "
+            f"{r['ratio_as_stored_to_copies']}), logits differing by {r['max_abs_logit_diff']}, private weights "
+            f"{gb(private['as stored'])} against {gb(private['fp32 copies'])} (load average "
+            f"{r['load_average'][0]:.1f}).",
+        ]
     return lines
+
+
+def _need(plan: dict) -> str:
+    if plan.get("mapped_bytes"):
+        return f"{gb(plan['private_bytes'])} private + {gb(plan['mapped_bytes'])} of the file"
+    return gb(plan["need_bytes"])
 
 
 def load_rows(loads: list[dict]) -> list[str]:
@@ -114,7 +133,7 @@ def load_rows(loads: list[dict]) -> list[str]:
             continue
         cold, warm = r["cold"], r["warm"]
         out.append(
-            f"| {name} | {gb(r['file_bytes'])} | {disk} | {r['plan']['verdict']}: {gb(r['plan']['need_bytes'])} | "
+            f"| {name} | {gb(r['file_bytes'])} | {disk} | {r['plan']['verdict']}: {_need(r['plan'])} | "
             f"{cold['load_s']} s ({cold['bytes_per_s'] / 1e9:.2f} GB/s) | {warm['load_s']} s "
             f"({warm['bytes_per_s'] / 1e9:.2f} GB/s) | {cold['tensors_per_s']:,}, {warm['tensors_per_s']:,} | "
             f"{gb(cold['peak_rss'])} |"
@@ -127,9 +146,10 @@ def main():
     p.add_argument("--runs", required=True)
     p.add_argument("--loads")
     p.add_argument("--full", help="JSON lines of bench_real_layout.py on the full-size file")
+    p.add_argument("--narrow", help="JSON lines of bench_narrow.py")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-real.md"))
     args = p.parse_args()
-    runs, loads, full = read(args.runs), read(args.loads), read(args.full)
+    runs, loads, full, narrow = read(args.runs), read(args.loads), read(args.full), read(args.narrow)
     last = runs[-1]
     lines = [
         "# The real layout on this CPU: memory, first token, decode cost, load",
@@ -169,7 +189,7 @@ def main():
         "at every barrier against other processes): the rows above are one thread, or two with PASSIVE.",
     ]
     if full:
-        lines += full_section(full)
+        lines += full_section(full, narrow)
     if loads:
         lines += [
             "",
@@ -180,15 +200,15 @@ def main():
             "page cache (pages dropped first with posix_fadvise; dropping the kernel's caches system-wide is "
             "not allowed here; this virtual disk's host may cache too), then a load from a cold page cache "
             "(every shard's pages dropped) and one from a warm one, each in a fresh process, after the "
-            "planner's CPU check. The full size runs only where the plan says it fits: on this shared "
-            "machine it says tight (or, with less memory free, does not fit), so it was not loaded here; "
+            "planner's CPU check (`--only-if-fits` loads only what it calls fits). The full size loads here "
+            "with the plan saying tight (its private memory fits; some of the file's pages are reread); "
             "`benchmarks/run_gpu_checks.sh real` loads it on a GPU machine.",
             "",
         ]
         lines += load_rows(loads)
     Path(args.out).write_text("\n".join(lines) + "\n")
-    Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "loads": loads, "full": full},
-                                                              indent=2) + "\n")
+    Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "loads": loads, "full": full,
+                                                               "narrow": narrow}, indent=2) + "\n")
     print("\n".join(lines))
 
 
