@@ -167,3 +167,10 @@ def test_generate_takes_the_flag_and_answers_as_without_it(checkpoints):
     assert ids[0] == ids[1] and len(ids[0]) > 1
     code, _, err = run("--cpu-experts", "half")
     assert code == 2 and err.startswith("error: --cpu-experts 'half': use none, all, a number of MoE layers")
+
+
+@pytest.mark.parametrize("spec", ["all", "nested:small"])
+def test_decode_check_runs_the_split_step_with_values_on_the_cpu(checkpoints, spec):
+    rows = decode_check(checkpoints["hybrid"], device="cpu", steps=3, placement=ExpertPlacement.parse(spec))
+    assert {r["submodel"]: r["experts_in_ram"] for r in rows} == \
+        {"full": True, "mid": True, "small": spec == "all"}
