@@ -3,18 +3,22 @@
 Every tensor is read in its stored form through the shard mappings (reader.py), then placed:
 
 * on the CPU, a whole tensor whose stored dtype is the compute dtype stays a view of the file
-  (file-backed pages, read in now so the first token does not wait for the disk); anything sliced,
-  reordered or converted is copied, and the pages it came from are released;
+  (file-backed pages, read in now so the first token does not wait for the disk), and so does a BF16
+  linear or embedding under fp32 when the device keeps them narrow (device.keeps_narrow, widen.py);
+  anything sliced, reordered or converted is copied, and the pages it came from are released;
 * on a GPU, each tensor is copied to the device as it is read and its host pages released, so
   host memory never holds more than a tensor or so of the file;
 * routed experts are stacked into one (E, out, in) weight per projection (the decode step gathers
   from it on the device), written expert by expert into the stacked tensor. On the CPU, experts
   that would be copied to be stacked stay per-expert views instead when they are large
-  (EXPERT_COPY_LIMIT): a private copy of a 30B's 16 GB of experts is what a CPU cannot spare.
+  (EXPERT_COPY_LIMIT): a private copy of a 30B's 16 GB of experts is what a CPU cannot spare;
+* routed experts a placement keeps in RAM (placement.py) stay per-expert views of the file on the
+  CPU whatever the device, and a nested placement also stacks its submodel's slice on the device.
 
 `load_weights` reports progress (bytes read of the total, the shard) and checks a cancel flag
-between tensors. `stored_bytes` and `resident_bytes_of` size a submodel from the headers alone,
-for the progress total and for the planner: they are the same arithmetic the loader follows.
+between tensors. `held_tensors` (and `stored_bytes`, `resident_bytes_of`) size a submodel from the
+headers alone, tensor by tensor, with what stays a view of the file: for the progress total and for
+the planner, the same arithmetic the loader follows (tests compare them with real loads).
 """
 
 from __future__ import annotations
