@@ -93,9 +93,7 @@ def longest_context(folder, probe, resident: str, on_cpu: bool, placement: str |
     in RAM), the GPU holds what that placement's plan puts there. Raises what the planner raises."""
     from pathlib import Path
 
-    from runtime.cache import cache_bytes
-    from runtime.options import CONTEXT
-    from runtime.store.planner import NO, checkpoint_sizing, fit_submodel, plan_checkpoint
+    from runtime.api import CONTEXT, NO, cache_bytes, checkpoint_sizing, fit_submodel, plan_checkpoint
 
     cfg, subs, packing, _ = checkpoint_sizing(Path(folder))
     sub = next((s for s in subs if s.name == resident), subs[0])

@@ -1,16 +1,19 @@
 """`python -m runtime decode-check`: runs the decode step the engine replays on a model built
 from a config alone (no weights are read: random values, or nothing at all on the meta device).
 
-    python -m runtime decode-check --config DIR [--submodel NAME] [--device DEV] [--steps N] [--cpu-experts P]
+    python -m runtime decode-check --config DIR [--submodel NAME] [--device DEV] [--steps N]
+        [--kernel auto|triton|torch] [--cpu-experts P]
 
 DIR holds `config.json` and `elastic.json` (and `hf_quant_config.json` for packed weights).
 A short prefill, then N decode steps through exactly `DecodeStep.send`/`receive` with the
 device sampler, then one JSON line per submodel (the last stdout line is the last submodel's):
-{"submodel", "layers", "ops_per_step", "device", "decode_path", "placement", "experts_in_ram"}.
-`ops_per_step` counts the ATen ops of one step (sampling included) with torch's dispatch mode.
-`--cpu-experts` puts routed experts in RAM as `generate` does (placement.py): on meta the "host" is a
-second meta device, so the run checks the split step's shapes to the end; `experts_in_ram` says
-whether this submodel's step reaches them.
+{"submodel", "layers", "ops_per_step", "device", "decode_path", "matmul_path", "placement",
+"experts_in_ram"}. `ops_per_step` counts the ATen ops of one step (sampling included) with torch's
+dispatch mode; `matmul_path` is the packed matmuls' path (matmul.py); `--kernel triton` takes the
+fused Triton kernels, which on meta run as their shape functions. `--cpu-experts` puts routed
+experts in RAM as `generate` does (placement.py): on meta the "host" is a second meta device, so
+the run checks the split step's shapes to the end; `experts_in_ram` says whether this submodel's
+step reaches them.
 
 On `--device meta` tensors have shapes but no values: a host synchronisation (`.item()`,
 `.tolist()`, `nonzero`, a Python branch on a value) or a data-dependent shape raises there, so a
@@ -42,6 +45,7 @@ from .checkpoint.weights import (
 )
 from .device import pick_device
 from .errors import UsageError
+from .matmul import force
 from .model import ElasticModel
 from .placement import ExpertPlacement
 from .sampling import DeviceSampler, SamplingSettings
@@ -217,22 +221,26 @@ def check_submodel(model: ElasticModel, name: str, steps: int, sampling: Samplin
     if cache.length != PREFILL + steps:
         raise RuntimeError(f"the cache holds {cache.length} tokens after {PREFILL} + {steps}")
     return {"submodel": name, "layers": cfg.num_layers, "ops_per_step": counted, "device": str(model.device),
-            "decode_path": model.decode_path(), "placement": model.placement.spec,
-            "experts_in_ram": has_host_experts(model.views[name])}
+            "decode_path": model.decode_path(), "matmul_path": model.compute_path(),
+            "placement": model.placement.spec, "experts_in_ram": has_host_experts(model.views[name])}
 
 
 def decode_check(folder, submodel: str | None = None, device: str | None = "auto", steps: int = 4,
-                 placement: ExpertPlacement | None = None) -> list[dict]:
+                 kernel: str | None = None, placement: ExpertPlacement | None = None) -> list[dict]:
     if steps < 1:
         raise UsageError("--steps must be at least 1")
-    model = random_model(folder, device, placement=placement)
-    names = [model.submodel(submodel).name] if submodel else list(model.views)
-    with torch.inference_mode():
-        return [check_submodel(model, name, steps) for name in names]
+    force(kernel)
+    try:
+        model = random_model(folder, device, placement=placement)
+        names = [model.submodel(submodel).name] if submodel else list(model.views)
+        with torch.inference_mode():
+            return [check_submodel(model, name, steps) for name in names]
+    finally:
+        force(None)
 
 
 def main(args) -> int:
     placement = ExpertPlacement.parse(args.cpu_experts)
-    for row in decode_check(args.config, args.submodel, args.device, args.steps, placement):
+    for row in decode_check(args.config, args.submodel, args.device, args.steps, args.kernel, placement):
         print(json.dumps(row), flush=True)
     return 0

@@ -34,7 +34,7 @@ from ..errors import CheckpointError
 from ..placement import ExpertPlacement
 from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .quant import BLOCK, PackedFP8, PackedNVFP4, block_slice
-from .reader import DTYPES, MappedShards, Progress, ProgressFn
+from .reader import DTYPES, LoadMeter, MappedShards, ProgressFn
 from .safetensors_io import BYTES_PER_ELEMENT, TensorInfo
 from .submodels import Submodel
 from .weights import (
@@ -140,7 +140,7 @@ def _held_dtype(name: str, stored: str, dtype: torch.dtype, narrow: bool) -> str
 class _Reader:
     """Reads the rows and columns asked for of a stored tensor and places them (see the module doc)."""
 
-    def __init__(self, table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype, progress: Progress,
+    def __init__(self, table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype, progress: LoadMeter,
                  narrow: bool = False):
         self.table, self.device, self.dtype, self.progress, self.narrow = table, device, dtype, progress, narrow
         self.shards = MappedShards()
@@ -278,7 +278,7 @@ def load_weights(cfg: ModelConfig, table: dict[str, TensorInfo], root: Submodel,
     """
     shards = sorted({Path(info.file).name for info in table.values()})
     count = sum(1 + sum(n + s in table for s in ("_scale", "_scale_2")) for n in expected_tensors(cfg, root))
-    tracker = Progress(stored_bytes(cfg, table, root), count, shards, progress, cancelled)
+    tracker = LoadMeter(stored_bytes(cfg, table, root), count, shards, progress, cancelled)
     read = _Reader(table, device, dtype, tracker, narrow)
     stack = stacks_experts(table, device, dtype, narrow)
     host = placement.on_host(cfg) if placement is not None else frozenset()
