@@ -51,11 +51,12 @@ def bandwidth(gib: float = 1.0, runs: int = 3) -> tuple[float, float]:
     return read, copy
 
 
-def step_bytes(folder: Path) -> int:
-    """Bytes of the stored tensors one decode step reads (headers only)."""
+def step_bytes(folder: Path, checked=None) -> int:
+    """Bytes of the stored tensors one decode step reads (headers only; `checked`: the folder's
+    inspect_checkpoint, when the caller has it)."""
     from runtime.checkpoint.check import inspect_checkpoint
 
-    checked = inspect_checkpoint(folder)
+    checked = checked or inspect_checkpoint(folder)
     cfg, table = checked.config, checked.table
     total = 0
     for name, info in table.items():
@@ -68,14 +69,14 @@ def step_bytes(folder: Path) -> int:
     return total
 
 
-def prefill_bytes(folder: Path, tokens: int, touched: dict[int, int]) -> int:
+def prefill_bytes(folder: Path, tokens: int, touched: dict[int, int], checked=None) -> int:
     """Bytes of stored tensors a prefill of `tokens` tokens must read at least: every tensor once, but
     the embedding table (a row a token) and, per MoE layer, only the experts its tokens chose (each once).
-    `touched`: the n-th MoE layer -> how many experts it ran."""
+    `touched`: the n-th MoE layer -> how many experts it ran; `checked`: as for `step_bytes`."""
     from runtime.checkpoint.check import inspect_checkpoint
     from runtime.checkpoint.config import MOE
 
-    checked = inspect_checkpoint(folder)
+    checked = checked or inspect_checkpoint(folder)
     cfg, table = checked.config, checked.table
     touched = {cfg.layers_of(MOE)[k]: n for k, n in touched.items()}
     total = 0

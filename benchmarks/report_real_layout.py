@@ -2,7 +2,7 @@
 appended, so the page's figures are the measurements themselves.
 
     python benchmarks/report_real_layout.py --runs runs.jsonl --loads loads.jsonl [--full full.jsonl]
-        [--out docs/benchmarks-real.md]
+        [--narrow narrow.jsonl] [--first first.jsonl] [--out docs/benchmarks-real.md]
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def full_rows(runs: list[dict]) -> list[str]:
     return out
 
 
-def full_section(runs: list[dict], narrow: list[dict]) -> list[str]:
+def full_section(runs: list[dict], narrow: list[dict], first: list[dict]) -> list[str]:
     last = runs[-1]
     lines = [
         "",
@@ -97,6 +97,8 @@ def full_section(runs: list[dict], narrow: list[dict]) -> list[str]:
         "the bound is lower). What is left above the bound is the decode kernels' speed per byte, which differs "
         "between a one-token step and a several-token prefill (`runtime/dequant.py`).",
     ]
+    for r in first:
+        lines += ["", *first_token_bound(r)]
     for r in narrow:
         step, private = r["step_s"], r["private_weight_bytes"]
         lines += [
@@ -111,6 +113,34 @@ def full_section(runs: list[dict], narrow: list[dict]) -> list[str]:
             f"{r['load_average'][0]:.1f}).",
         ]
     return lines
+
+
+def first_token_bound(r: dict) -> list[str]:
+    """How short a prompt must be for its first token to come within 2 decode steps (first_token_bound.py)."""
+    curve = {c["tokens"]: c for c in r["curve"]}
+    shown = ", ".join(f"{n}: {curve[n]['experts_touched']} ({curve[n]['bound_steps']} steps)"
+                      for n in (1, 2, 3, 4, 6, 8, 12, 16) if n in curve)
+    n, steps = r["longest_prompt_within_2_steps"], r["decode_step_ms"]
+    return [
+        f"How short a prompt must be: `python benchmarks/first_token_bound.py --checkpoint DIR --threads "
+        f"{r['threads']} --json first.jsonl`. A decode step reads D = {gb(r['every_token_bytes'])} of weights every "
+        f"token uses (all but the embedding table and the routed experts), one embedding row and {r['active']} "
+        f"experts a layer, x = {gb(r['one_expert_every_layer_bytes'])} for one expert across the {r['moe_layers']} "
+        "MoE layers; a prefill of n tokens reads D once, n rows and the t(n) experts a layer its tokens touch. At "
+        "the same speed per byte its first token costs (D + n row + t(n) x) / (D + row + "
+        f"{r['active']} x) steps, so 2 steps need t(n) <= {r['touched_within_2_steps']} experts a layer. The "
+        "experts the first n tokens of the one-word chat prompt touch, recorded token by token in one prefill "
+        "(a token's routing does not depend on later ones, so these are exactly a prompt of those n tokens), "
+        f"averaged over the layers, with the bound: {shown}. The longest prompt whose first token can come "
+        f"within 2 steps is {n} tokens ({r['even_routing_longest_within_2_steps']} if every token picked its "
+        f"experts evenly at random)"
+        + (f", shorter than any chat prompt: the template alone makes a one-word message {r['prompt_tokens']} "
+           "tokens" if n < r["prompt_tokens"] else "") + f". Measured in the same process (load average {r['load_average'][0]:.1f}): a "
+        f"prefill of those {n} tokens took {r['short_prompt_first_token_ms'] / 1000:.1f} s against decode steps of "
+        f"{', '.join(f'{s / 1000:.1f}' for s in steps)} s, {r['short_prompt_first_token_in_steps']} steps; the "
+        f"whole {r['prompt_tokens']}-token prompt {r['whole_prompt_first_token_ms'] / 1000:.1f} s, "
+        f"{r['whole_prompt_first_token_in_steps']} steps against its bound of {r['whole_prompt_bound_steps']}.",
+    ]
 
 
 def _need(plan: dict) -> str:
@@ -147,9 +177,11 @@ def main():
     p.add_argument("--loads")
     p.add_argument("--full", help="JSON lines of bench_real_layout.py on the full-size file")
     p.add_argument("--narrow", help="JSON lines of bench_narrow.py")
+    p.add_argument("--first", help="JSON lines of first_token_bound.py on the full-size file")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-real.md"))
     args = p.parse_args()
     runs, loads, full, narrow = read(args.runs), read(args.loads), read(args.full), read(args.narrow)
+    first = read(args.first)
     last = runs[-1]
     lines = [
         "# The real layout on this CPU: memory, first token, decode cost, load",
@@ -189,7 +221,7 @@ def main():
         "at every barrier against other processes): the rows above are one thread, or two with PASSIVE.",
     ]
     if full:
-        lines += full_section(full, narrow)
+        lines += full_section(full, narrow, first)
     if loads:
         lines += [
             "",
@@ -208,7 +240,7 @@ def main():
         lines += load_rows(loads)
     Path(args.out).write_text("\n".join(lines) + "\n")
     Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "loads": loads, "full": full,
-                                                               "narrow": narrow}, indent=2) + "\n")
+                                                               "narrow": narrow, "first": first}, indent=2) + "\n")
     print("\n".join(lines))
 
 
