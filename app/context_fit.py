@@ -86,18 +86,22 @@ def fit_messages(messages, count: Callable[[list[dict]], int], limit: int, polic
     return Fit(kept_messages, best[1], len(messages) - len(kept_messages), True)
 
 
-def longest_context(folder, probe, resident: str, on_cpu: bool) -> int:
+def longest_context(folder, probe, resident: str, on_cpu: bool, placement: str | None = None) -> int:
     """The longest context the planner says fits with submodel `resident` of the checkpoint in `folder`
     resident, on the CPU's RAM or the GPU of `probe` (memory measured before the model loaded), rounded
-    down to a whole 1,024 tokens; CONTEXT.low when not even that fits. Raises what the planner raises."""
+    down to a whole 1,024 tokens; CONTEXT.low when not even that fits. With `placement` (routed experts
+    in RAM), the GPU holds what that placement's plan puts there. Raises what the planner raises."""
     from pathlib import Path
 
-    from runtime.api import CONTEXT, NO, checkpoint_sizing, fit_submodel
+    from runtime.api import CONTEXT, NO, cache_bytes, checkpoint_sizing, fit_submodel, plan_checkpoint
 
     cfg, subs, packing, _ = checkpoint_sizing(Path(folder))
     sub = next((s for s in subs if s.name == resident), subs[0])
+    placed = plan_checkpoint(Path(folder), probe, CONTEXT.low, placement).proposed() if placement else None
 
     def fits(n: int) -> bool:
+        if placed is not None:  # the weights on the GPU do not grow with the context; the cache does
+            return placed.device_bytes + cache_bytes(cfg, sub, n, 2) + placed.workspace_bytes <= probe.gpu.free_bytes
         return fit_submodel(cfg, sub, packing, probe, n, on_cpu=on_cpu).verdict != NO
 
     low, high = CONTEXT.low, CONTEXT.high

@@ -1,5 +1,6 @@
-"""The model manager's facts in words (no Qt): sizes, the hardware, a download's progress, a check's
-verdict, the submodels' nesting states. The one place these are formatted; the model manager's state
+"""The model manager's facts in words (no Qt): sizes, the hardware, the compute path and a proposed
+placement of routed experts in RAM, a download's progress, a check's verdict, the submodels' nesting
+states. The one place these are formatted; the model manager's state
 (app/models_controller.py) and its dialog (app/widgets/model_manager.py) show what these say.
 """
 
@@ -14,6 +15,18 @@ FINAL_WORDS = {"done": "Download complete and verified.",
 
 def size_text(n: int | None) -> str:
     return format_bytes(n) if n else "–"
+
+
+def path_text(vp) -> str:
+    """The compute path a variant's plan (runtime.store.planner.VariantPlan) would run, and where its
+    routed experts would live when the planner proposes RAM for them."""
+    return vp.compute_path + (f"; routed experts in RAM ({vp.placement})" if vp.placement else "")
+
+
+def placement_text(vp) -> str:
+    """The proposed placement of routed experts in RAM, in words (runtime/store/placement_plan.py)."""
+    p = vp.proposed()
+    return f"Routed experts in RAM, --cpu-experts {p.placement}: {p.reason}" if p is not None else ""
 
 
 def hardware_text(hw) -> str:

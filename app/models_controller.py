@@ -25,7 +25,16 @@ from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, Signal, Slot
 
 from runtime.api import CONTEXT, format_bytes
 
-from .model_texts import FINAL_WORDS, hardware_text, progress_text, size_text, verdict_text, verify_text
+from .model_texts import (
+    FINAL_WORDS,
+    hardware_text,
+    path_text,
+    placement_text,
+    progress_text,
+    size_text,
+    verdict_text,
+    verify_text,
+)
 from .nesting_worker import NestingWorker
 from .workers import DownloadWorker, TaskRunner, start_in_thread, stop_thread
 
@@ -51,6 +60,7 @@ class ModelRow:
     slices: tuple[str, ...] = ()  # the catalog's published slices (hub repo ids) for its family
     remote: str = ""  # an OpenAI-compatible server's model: its spec (runtime/store/remote_sources.py)
     imported: bool = False  # a folder the user imported: removing it only takes it off the list
+    placement: str = ""  # the planner's proposal of routed experts in RAM, in words ("" = none)
 
     @property
     def on_disk(self) -> bool:
@@ -143,22 +153,30 @@ def build_rows(catalog, plan, models, imported: dict, active: str, status_of_dow
         local = by_repo.get(v.repo) if v.repo else next((m for m in models if m.source == "bundled"), None)
         folder = local.path if local else (v.path if v.bundled else None)
         status = status_of_download(v.id) or _status(local, active)
-        resident = vp.resident if vp.resident and vp.submodels and vp.resident != vp.submodels[0].name else ""
+        resident = _resident(vp)
         family = catalog.families.get(v.family) if v.family else None
         size = size_text(vp.download_bytes or (local.size_bytes if local else 0))
-        rows.append(ModelRow(v.id, v.title, v.format, size, vp.compute_path, tuple(vp.submodels), v.repo, folder,
+        rows.append(ModelRow(v.id, v.title, v.format, size, path_text(vp), tuple(vp.submodels), v.repo, folder,
                              local.name if local else None,
-                             status, resident, tuple(s.repo for s in family.slices) if family else ()))
+                             status, resident, tuple(s.repo for s in family.slices) if family else (),
+                             placement=placement_text(vp)))
     known = {r.local_name for r in rows}
     for m in models:
         if m.name in known or m.source != "imported":
             continue
         vp = imported.get(m.name)
-        resident = vp.resident if vp and vp.resident and vp.resident != vp.submodels[0].name else ""
         rows.append(ModelRow(m.name, f"{m.name} (imported)", m.format, size_text(m.size_bytes),
-                             vp.compute_path if vp else "", tuple(vp.submodels) if vp else (), None, m.path, m.name,
-                             _status(m, active), resident, (slices or {}).get(m.name, ()), imported=True))
+                             path_text(vp) if vp else "", tuple(vp.submodels) if vp else (), None, m.path, m.name,
+                             _status(m, active), _resident(vp) if vp else "", (slices or {}).get(m.name, ()),
+                             imported=True, placement=placement_text(vp) if vp else ""))
     return rows + remote_rows(remotes, active)
+
+
+def _resident(vp) -> str:
+    """The submodel to load: "" (the parent) when it fits or routed experts in RAM let it run."""
+    if vp.placement or not vp.resident or not vp.submodels or vp.resident == vp.submodels[0].name:
+        return ""
+    return vp.resident
 
 
 def remote_rows(remotes, active: str) -> list[ModelRow]:

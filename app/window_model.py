@@ -118,6 +118,9 @@ class ModelPanel(QObject):
         w.depth.set_stops(slider_stops(loaded.levels, dict(loaded.reasons)), self.controller.depth.name)
         w.strip.set_submodels(loaded.submodels)
         path = f"{loaded.status.compute_path} · decode: {loaded.status.decode_path}"
+        placement = getattr(loaded.status, "placement", "")  # a remote model's status has none
+        if "RAM" in placement:  # routed experts in RAM: say where each part lives
+            path += f" · {placement}"
         w.strip.set_path("CPU demo · " + path if loaded.is_demo else path)
         w.models.set_active(loaded.folder)
         w.picker.set_loaded(loaded.folder, loaded.name, loaded.loaded, loaded.submodels)

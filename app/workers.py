@@ -40,6 +40,7 @@ from runtime.api import (
     Engine,
     EngineQueue,
     Event,
+    ExpertPlacement,
     HardwareProbe,
     LoadCancelled,
     MetadataStopped,
@@ -209,12 +210,13 @@ class EngineWorker(QObject):
         try:
             hw_plan = None if is_demo else self._plan(folder)
             before = hw_plan[0] if hw_plan is not None else _ram_probe()  # memory free before the weights
+            placement = None
             if hw_plan is not None and not resident:
-                resident = self._largest_that_fits(hw_plan)
+                resident, placement = self._largest_that_fits(hw_plan)
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
                                       device="cpu" if is_demo else None, table=folder_table(folder),
                                       progress=self._progress, cancelled=self.cancel_requested.is_set,
-                                      preflight=check_cpu_fit)
+                                      preflight=check_cpu_fit, placement=placement)
         except LoadCancelled:
             self.queue.set_failed("loading was cancelled")
             self.sig_load_cancelled.emit()
@@ -241,8 +243,9 @@ class EngineWorker(QObject):
     def _context_ceiling(self, folder: str, before) -> int:
         """The longest context the memory plan allows the resident submodel (0: no plan could be made)."""
         try:
-            return longest_context(folder, before, self.engine.model.resident.name,
-                                   on_cpu=self.engine.model.device.type == "cpu")
+            model = self.engine.model
+            return longest_context(folder, before, model.resident.name, on_cpu=model.device.type == "cpu",
+                                   placement=model.placement.spec if model.placement.active else None)
         except Exception as e:  # the dialog then offers the registry's range and says the plan is missing
             log.warning("no context ceiling for %s: %s", folder, e)
             return 0
@@ -259,14 +262,18 @@ class EngineWorker(QObject):
             return None
 
     @staticmethod
-    def _largest_that_fits(hw_plan) -> str:
-        """On a GPU where the parent does not fit, load the largest submodel that does."""
+    def _largest_that_fits(hw_plan) -> tuple[str, ExpertPlacement | None]:
+        """On a GPU where the parent does not fit: the planner's placement of routed experts in RAM, which
+        runs every submodel (runtime/placement.py), else the largest submodel that fits. Returns the
+        resident submodel ("" for the parent) and the placement (None: none)."""
         hw, plan = hw_plan
         if hw.gpu is None:
-            return ""  # the CPU: the user asked for this checkpoint, run its parent
+            return "", None  # the CPU: the user asked for this checkpoint, run its parent
+        if plan.placement is not None:
+            return "", ExpertPlacement.parse(plan.placement)
         if plan.resident is None:
             raise UsageError("no submodel of this checkpoint fits the GPU: " + plan.submodels[-1].reason)
-        return plan.resident
+        return plan.resident, None
 
     def _warm_up(self, submodels) -> float:
         """One two-token reply per submodel in memory, so the user's first reply does not pay for first-call

@@ -104,7 +104,8 @@ def main():
               "disk_read_bytes_per_s": round(disk_read_speed(by_size[min(1, len(by_size) - 1)], False))}
     try:
         fit = check_cpu_fit(folder, args.context)
-        result["plan"] = {"verdict": fit.verdict, "reason": fit.reason, "need_bytes": fit.need_bytes}
+        result["plan"] = {"verdict": fit.verdict, "reason": fit.reason, "need_bytes": fit.need_bytes,
+                          "private_bytes": fit.private_bytes, "mapped_bytes": fit.mapped_bytes}
     except UsageError as e:
         result["refused"] = str(e)
     if "refused" not in result and args.only_if_fits and result["plan"]["verdict"] != "fits":

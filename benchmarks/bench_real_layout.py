@@ -51,11 +51,12 @@ def bandwidth(gib: float = 1.0, runs: int = 3) -> tuple[float, float]:
     return read, copy
 
 
-def step_bytes(folder: Path) -> int:
-    """Bytes of the stored tensors one decode step reads (headers only)."""
+def step_bytes(folder: Path, checked=None) -> int:
+    """Bytes of the stored tensors one decode step reads (headers only; `checked`: the folder's
+    inspect_checkpoint, when the caller has it)."""
     from runtime.checkpoint.check import inspect_checkpoint
 
-    checked = inspect_checkpoint(folder)
+    checked = checked or inspect_checkpoint(folder)
     cfg, table = checked.config, checked.table
     total = 0
     for name, info in table.items():
@@ -66,6 +67,56 @@ def step_bytes(folder: Path) -> int:
         else:
             total += info.nbytes
     return total
+
+
+def prefill_bytes(folder: Path, tokens: int, touched: dict[int, int], checked=None) -> int:
+    """Bytes of stored tensors a prefill of `tokens` tokens must read at least: every tensor once, but
+    the embedding table (a row a token) and, per MoE layer, only the experts its tokens chose (each once).
+    `touched`: the n-th MoE layer -> how many experts it ran; `checked`: as for `step_bytes`."""
+    from runtime.checkpoint.check import inspect_checkpoint
+    from runtime.checkpoint.config import MOE
+
+    checked = checked or inspect_checkpoint(folder)
+    cfg, table = checked.config, checked.table
+    touched = {cfg.layers_of(MOE)[k]: n for k, n in touched.items()}
+    total = 0
+    for name, info in table.items():
+        if name.startswith("backbone.embeddings"):
+            total += tokens * info.nbytes // info.shape[0]
+        elif ".experts." in name:
+            layer = int(name.split(".")[2])
+            total += info.nbytes * touched.get(layer, 0) // cfg.n_routed_experts
+        else:
+            total += info.nbytes
+    return total
+
+
+class touched_experts:
+    """Counts, per MoE layer, the distinct experts the router chooses while active (by wrapping
+    runtime.moe.route; layers are told apart by their router weights)."""
+
+    def __init__(self):
+        import runtime.moe as moe
+
+        self.moe, self.route = moe, moe.route
+        self.ids: dict[int, set] = {}
+        self.order: dict[int, int] = {}
+
+        def route(x, w, cfg):
+            ids, weights = self.route(x, w, cfg)
+            layer = self.order.setdefault(w.router.data_ptr(), len(self.order))
+            self.ids.setdefault(layer, set()).update(ids.reshape(-1).tolist())
+            return ids, weights
+
+        moe.route = route
+
+    def stop(self):
+        self.moe.route = self.route
+
+    @property
+    def layers(self) -> dict[int, int]:
+        """The n-th MoE layer (in order of use) -> the experts it ran."""
+        return {layer: len(ids) for layer, ids in self.ids.items()}
 
 
 def memory() -> dict:
@@ -110,24 +161,32 @@ def child(args) -> dict:
         fit = check_cpu_fit(folder, 1024)
         plan = {
             "verdict": fit.verdict,
+            "reason": fit.reason,
             "need_bytes": fit.need_bytes,
             "weight_bytes": fit.weight_bytes,
             "cache_bytes": fit.cache_bytes,
             "workspace_bytes": fit.workspace_bytes,
+            "mapped_bytes": getattr(fit, "mapped_bytes", None),  # file-backed (the code before had no such figure)
+            "private_bytes": getattr(fit, "private_bytes", None),
         }
     except ImportError:  # the code before the planner sized checkpoints from their headers
         pass
     base = memory()
+    import psutil
+
+    available = psutil.virtual_memory().available  # what the other programs on this PC left
     t0 = time.perf_counter()
     engine = Engine.load(folder, device="cpu", max_context=1024)
     load_s = time.perf_counter() - t0
     after_load = memory()
     name = args.submodel or engine.submodels_by_size()[-1]
     prompt = ChatFormat(folder).prompt_ids([{"role": "user", "content": "Hello"}], False)
+    touched = touched_experts()
     t0 = time.perf_counter()
     _, logits = engine.catch_up(name, prompt)
     token = int(logits.argmax())
     first_ms = (time.perf_counter() - t0) * 1000
+    touched.stop()
     step = engine.decoder(name)
     times = []
     for _ in range(args.tokens):
@@ -146,6 +205,7 @@ def child(args) -> dict:
         ops = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
         where = {e.key: round(e.self_cpu_time_total / 1000, 1) for e in ops[:6]}
     reads = step_bytes(folder)
+    prefill_reads = prefill_bytes(folder, len(prompt), touched.layers)
     limit = read_bw / reads
     return {
         "checkpoint": str(folder),
@@ -158,6 +218,7 @@ def child(args) -> dict:
         "resident_weight_bytes": engine.status().weight_bytes,
         "compute_path": engine.status().compute_path,
         "memory_before_load": base,
+        "ram_available_before_load": available,
         "memory_after_load": after_load,
         "memory_end": end,
         "first_token_ms": round(first_ms, 1),
@@ -165,6 +226,9 @@ def child(args) -> dict:
         "first_token_in_decode_steps": round(first_ms / 1000 / step_s, 2),
         "tokens_per_s": round(1 / step_s, 4),
         "step_read_bytes": reads,
+        "prefill_read_bytes": prefill_reads,
+        "prefill_experts_touched": round(sum(touched.layers.values()) / max(1, len(touched.layers)), 1),
+        "first_token_bound_steps": round(prefill_reads / reads, 2),
         "read_bandwidth": round(read_bw),
         "copy_bandwidth": round(copy_bw),
         "bandwidth_limit_tokens_per_s": round(limit, 2),

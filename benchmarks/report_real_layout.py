@@ -1,7 +1,8 @@
 """Writes docs/benchmarks-real.md (+ .json) from the JSON lines bench_real_layout.py and bench_load.py
 appended, so the page's figures are the measurements themselves.
 
-    python benchmarks/report_real_layout.py --runs runs.jsonl --loads loads.jsonl [--out docs/benchmarks-real.md]
+    python benchmarks/report_real_layout.py --runs runs.jsonl --loads loads.jsonl [--full full.jsonl]
+        [--narrow narrow.jsonl] [--first first.jsonl] [--out docs/benchmarks-real.md]
 """
 
 from __future__ import annotations
@@ -42,6 +43,116 @@ def run_rows(runs: list[dict]) -> list[str]:
     return out
 
 
+def full_rows(runs: list[dict]) -> list[str]:
+    """The full-size file: memory against the plan (private and file-backed apart), first token against
+    the bytes its prefill must read."""
+    out = [
+        "| code | RAM left by others | plan: private + file-backed (verdict) | anonymous after load (end) "
+        "| file-backed after load (end) | peak RSS | load | first token | bound: prefill bytes / step bytes "
+        "(experts touched a layer) | decode step | share of limit | load average |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        plan, after, end = r["plan"], r["memory_after_load"], r["memory_end"]
+        planned = (f"{gb(plan['private_bytes'])} + {gb(plan['mapped_bytes'])} ({plan['verdict']})"
+                   if plan.get("mapped_bytes") is not None else f"{gb(plan['need_bytes'])}, all as RAM ({plan['verdict']})")
+        left = gb(r["ram_available_before_load"]) if "ram_available_before_load" in r else "-"
+        bound = (f"{r['first_token_bound_steps']} steps ({r['prefill_experts_touched']} of 128)"
+                 if "first_token_bound_steps" in r else "-")
+        out.append(
+            f"| {r['label']} | {left} | {planned} | {gb(after['anonymous'])} ({gb(end['anonymous'])}) | "
+            f"{gb(after['file_rss'])} ({gb(end['file_rss'])}) | {gb(end['peak_rss'])} | {r['load_s']} s | "
+            f"{r['first_token_ms'] / 1000:.1f} s ({r['first_token_in_decode_steps']} steps) | {bound} | "
+            f"{r['decode_step_ms'] / 1000:.2f} s | {100 * r['share_of_limit']:.2f}% | {r['load_average'][0]:.1f} |"
+        )
+    return out
+
+
+def full_section(runs: list[dict], narrow: list[dict], first: list[dict]) -> list[str]:
+    last = runs[-1]
+    lines = [
+        "",
+        "## The full 19.3 GB file (128 experts) on this 24 GB PC",
+        "",
+        "`python benchmarks/bench_real_layout.py --checkpoint DIR --tokens 3 --threads 1 --label L --json "
+        "full.jsonl` on the full-size layout, once on the code before issue 34's memory work and once after. "
+        "The machine's 24 GB are shared with other engineers' jobs: the RAM they left before the load is in "
+        "the table, and when they took more during a run the OS dropped pages of the file (file-backed at the "
+        "end below after the load) and read them again from disk, which slows that run's steps. The plan is "
+        "`check_cpu_fit`'s: private memory (weights the loader copies + cache at 1k context + 0.5 GiB "
+        "workspace) and the weights served from the file, planned apart; the process's own anonymous and "
+        "file-backed memory are read from /proc/self/status and smaps_rollup.",
+        "",
+    ]
+    lines += full_rows(runs)
+    lines += [
+        "",
+        f"The first token: a one-word chat prompt is {last['prompt_tokens']} tokens, and its prefill reads each "
+        f"expert its tokens chose once (`moe.py` groups a chunk's tokens by expert): "
+        f"{last.get('prefill_experts_touched', '?')} of 128 per layer here, against 6 for a decode step. With the "
+        f"rest of the weights read once either way, the prefill must read "
+        f"{gb(last.get('prefill_read_bytes', 0))} against a step's {gb(last['step_read_bytes'])}: at the same speed "
+        f"per byte the first token costs {last.get('first_token_bound_steps', '?')} steps, so 2 steps cannot be "
+        "reached at 128 experts with a 16-token prompt (with 8 experts, as above, every expert is touched and "
+        "the bound is lower). What is left above the bound is the decode kernels' speed per byte, which differs "
+        "between a one-token step and a several-token prefill (`runtime/dequant.py`).",
+    ]
+    for r in first:
+        lines += ["", *first_token_bound(r)]
+    for r in narrow:
+        step, private = r["step_s"], r["private_weight_bytes"]
+        lines += [
+            "",
+            "Most of the private memory the code before held was fp32 copies of the BF16 weights (this CPU has no "
+            "native BF16 matmuls, so it computes in fp32); they now stay as stored and each matmul widens them a "
+            f"block at a time. `python benchmarks/bench_narrow.py --checkpoint {Path(r['checkpoint']).name} "
+            f"--threads {r['threads']}`, both loads in one process, steps alternated: a decode step "
+            f"{step['as stored']} s kept as stored against {step['fp32 copies']} s with fp32 copies (ratio "
+            f"{r['ratio_as_stored_to_copies']}), logits differing by {r['max_abs_logit_diff']}, private weights "
+            f"{gb(private['as stored'])} against {gb(private['fp32 copies'])} (load average "
+            f"{r['load_average'][0]:.1f}).",
+        ]
+    return lines
+
+
+def first_token_bound(r: dict) -> list[str]:
+    """How short a prompt must be for its first token to come within 2 decode steps (first_token_bound.py)."""
+    curve = {c["tokens"]: c for c in r["curve"]}
+    shown = ", ".join(f"{n}: {curve[n]['experts_touched']} ({curve[n]['bound_steps']} steps)"
+                      for n in (1, 2, 3, 4, 5, 6, 8, 12, 16) if n in curve)
+    n, steps = r["longest_prompt_within_2_steps"], r["decode_step_ms"]
+    return [
+        f"How short a prompt must be: `python benchmarks/first_token_bound.py --checkpoint DIR --threads "
+        f"{r['threads']} --json first.jsonl`. A decode step reads D = {gb(r['every_token_bytes'])} of weights every "
+        f"token uses (all but the embedding table and the routed experts), one embedding row and {r['active']} "
+        f"experts a layer, x = {gb(r['one_expert_every_layer_bytes'])} for one expert across the {r['moe_layers']} "
+        "MoE layers; a prefill of n tokens reads D once, n rows and the t(n) experts a layer its tokens touch. At "
+        "the same speed per byte its first token costs (D + n row + t(n) x) / (D + row + "
+        f"{r['active']} x) steps, so 2 steps need t(n) <= {r['touched_within_2_steps']} experts a layer. The "
+        "experts the first n tokens of the one-word chat prompt touch, recorded token by token in one prefill "
+        "(a token's routing does not depend on later ones, so these are exactly a prompt of those n tokens), "
+        f"averaged over the layers, with the bound: {shown}. The longest prompt whose first token can come "
+        f"within 2 steps is {n} tokens ({r['even_routing_longest_within_2_steps']} if every token picked its "
+        f"experts evenly at random)"
+        + (f", shorter than any chat prompt: the template alone makes a one-word message {r['prompt_tokens']} "
+           "tokens" if n < r["prompt_tokens"] else "") + f". Measured in the same process (load average {r['load_average'][0]:.1f}): a "
+        f"prefill of those {n} tokens took {r['short_prompt_first_token_ms'] / 1000:.1f} s against decode steps of "
+        f"{', '.join(f'{s / 1000:.1f}' for s in steps)} s, {r['short_prompt_first_token_in_steps']} of the faster step; the "
+        f"whole {r['prompt_tokens']}-token prompt {r['whole_prompt_first_token_ms'] / 1000:.1f} s, "
+        f"{r['whole_prompt_first_token_in_steps']} steps against its bound of {r['whole_prompt_bound_steps']}. "
+        f"This process held {gb(r['memory_end']['file_rss'])} of the file's pages at the end (peak RSS "
+        f"{gb(r['memory_end']['peak_rss'])}): the OS had dropped the rest for other jobs, so those runs read part "
+        "of the file again from disk, which the bound does not count; it is the floor a faster kernel or a quiet "
+        "machine can reach, not a prediction.",
+    ]
+
+
+def _need(plan: dict) -> str:
+    if plan.get("mapped_bytes"):
+        return f"{gb(plan['private_bytes'])} private + {gb(plan['mapped_bytes'])} of the file"
+    return gb(plan["need_bytes"])
+
+
 def load_rows(loads: list[dict]) -> list[str]:
     out = [
         "| checkpoint | files | disk read (buffered, direct) | plan | cold load | warm load | tensors/s (cold, warm) "
@@ -56,7 +167,7 @@ def load_rows(loads: list[dict]) -> list[str]:
             continue
         cold, warm = r["cold"], r["warm"]
         out.append(
-            f"| {name} | {gb(r['file_bytes'])} | {disk} | {r['plan']['verdict']}: {gb(r['plan']['need_bytes'])} | "
+            f"| {name} | {gb(r['file_bytes'])} | {disk} | {r['plan']['verdict']}: {_need(r['plan'])} | "
             f"{cold['load_s']} s ({cold['bytes_per_s'] / 1e9:.2f} GB/s) | {warm['load_s']} s "
             f"({warm['bytes_per_s'] / 1e9:.2f} GB/s) | {cold['tensors_per_s']:,}, {warm['tensors_per_s']:,} | "
             f"{gb(cold['peak_rss'])} |"
@@ -68,9 +179,13 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", required=True)
     p.add_argument("--loads")
+    p.add_argument("--full", help="JSON lines of bench_real_layout.py on the full-size file")
+    p.add_argument("--narrow", help="JSON lines of bench_narrow.py")
+    p.add_argument("--first", help="JSON lines of first_token_bound.py on the full-size file")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-real.md"))
     args = p.parse_args()
-    runs, loads = read(args.runs), read(args.loads)
+    runs, loads, full, narrow = read(args.runs), read(args.loads), read(args.full), read(args.narrow)
+    first = read(args.first)
     last = runs[-1]
     lines = [
         "# The real layout on this CPU: memory, first token, decode cost, load",
@@ -109,6 +224,8 @@ def main():
         "shared machine, and without `OMP_WAIT_POLICY=PASSIVE` they lose badly (OpenMP threads spinning "
         "at every barrier against other processes): the rows above are one thread, or two with PASSIVE.",
     ]
+    if full:
+        lines += full_section(full, narrow, first)
     if loads:
         lines += [
             "",
@@ -119,14 +236,15 @@ def main():
             "page cache (pages dropped first with posix_fadvise; dropping the kernel's caches system-wide is "
             "not allowed here; this virtual disk's host may cache too), then a load from a cold page cache "
             "(every shard's pages dropped) and one from a warm one, each in a fresh process, after the "
-            "planner's CPU check. The full size runs only where the plan says it fits: on this shared "
-            "machine it says tight (or, with less memory free, does not fit), so it was not loaded here; "
+            "planner's CPU check (`--only-if-fits` loads only what it calls fits). The full size loads here "
+            "with the plan saying tight (its private memory fits; some of the file's pages are reread); "
             "`benchmarks/run_gpu_checks.sh real` loads it on a GPU machine.",
             "",
         ]
         lines += load_rows(loads)
     Path(args.out).write_text("\n".join(lines) + "\n")
-    Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "loads": loads}, indent=2) + "\n")
+    Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "loads": loads, "full": full,
+                                                               "narrow": narrow, "first": first}, indent=2) + "\n")
     print("\n".join(lines))
 
 

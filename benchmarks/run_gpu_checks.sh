@@ -21,12 +21,18 @@
 #                                        # memory against the plan, first-token time and tok/s per submodel,
 #                                        # eager and with CUDA graphs, against the bandwidth limit
 #                                        # (docs/benchmarks-real-gpu.md)
+#   benchmarks/run_gpu_checks.sh experts # about 5 min: routed experts in RAM (runtime/placement.py): the split
+#                                        # step on CUDA (a graph for the submodel that stays on the card, eager
+#                                        # for those that reach RAM), then the full-size file (written again if
+#                                        # `real` removed it) loaded plainly, with --cpu-experts all and nested:
+#                                        # tok/s per submodel against the planner's expectation, memory on both
+#                                        # sides (docs/benchmarks-placement-gpu.md)
 #   benchmarks/run_gpu_checks.sh         # all sections (longer than one call allows: run them one by one)
 #
 # Each writes its numbers to docs/ (or to $OUT when set, e.g. the device tool's output folder). It installs
 # and downloads nothing: it needs a Python ($PYTHON, default python3) with a CUDA build of torch (and
 # triton for the fused section); the runtime itself imports only torch and jinja2 (a torch dependency).
-# $SCRATCH (default /tmp) holds the generated checkpoint of `real` (about 20 GB free needed).
+# $SCRATCH (default /tmp) holds the generated checkpoint of `real` and `experts` (about 20 GB free needed).
 set -u
 cd "$(dirname "$0")/.."
 out="${OUT:-docs}"
@@ -72,11 +78,20 @@ section_real() {
     rm -rf "${SCRATCH:-/tmp}/real-layout"
 }
 
+section_experts() {  # routed experts in RAM (issue 34): the split step, then the full-size file placed three ways
+    timeout 90 "$py" -m runtime decode-check --config tests/data/star-elastic-30b/nvfp4 --device cuda --steps 4 \
+        --cpu-experts nested:12B | tee "$out/decode-check-placement.log"
+    timeout 330 "$py" benchmarks/gpu_placement.py --folder "${SCRATCH:-/tmp}/real-layout/nvfp4" \
+        --out "$out/benchmarks-placement-gpu.md" 2>&1 | tee "$out/gpu-placement.log"
+    rm -rf "${SCRATCH:-/tmp}/real-layout"
+}
+
 header
 case "$what" in
     fused) section_fused ;;
     shape) section_shape ;;
     real) section_real ;;
-    all) section_fused; section_shape; section_real ;;
-    *) echo "unknown section '$what': use fused, shape, real or nothing (all)" >&2; exit 2 ;;
+    experts) section_experts ;;
+    all) section_fused; section_shape; section_real; section_experts ;;
+    *) echo "unknown section '$what': use fused, shape, real, experts or nothing (all)" >&2; exit 2 ;;
 esac

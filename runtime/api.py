@@ -9,6 +9,7 @@ nothing the app would not pay; it joins the inference core and the model store, 
 from __future__ import annotations
 
 from . import options
+from .cache import cache_bytes
 from .chat_engine import ChatEngine, TokenCounter
 from .chat_format import ChatFormat
 from .checkpoint.reader import LoadCancelled, LoadProgress
@@ -76,6 +77,7 @@ from .paths import (
     socket_folders,
     use_models_dir,
 )
+from .placement import ExpertPlacement
 from .private_files import make_file_private, make_private_folder, open_append, read_bounded, read_tail, write_private
 from .remote.client import RemoteServer
 from .remote.engine import RemoteEngine
@@ -113,19 +115,19 @@ __all__ = [
     "MAX_SOCKET_PATH", "MAX_TOOL_CALLS", "MIN_P", "NO", "PAUSED", "PORT", "RECORD_FIELDS", "SAMPLING", "STOPPED",
     "SWITCH_TEXT_FIELDS", "TEMPERATURE", "TOOL_TIMEOUT", "TOP_K", "TOP_P", "Approvals", "ChatEngine", "ChatFormat",
     "ChatRequest", "ChatTools", "ConfigError", "Controls", "DepthLevel", "Done", "Download", "DownloadProgress",
-    "ElasticError", "Engine", "EngineQueue", "EngineStatus", "Event", "HardwareProbe", "JsonFileError",
-    "LoadCancelled", "LoadProgress", "McpConfig", "McpError", "McpManager", "MetadataStopped", "Option",
-    "OptionError", "PendingCall", "PortTaken", "Progress", "RemoteEngine", "RemoteServer", "SamplingSettings",
-    "ServerConfig", "ServerThread", "Switch", "Token", "TokenCounter", "UsageError", "add_source", "annotations",
-    "bundled_calculator", "catalog_slices", "check_catalog_slices", "check_cpu_fit", "check_destination",
-    "check_slice", "checkpoint_sizing", "data_dir", "default_models_dir", "delete", "describe", "describe_arguments",
-    "download_dir", "find_level", "fit_submodel", "folder_table", "format_bytes", "hub_token", "import_folder",
-    "instance_name", "is_loopback", "is_panic", "is_spec", "level_names", "list_models", "list_server_models",
-    "load_catalog", "load_probe", "load_sources", "log_file", "lower_level", "make_file_private", "make_plan",
-    "make_private_folder", "merge_imported", "models_dir", "one_line", "open_append", "options", "parse_server",
-    "parse_spec", "plan_checkpoint", "printable", "probe", "read_bounded", "read_config", "read_json_file",
-    "read_key", "read_tail", "refusal", "remove_source", "replay_messages", "resolve", "run_tool_loop",
-    "saved_rounds", "server_model_choices", "show", "socket_file_name", "socket_folders", "stream_in_turn",
-    "table_default_level", "usable_level", "use_models_dir", "valid_api_key", "verify", "where_keys_go",
-    "write_config", "write_private",
+    "ElasticError", "Engine", "EngineQueue", "EngineStatus", "Event", "ExpertPlacement", "HardwareProbe",
+    "JsonFileError", "LoadCancelled", "LoadProgress", "McpConfig", "McpError", "McpManager", "MetadataStopped",
+    "Option", "OptionError", "PendingCall", "PortTaken", "Progress", "RemoteEngine", "RemoteServer",
+    "SamplingSettings", "ServerConfig", "ServerThread", "Switch", "Token", "TokenCounter", "UsageError",
+    "add_source", "annotations", "bundled_calculator", "cache_bytes", "catalog_slices", "check_catalog_slices",
+    "check_cpu_fit", "check_destination", "check_slice", "checkpoint_sizing", "data_dir", "default_models_dir",
+    "delete", "describe", "describe_arguments", "download_dir", "find_level", "fit_submodel", "folder_table",
+    "format_bytes", "hub_token", "import_folder", "instance_name", "is_loopback", "is_panic", "is_spec",
+    "level_names", "list_models", "list_server_models", "load_catalog", "load_probe", "load_sources", "log_file",
+    "lower_level", "make_file_private", "make_plan", "make_private_folder", "merge_imported", "models_dir",
+    "one_line", "open_append", "options", "parse_server", "parse_spec", "plan_checkpoint", "printable", "probe",
+    "read_bounded", "read_config", "read_json_file", "read_key", "read_tail", "refusal", "remove_source",
+    "replay_messages", "resolve", "run_tool_loop", "saved_rounds", "server_model_choices", "show",
+    "socket_file_name", "socket_folders", "stream_in_turn", "table_default_level", "usable_level", "use_models_dir",
+    "valid_api_key", "verify", "where_keys_go", "write_config", "write_private",
 ]

@@ -155,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transplant", action="store_true",
                    help="APPROXIMATE switch: reuse the thinking submodel's state instead of re-prefilling")
     _device_flags(p)
+    _cpu_experts_flag(p, "auto")
 
     p = sub.add_parser("serve", help="a local OpenAI-compatible server: /v1/chat/completions, /v1/models, /health")
     p.add_argument("--checkpoint", required=True)
@@ -168,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     for option in options.SERVER_LIMITS:  # --request-timeout, --keep-alive-timeout, --max-connections
         add_flag(p, option, help=True)
     _device_flags(p)
+    _cpu_experts_flag(p, "auto")
 
     models_cli.add_parser(sub)
 
@@ -179,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", choices=("auto", "triton", "torch"),
                    help="packed matmuls: auto (the engine's choice), triton (the fused kernels, also on meta), "
                         "torch (dequantize on CUDA); default: ELASTIC_CHAT_KERNEL, else auto")
+    _cpu_experts_flag(p, "none")
 
     p = sub.add_parser("kernel-check", help="a packed-weight kernel against the exact reference, and its GB/s")
     p.add_argument("--format", required=True, choices=("nvfp4", "fp8"))
@@ -190,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_flag(p, SEED)
     p.add_argument("--json", action="store_true", help="one JSON object per case (the contract: docs/cli.md)")
     return parser
+
+
+def _cpu_experts_flag(p, default: str):
+    p.add_argument("--cpu-experts", default=default, metavar="PLACEMENT",
+                   help="routed experts kept in RAM and computed by the CPU, for a GPU that cannot hold the "
+                        "file: none, all, N (the first N MoE layers'), nested:SUBMODEL (all, and that "
+                        "submodel's slice of them also on the GPU, so it runs there alone)"
+                        + (", or auto (the planner's choice)" if default == "auto" else ""))
 
 
 def _device_flags(p):

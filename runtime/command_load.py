@@ -1,5 +1,6 @@
 """What the commands that load a checkpoint share (`generate`, cli.py; `serve`, server/runner.py):
-the load itself, with the model store's submodel table and its RAM check before a CPU load, and its
+the load itself, with the model store's submodel table and its RAM check before a CPU load, the
+routed experts' placement (`--cpu-experts`, placement.py; `auto` asks the planner), and its
 progress on stderr. It joins the inference core and the store, as the commands do
 (tests/test_boundaries.py lists it with them).
 """
@@ -10,19 +11,39 @@ import sys
 import time
 from pathlib import Path
 
+from .device import pick_device
 from .engine import Engine
 from .errors import UsageError
-from .store.planner import check_cpu_fit
+from .placement import ExpertPlacement
+from .store.hardware import probe
+from .store.planner import check_cpu_fit, plan_checkpoint
 from .store.submodel_tables import folder_table
 
 
 def load_engine(args) -> Engine:
-    """The checkpoint of a command's `--checkpoint`, `--device`, `--dtype` and `--max-context`."""
+    """The checkpoint of a command's `--checkpoint`, `--device`, `--dtype`, `--max-context` and
+    `--cpu-experts`."""
     folder = Path(args.checkpoint)
     if not folder.is_dir():
         raise UsageError(f"--checkpoint {args.checkpoint} is not a folder; point it at a checkpoint folder")
     return Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                       table=folder_table(folder), progress=stderr_progress(), preflight=check_cpu_fit)
+                       table=folder_table(folder), progress=stderr_progress(), preflight=check_cpu_fit,
+                       placement=expert_placement(args))
+
+
+def expert_placement(args) -> ExpertPlacement:
+    """The --cpu-experts placement to load with (runtime/placement.py); `auto`: on a GPU the planner's
+    proposal when the parent does not fit it (said on stderr), else none."""
+    if args.cpu_experts.strip().lower() != "auto":
+        return ExpertPlacement.parse(args.cpu_experts)
+    if pick_device(args.device, "float32")[0].type != "cuda":
+        return ExpertPlacement()
+    plan = plan_checkpoint(Path(args.checkpoint), probe(), args.max_context)
+    if plan.placement is None:
+        return ExpertPlacement()
+    print(f"the parent does not fit this GPU: --cpu-experts {plan.placement} ({plan.proposed().reason})",
+          file=sys.stderr)
+    return ExpertPlacement.parse(plan.placement)
 
 
 def stderr_progress(every_s: float = 1.0):

@@ -53,15 +53,18 @@ class GraphSet:
             log.warning("CUDA graphs off, decoding eagerly: %s", reason)
             self.reason = reason
 
-    def runner(self) -> "GraphRunner":
-        return GraphRunner(self)
+    def runner(self, eager: str | None = None) -> "GraphRunner":
+        """A runner for one decode step; `eager` (why) makes it never capture, e.g. a step that leaves
+        the device mid-way (routed experts in RAM, placement.py)."""
+        return GraphRunner(self, eager)
 
 
 class GraphRunner:
     """The captured graphs of one decode step (one per key), with their static outputs."""
 
-    def __init__(self, graphs: GraphSet):
+    def __init__(self, graphs: GraphSet, eager: str | None = None):
         self.graphs = graphs
+        self.eager = eager
         self.captured: dict[object, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}
 
     def run(self, key, step: Callable[[], torch.Tensor]) -> torch.Tensor:
@@ -71,7 +74,7 @@ class GraphRunner:
         used; it also warms up cuBLAS and the matmul self-tests outside capture), then captures it.
         Later calls replay the graph. A failed capture turns graphs off for the whole set.
         """
-        if not self.graphs.enabled:
+        if not self.graphs.enabled or self.eager is not None:
             return step()
         hit = self.captured.get(key)
         if hit is not None:

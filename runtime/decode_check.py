@@ -2,15 +2,18 @@
 from a config alone (no weights are read: random values, or nothing at all on the meta device).
 
     python -m runtime decode-check --config DIR [--submodel NAME] [--device DEV] [--steps N]
-        [--kernel auto|triton|torch]
+        [--kernel auto|triton|torch] [--cpu-experts P]
 
 DIR holds `config.json` and `elastic.json` (and `hf_quant_config.json` for packed weights).
 A short prefill, then N decode steps through exactly `DecodeStep.send`/`receive` with the
 device sampler, then one JSON line per submodel (the last stdout line is the last submodel's):
-{"submodel", "layers", "ops_per_step", "device", "decode_path", "matmul_path"}. `ops_per_step`
-counts the ATen ops of one step (sampling included) with torch's dispatch mode; `matmul_path` is
-the packed matmuls' path (matmul.py); `--kernel triton` takes the fused Triton kernels, which on
-meta run as their shape functions.
+{"submodel", "layers", "ops_per_step", "device", "decode_path", "matmul_path", "placement",
+"experts_in_ram"}. `ops_per_step` counts the ATen ops of one step (sampling included) with torch's
+dispatch mode; `matmul_path` is the packed matmuls' path (matmul.py); `--kernel triton` takes the
+fused Triton kernels, which on meta run as their shape functions. `--cpu-experts` puts routed
+experts in RAM as `generate` does (placement.py): on meta the "host" is a second meta device, so
+the run checks the split step's shapes to the end; `experts_in_ram` says whether this submodel's
+step reaches them.
 
 On `--device meta` tensors have shapes but no values: a host synchronisation (`.item()`,
 `.tolist()`, `nonzero`, a Python branch on a value) or a data-dependent shape raises there, so a
@@ -37,12 +40,14 @@ from .checkpoint.weights import (
     MLPWeights,
     ModelWeights,
     MoEWeights,
+    has_host_experts,
     submodel_views,
 )
 from .device import pick_device
 from .errors import UsageError
 from .matmul import force
 from .model import ElasticModel
+from .placement import ExpertPlacement
 from .sampling import DeviceSampler, SamplingSettings
 from .units import format_bytes
 
@@ -143,9 +148,10 @@ def random_weights(cfg: ModelConfig, device: torch.device, dtype: torch.dtype, q
 
 
 def random_model(folder, device: str | None = "auto", dtype: str | None = "auto", packed: bool = True,
-                 seed: int = 0) -> ElasticModel:
+                 seed: int = 0, placement: ExpertPlacement | None = None) -> ElasticModel:
     """An ElasticModel for `folder`'s config.json and elastic.json with random weights (packed as
-    its quantization config says, unless packed=False). On meta the default dtype is bfloat16."""
+    its quantization config says, unless packed=False). On meta the default dtype is bfloat16.
+    `placement`: routed experts to put in RAM (on meta, a second meta "host": shapes only)."""
     folder = Path(folder)
     _, cfg, quant, subs = read_model_files(folder)
     quant = quant if packed else None
@@ -161,8 +167,24 @@ def random_model(folder, device: str | None = "auto", dtype: str | None = "auto"
                          f"{dev.type} has {format_bytes(free, 'GiB')} free; use --device meta to check the step "
                          "without memory")
     weights = random_weights(cfg, dev, dt, quant, seed)
+    placement = placement or ExpertPlacement()
+    _place_experts(cfg, weights, placement, placement.kept(subs), dev if dev.type == "meta" else torch.device("cpu"))
     views = {s.name: submodel_views(cfg, weights, s) for s in subs}
-    return ElasticModel(folder, cfg, {s.name: s for s in subs}, subs[0], weights, views, dev, dt, quant)
+    return ElasticModel(folder, cfg, {s.name: s for s in subs}, subs[0], weights, views, dev, dt, quant,
+                        placement=placement)
+
+
+def _place_experts(cfg: ModelConfig, weights: ModelWeights, placement: ExpertPlacement, kept, host) -> None:
+    """Moves the routed experts `placement` puts in RAM to `host` (keeping `kept`'s slice on the device),
+    as loading places them (load.py `_load_moe`), for weights made whole on the device."""
+    for i in placement.on_host(cfg):
+        w = weights.layers[i].mixer
+        w.host_up, w.host_down = w.up.to(host), w.down.to(host)
+        if kept is None:
+            w.up = w.down = None
+        else:
+            e, f, h = kept.n_routed_experts[i], kept.moe_intermediate_size[i], kept.hidden_size
+            w.up, w.down = w.up[:e, :f, :h], w.down[:e, :h, :f]
 
 
 def _free_bytes(device: torch.device) -> float:
@@ -199,16 +221,17 @@ def check_submodel(model: ElasticModel, name: str, steps: int, sampling: Samplin
     if cache.length != PREFILL + steps:
         raise RuntimeError(f"the cache holds {cache.length} tokens after {PREFILL} + {steps}")
     return {"submodel": name, "layers": cfg.num_layers, "ops_per_step": counted, "device": str(model.device),
-            "decode_path": model.decode_path(), "matmul_path": model.compute_path()}
+            "decode_path": model.decode_path(), "matmul_path": model.compute_path(),
+            "placement": model.placement.spec, "experts_in_ram": has_host_experts(model.views[name])}
 
 
 def decode_check(folder, submodel: str | None = None, device: str | None = "auto", steps: int = 4,
-                 kernel: str | None = None) -> list[dict]:
+                 kernel: str | None = None, placement: ExpertPlacement | None = None) -> list[dict]:
     if steps < 1:
         raise UsageError("--steps must be at least 1")
     force(kernel)
     try:
-        model = random_model(folder, device)
+        model = random_model(folder, device, placement=placement)
         names = [model.submodel(submodel).name] if submodel else list(model.views)
         with torch.inference_mode():
             return [check_submodel(model, name, steps) for name in names]
@@ -217,6 +240,7 @@ def decode_check(folder, submodel: str | None = None, device: str | None = "auto
 
 
 def main(args) -> int:
-    for row in decode_check(args.config, args.submodel, args.device, args.steps, args.kernel):
+    placement = ExpertPlacement.parse(args.cpu_experts)
+    for row in decode_check(args.config, args.submodel, args.device, args.steps, args.kernel, placement):
         print(json.dumps(row), flush=True)
     return 0

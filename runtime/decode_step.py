@@ -67,7 +67,7 @@ def step_logits(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, token: 
                 positions: torch.Tensor) -> torch.Tensor:
     """The step itself: token (1,) at position pos (1,) -> fp32 logits (1, vocab); caches advance in place.
     `positions` is arange(span): attention reads that many cached keys."""
-    x = F.embedding(token, w.embed)  # (1, hidden)
+    x = F.embedding(token, w.embed).to(w.norm_f.dtype)  # (1, hidden); the table may be narrower (widen.py)
     dtype = x.dtype
     # 0 for the keys up to the token, -inf after it: one mask for every attention layer.
     mask = torch.where(positions <= pos, 0.0, float("-inf")).to(dtype)[None]  # (1, span)
@@ -89,14 +89,15 @@ class DecodeStep:
     """One cache's decode step: its fixed input buffers, its graphs, and the host's view of it."""
 
     def __init__(self, cfg: ModelConfig, weights: ModelWeights, cache: SequenceCache, device: torch.device,
-                 graphs: GraphSet):
+                 graphs: GraphSet, eager: str | None = None):
+        """`eager`: why this step never runs as a graph even where graphs are on (routed experts in RAM)."""
         self.cfg, self.weights, self.cache, self.device = cfg, weights, cache, torch.device(device)
         self.token = torch.zeros(1, dtype=torch.long, device=device)
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
         self.positions = torch.arange(cache.max_len, device=device)
-        self.runner = graphs.runner()
-        grouped_experts(self.device, weights.embed.dtype)  # decided now, outside any capture
-        prepare_tables(self.device, weights.embed.dtype)  # a graph cannot copy them to the device
+        self.runner = graphs.runner(eager)
+        grouped_experts(self.device, weights.norm_f.dtype)  # decided now, outside any capture
+        prepare_tables(self.device, weights.norm_f.dtype)  # a graph cannot copy them to the device
         cuda = self.device.type == "cuda"
         self.host = torch.zeros(1, dtype=torch.long, pin_memory=cuda)  # the sampled token, copied out
         self.host_signals = torch.zeros(SIGNAL_SLOTS, dtype=torch.float32, pin_memory=cuda)  # sent with it

@@ -3,7 +3,9 @@
 Default: CUDA in bfloat16 when an NVIDIA GPU is usable, else the CPU in float32 (fp32 keeps the
 CPU path an exact reference), except for a large checkpoint whose dense weights are stored in BF16
 on a CPU with native BF16 matmuls (AVX512-BF16/AMX): it runs in bfloat16, so those weights stay as
-stored, views of the file, instead of fp32 copies twice their size.
+stored, views of the file, instead of fp32 copies twice their size. On a CPU without them such a
+checkpoint runs in float32 but keeps those weights as stored all the same (`keeps_narrow`): each
+matmul widens them block by block (widen.py), which is exact.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ def cpu_runs_bf16() -> bool:
         return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         return False
+
+
+def keeps_narrow(device: torch.device, dtype: torch.dtype, stored_bf16_bytes: int) -> bool:
+    """Whether linears and embeddings stored in BF16/FP16 stay as stored under this compute dtype
+    (views of the file) instead of being copied into it: a large checkpoint computed in fp32 on the CPU."""
+    return torch.device(device).type == "cpu" and dtype == torch.float32 and 2 * stored_bf16_bytes > CPU_FP32_LIMIT
 
 
 def pick_device(device: str | None = None, dtype: str | None = None, stored_bf16_bytes: int = 0

@@ -29,6 +29,7 @@ from .events import Event, Prefill
 from .generate import ChatRequest
 from .model import ElasticModel
 from .options import ENGINE_CONTEXT
+from .placement import ExpertPlacement
 
 PREFILL_CHUNK = 512
 
@@ -43,6 +44,7 @@ class EngineStatus:
     cache_bytes: int
     max_context: int
     decode_path: str = "eager"  # "CUDA graph", or "eager (why)"
+    placement: str = ""  # where each part of the weights lives (ElasticModel.placement_status)
 
 
 class Engine:
@@ -64,20 +66,21 @@ class Engine:
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
              max_context: int = ENGINE_CONTEXT, elastic: dict | None = None, table: SubmodelTable | None = None,
              progress: ProgressFn | None = None, cancelled: Callable[[], bool] | None = None,
-             preflight: Callable[[Path, int, str | None], object] | None = None) -> "Engine":
+             preflight: Callable[[Path, int, str | None], object] | None = None,
+             placement: ExpertPlacement | None = None) -> "Engine":
         """Loads a checkpoint folder with `table` (the model store's `folder_table` adds the catalog's
         estimates for a folder without elastic.json), else `elastic` (a table object), else the
         folder's own elastic.json (or the parent alone). On the CPU it first runs `preflight(folder,
         max_context, resident)`, which raises to refuse the load (the commands pass the store's
-        `check_cpu_fit`: the plan must fit the available RAM). `progress` and `cancelled`: as for
-        `ElasticModel.load`."""
+        `check_cpu_fit`: the plan must fit the available RAM). `progress`, `cancelled` and `placement`
+        (routed experts in RAM): as for `ElasticModel.load`."""
         if table is None:
             table = SubmodelTable(elastic, {}, "the caller's table") if elastic is not None else \
                 (own_table(folder) or PARENT_ONLY)
         if preflight is not None and pick_device(device, "float32")[0].type == "cpu":
             preflight(Path(folder), max_context, resident)
-        engine = cls(ElasticModel.load(Path(folder), resident, device, dtype, table.elastic, progress, cancelled),
-                     max_context, table=table)
+        engine = cls(ElasticModel.load(Path(folder), resident, device, dtype, table.elastic, progress, cancelled,
+                                       placement), max_context, table=table)
         engine.prepare_decode()
         return engine
 
@@ -114,7 +117,7 @@ class Engine:
         return EngineStatus(str(self.model.folder), self.model.resident.name, tuple(self.submodels_by_size()),
                             self.model.compute_path(),
                             self.model.resident_bytes(), sum(c.nbytes() for c in self.caches.values()),
-                            self.max_context, self.model.decode_path())
+                            self.max_context, self.model.decode_path(), self.model.placement_status())
 
     # ------------------------------------------------------------------ replies (chat_engine.ChatEngine)
 

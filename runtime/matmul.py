@@ -31,11 +31,12 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import kernels
 from .checkpoint.quant import PackedFP8, PackedNVFP4
 from .checkpoint.quant_pack import FP8_MAX, pack_fp8, pack_nvfp4, swizzle_block_scales
 from .dequant import linear as dequant_linear
 from .errors import UsageError
+from .kernels import backend, unavailable
+from .widen import widened_linear
 
 ENV = "ELASTIC_CHAT_KERNEL"
 KERNELS = ("auto", "triton", "torch")
@@ -80,6 +81,8 @@ def forced_kernel() -> str:
 
 def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
     if isinstance(w, torch.Tensor):
+        if w.dtype != x.dtype:  # a weight kept as stored, narrower than the compute dtype (widen.py)
+            return widened_linear(x, w, bias)
         return F.linear(x, w, bias)
     path = kernel_for(w).for_rows(x.numel() // x.shape[-1])
     if path == "fp8-scaled":
@@ -87,7 +90,7 @@ def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor
     elif path == "nvfp4-native":
         out = _nvfp4_native(x, w)
     elif path == "fused":
-        out = kernels.backend("triton").linear(x, w)
+        out = backend("triton").linear(x, w)
     else:
         out = dequant_linear(x, w)
     return out if bias is None else out + bias
@@ -101,7 +104,7 @@ def experts_fused(w) -> bool:
 def fused_experts(x: torch.Tensor, w, ids: torch.Tensor) -> torch.Tensor:
     """x (T, K) or (T, k, K) through experts ids (T, k) of a stacked packed weight: (T, k, N), the ids
     read on the device (kernels/__init__.py's `experts`)."""
-    return kernels.backend("triton").experts(x, w, ids)
+    return backend("triton").experts(x, w, ids)
 
 
 def kernel_for(w) -> KernelChoice:
@@ -119,7 +122,7 @@ def describe(device: torch.device, fmt: str) -> KernelChoice:
 def _choose(device: torch.device, fmt: str, forced: str) -> KernelChoice:
     fallback = f"{fmt} weight-only dequantize"
     if forced == "triton":
-        why = kernels.unavailable("triton", device)
+        why = unavailable("triton", device)
         if why is None:
             shapes = " (shapes only on meta)" if device.type == "meta" else ""
             return KernelChoice("fused", f"{fmt} fused Triton kernels{shapes}", f"chosen by {ENV}=triton",
@@ -160,7 +163,7 @@ def _label(fmt: str, roles: dict[str, str]) -> str:
 
 def _fused_problem(device: torch.device, fmt: str) -> str | None:
     """Why the fused Triton kernels cannot run `fmt` on this GPU (not installed, or a failed self-test)."""
-    return kernels.unavailable("triton", device) or kernels.backend("triton").self_test(device, fmt)
+    return unavailable("triton", device) or backend("triton").self_test(device, fmt)
 
 
 def _native_problem(device: torch.device, fmt: str) -> str | None:

@@ -26,15 +26,24 @@ from .checkpoint.load import load_weights
 from .checkpoint.quant import QuantSpec
 from .checkpoint.reader import MappedShards, ProgressFn
 from .checkpoint.submodels import Submodel
-from .checkpoint.weights import ModelWeights, is_linear, resident_bytes, submodel_views
-from .cuda_graphs import GraphSet
+from .checkpoint.weights import (
+    ModelWeights,
+    has_host_experts,
+    host_expert_bytes,
+    is_linear,
+    resident_bytes,
+    submodel_views,
+)
+from .cuda_graphs import GRAPH, GraphSet
 from .decode_step import DecodeStep, rms_norm
-from .device import pick_device
+from .device import keeps_narrow, pick_device
 from .errors import UsageError
 from .mamba import mamba_mixer
 from .matmul import describe as describe_kernel
 from .matmul import linear
 from .moe import mlp, moe
+from .placement import EXPERTS_IN_RAM, ExpertPlacement
+from .placement import describe as describe_placement
 
 
 def forward(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, ids: list[int], all_logits: bool = False):
@@ -43,7 +52,8 @@ def forward(cfg: ModelConfig, w: ModelWeights, cache: SequenceCache, ids: list[i
     Returns fp32 logits: (T, vocab) if all_logits else (1, vocab) for the last token.
     """
     pos = cache.length
-    x = F.embedding(torch.tensor(ids, device=w.embed.device), w.embed)  # (T, hidden)
+    # the table may be kept as stored, narrower than the compute dtype (widen.py): widen the rows only
+    x = F.embedding(torch.tensor(ids, device=w.embed.device), w.embed).to(w.norm_f.dtype)  # (T, hidden)
     for layer, state in zip(w.layers, cache.layers):
         y = rms_norm(x, layer.norm, cfg.layer_norm_epsilon)
         if layer.kind == MAMBA:
@@ -73,6 +83,7 @@ class ElasticModel:
     dtype: torch.dtype
     quant: QuantSpec | None = None  # None: a dense (BF16/FP16/FP32) checkpoint
     mapped: MappedShards | None = None  # the shard mappings CPU weights are views of
+    placement: ExpertPlacement = ExpertPlacement()  # which routed experts live in RAM (placement.py)
     graphs: GraphSet = field(init=False)  # whether decode steps replay as CUDA graphs, and why not
 
     def __post_init__(self):
@@ -81,7 +92,8 @@ class ElasticModel:
     @classmethod
     def load(cls, folder, resident: str | None = None, device: str | None = None, dtype: str | None = None,
              elastic: dict | None = None, progress: ProgressFn | None = None,
-             cancelled: Callable[[], bool] | None = None) -> "ElasticModel":
+             cancelled: Callable[[], bool] | None = None,
+             placement: ExpertPlacement | None = None) -> "ElasticModel":
         """Loads a checkpoint folder.
 
         Args:
@@ -91,6 +103,7 @@ class ElasticModel:
             elastic: an `elastic.json` object to use instead of the folder's (from the catalog).
             progress: called after every tensor read with a `LoadProgress` (bytes of the total, the shard).
             cancelled: polled between tensors; True stops the load with `LoadCancelled`.
+            placement: routed experts to keep in RAM, computed by the CPU (placement.py; default none).
         """
         folder = Path(folder)
         # The one validation `models verify` runs too (checkpoint/check.py), so they cannot diverge.
@@ -103,9 +116,14 @@ class ElasticModel:
         bf16 = sum(info.nbytes for name, info in table.items() if info.dtype == "BF16"
                    and not (is_linear(name) and name + "_scale" in table))
         dev, dt = pick_device(device, dtype, bf16)
-        weights, mapped = load_weights(cfg, table, root, dev, dt, progress, cancelled)
+        placement = placement or ExpertPlacement()
+        kept = placement.kept(subs)
+        if kept is not None and not kept.fits_within(root):
+            raise UsageError(f"--cpu-experts {placement.spec}: {kept.name} is not within the resident {root.name}")
+        weights, mapped = load_weights(cfg, table, root, dev, dt, progress, cancelled, placement, kept,
+                                       keeps_narrow(dev, dt, bf16))
         views = {s.name: submodel_views(cfg, weights, s) for s in subs if s.fits_within(root)}
-        return cls(folder, cfg, by_name, root, weights, views, dev, dt, quant, mapped)
+        return cls(folder, cfg, by_name, root, weights, views, dev, dt, quant, mapped, placement)
 
     @property
     def parent(self) -> Submodel:
@@ -148,12 +166,26 @@ class ElasticModel:
         if cache.submodel != name:
             raise UsageError(f"this cache belongs to submodel {cache.submodel!r}, not {name!r}")
         if cache.step is None:
-            cache.step = DecodeStep(self.config, self.views[name], cache, self.device, self.graphs)
+            eager = EXPERTS_IN_RAM if has_host_experts(self.views[name]) else None
+            cache.step = DecodeStep(self.config, self.views[name], cache, self.device, self.graphs, eager)
         return cache.step
 
     def decode_path(self) -> str:
-        """How decode steps run, in words: "CUDA graph" or "eager (why)"."""
-        return self.graphs.status
+        """How decode steps run, in words: "CUDA graph" or "eager (why)"; with routed experts in RAM,
+        which submodels run eagerly because of them."""
+        in_ram = [n for n, v in self.views.items() if has_host_experts(v)]
+        if not in_ram or not self.graphs.enabled:
+            return self.graphs.status
+        if len(in_ram) == len(self.views):
+            return f"eager ({EXPERTS_IN_RAM})"
+        graphs = [n for n in self.views if n not in in_ram]
+        return f"{GRAPH} for {', '.join(graphs)}; eager for {', '.join(in_ram)} ({EXPERTS_IN_RAM})"
+
+    def placement_status(self) -> str:
+        """Where each part of the weights lives, in words (the engine status)."""
+        where = {"cpu": "CPU", "cuda": "GPU"}.get(self.device.type, str(self.device))
+        host = host_expert_bytes(self.weights)
+        return describe_placement(self.placement, self.config, where, host)
 
     def resident_bytes(self) -> int:
         """Bytes of weights in memory: every available submodel together (views share storage)."""

@@ -17,7 +17,9 @@ weights read once per chunk, but the grouping reads the routing on the host), an
 A large checkpoint on the CPU keeps its experts as per-expert views of the file (load.py), which
 cannot be gathered by a device index: there the decode step reads the k chosen ids on the host
 and runs those experts one by one (`_by_expert`, as a prefill does). A CPU has no graph to break
-and no device to wait for; on a GPU experts are always stacked, and the step stays sync-free.
+and no device to wait for; on a GPU experts are always stacked, and the step stays sync-free,
+except where a placement keeps them in RAM (placement.py): `in_ram` sends the activations and the
+routing to the CPU, which runs the chosen experts there as on a CPU load, and the sum comes back.
 """
 
 from __future__ import annotations
@@ -125,23 +127,31 @@ def _grouped(x: torch.Tensor, w: MoEWeights, ids: torch.Tensor, weights: torch.T
 
 
 def moe_gathered(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
-    """x: (T, hidden) -> (T, hidden), each token's k experts run on the device without host sync."""
+    """x: (T, hidden) -> (T, hidden), each token's k experts run on the device without host sync
+    (except experts in RAM, which the CPU runs: `in_ram`)."""
     ids, weights = route(x, w, cfg)  # (T, k)
+    if w.host_up is not None:
+        return in_ram(x, w, ids, weights) + mlp(x, w.shared)
     if isinstance(w.up, list):  # per-expert views of the file (a large checkpoint on the CPU): read the ids
-        return _by_expert(x, w, ids, weights) + mlp(x, w.shared)
+        return _by_expert(x, w.up, w.down, ids, weights) + mlp(x, w.shared)
     if isinstance(w.up, torch.Tensor) and grouped_experts(x.device, x.dtype):
         return _grouped(x, w, ids, weights).to(x.dtype) + mlp(x, w.shared)
+    return _gathered(x, w.up, w.down, ids, weights) + mlp(x, w.shared)
+
+
+def _gathered(x: torch.Tensor, up, down, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """The chosen experts of stacked weights gathered on the device (packed ones while packed), one bmm."""
     T, k = ids.shape
-    if experts_fused(w.up):  # packed, on the fused kernels (CUDA): read in place, ids stay on the device
-        h = relu2(fused_experts(x, w.up, ids))  # (T, k, F)
-        out = fused_experts(h, w.down, ids)  # (T, k, hidden)
+    if experts_fused(up):  # packed, on the fused kernels (CUDA): read in place, ids stay on the device
+        h = relu2(fused_experts(x, up, ids))  # (T, k, F)
+        out = fused_experts(h, down, ids)  # (T, k, hidden)
     else:
         flat = ids.reshape(-1)
         xs = x[:, None, :].expand(T, k, x.shape[1]).reshape(T * k, -1, 1)  # (T*k, hidden, 1)
-        h = relu2(torch.bmm(_dense(take(w.up, flat), x.dtype), xs))  # (T*k, F, 1)
-        out = torch.bmm(_dense(take(w.down, flat), x.dtype), h).view(T, k, -1)  # (T, k, hidden)
+        h = relu2(torch.bmm(_dense(take(up, flat), x.dtype), xs))  # (T*k, F, 1)
+        out = torch.bmm(_dense(take(down, flat), x.dtype), h).view(T, k, -1)  # (T, k, hidden)
     routed = torch.bmm(weights[:, None, :], out.float())[:, 0]  # (T, hidden) fp32
-    return routed.to(x.dtype) + mlp(x, w.shared)
+    return routed.to(x.dtype)
 
 
 def moe(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
@@ -151,16 +161,35 @@ def moe(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
         # read the routing: gather (on meta no memory is used, so this is free).
         return moe_gathered(x, w, cfg)
     ids, weights = route(x, w, cfg)
-    return _by_expert(x, w, ids, weights) + mlp(x, w.shared)
+    if w.host_up is not None:
+        return in_ram(x, w, ids, weights) + mlp(x, w.shared)
+    return _by_expert(x, w.up, w.down, ids, weights) + mlp(x, w.shared)
 
 
-def _by_expert(x: torch.Tensor, w: MoEWeights, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def in_ram(x: torch.Tensor, w: MoEWeights, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Routed experts kept in RAM (placement.py): the activations and the routing cross to the CPU,
+    the experts run there as on a CPU load (each chosen one read once), and their sum comes back.
+    On CUDA the copy to the host waits for the device, which is why such a step runs eagerly."""
+    host = _device_of(w.host_up)
+    xh, ih, wh = x.to(host), ids.to(host), weights.to(host)
+    if host.type == "meta":  # shapes only (decode-check): the routing has no values to group by
+        routed = _gathered(xh, w.host_up, w.host_down, ih, wh)
+    else:
+        routed = _by_expert(xh, w.host_up, w.host_down, ih, wh)
+    return routed.to(x.device)
+
+
+def _device_of(experts) -> torch.device:
+    return (experts[0] if isinstance(experts, list) else experts).device
+
+
+def _by_expert(x: torch.Tensor, up, down, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """The routed experts, each chosen expert run once on its tokens (its weights read once); reads
     the routing on the host."""
     routed = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
     for e in ids.unique().tolist():
         tokens, slot = (ids == e).nonzero(as_tuple=True)
-        y = linear(relu2(linear(x[tokens], w.up[e])), w.down[e])
+        y = linear(relu2(linear(x[tokens], up[e])), down[e])
         routed.index_add_(0, tokens, y.float() * weights[tokens, slot, None])
     return routed.to(x.dtype)
 

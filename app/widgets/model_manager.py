@@ -170,6 +170,8 @@ class ModelManager(QDialog):
                 self.table.setItem(i, j, item)
             if r.folder is not None:
                 self.table.item(i, 0).setToolTip(f"{r.title}\n{r.folder}")
+            if r.placement:  # the parent does not fit the GPU: where its parts would live, and the speed
+                self.table.item(i, 3).setToolTip(f"{r.path_text}\n{r.placement}")
             for j in range(3):
                 fit = r.fits[j] if j < len(r.fits) else None
                 item = QTableWidgetItem(f"{fit.name} {VERDICT_MARKS[fit.verdict]}" if fit else "–")

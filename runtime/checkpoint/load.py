@@ -3,32 +3,38 @@
 Every tensor is read in its stored form through the shard mappings (reader.py), then placed:
 
 * on the CPU, a whole tensor whose stored dtype is the compute dtype stays a view of the file
-  (file-backed pages, read in now so the first token does not wait for the disk); anything sliced,
-  reordered or converted is copied, and the pages it came from are released;
+  (file-backed pages, read in now so the first token does not wait for the disk), and so does a BF16
+  linear or embedding under fp32 when the device keeps them narrow (device.keeps_narrow, widen.py);
+  anything sliced, reordered or converted is copied, and the pages it came from are released;
 * on a GPU, each tensor is copied to the device as it is read and its host pages released, so
   host memory never holds more than a tensor or so of the file;
 * routed experts are stacked into one (E, out, in) weight per projection (the decode step gathers
   from it on the device), written expert by expert into the stacked tensor. On the CPU, experts
   that would be copied to be stacked stay per-expert views instead when they are large
-  (EXPERT_COPY_LIMIT): a private copy of a 30B's 16 GB of experts is what a CPU cannot spare.
+  (EXPERT_COPY_LIMIT): a private copy of a 30B's 16 GB of experts is what a CPU cannot spare;
+* routed experts a placement keeps in RAM (placement.py) stay per-expert views of the file on the
+  CPU whatever the device, and a nested placement also stacks its submodel's slice on the device.
 
 `load_weights` reports progress (bytes read of the total, the shard) and checks a cancel flag
-between tensors. `stored_bytes` and `resident_bytes_of` size a submodel from the headers alone,
-for the progress total and for the planner: they are the same arithmetic the loader follows.
+between tensors. `held_tensors` (and `stored_bytes`, `resident_bytes_of`) size a submodel from the
+headers alone, tensor by tensor, with what stays a view of the file: for the progress total and for
+the planner, the same arithmetic the loader follows (tests compare them with real loads).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from ..errors import CheckpointError
+from ..placement import ExpertPlacement
 from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .quant import BLOCK, PackedFP8, PackedNVFP4, block_slice
-from .reader import LoadMeter, MappedShards, ProgressFn
+from .reader import DTYPES, LoadMeter, MappedShards, ProgressFn
 from .safetensors_io import BYTES_PER_ELEMENT, TensorInfo
 from .submodels import Submodel
 from .weights import (
@@ -46,6 +52,7 @@ from .weights import (
 
 EXPERT_COPY_LIMIT = 256 << 20  # bytes of routed experts the CPU may copy to stack them
 FP32_NAMES = (".A_log", ".D", ".dt_bias", ".gate.weight", ".gate.e_score_correction_bias")  # kept fp32
+NARROW = ("BF16", "F16")  # stored dtypes a CPU may keep under an fp32 compute dtype (device.keeps_narrow)
 
 Index = slice | torch.Tensor  # a prefix/range, or explicit positions in the order wanted
 
@@ -59,33 +66,73 @@ def _companions(name: str) -> tuple[str, ...]:
 
 def stored_bytes(cfg: ModelConfig, table: dict[str, TensorInfo], sub: Submodel) -> int:
     """Bytes of stored tensor data the loader reads to make `sub` resident (its slices only)."""
-    return _sum_bytes(cfg, table, sub, None)
+    return sum(t.nbytes for t in held_tensors(cfg, table, sub, None))
 
 
-def resident_bytes_of(cfg: ModelConfig, table: dict[str, TensorInfo], sub: Submodel, dtype: torch.dtype) -> int:
+def resident_bytes_of(cfg: ModelConfig, table: dict[str, TensorInfo], sub: Submodel, dtype: torch.dtype,
+                      narrow: bool = False) -> int:
     """Bytes `sub`'s weights hold once loaded with compute dtype `dtype`: packed linears as stored,
-    routers and Mamba A/D/dt_bias in fp32, every other tensor in `dtype`."""
-    return _sum_bytes(cfg, table, sub, torch.empty((), dtype=dtype).element_size())
+    routers and Mamba A/D/dt_bias in fp32, every other tensor in `dtype` (with `narrow`, linears and
+    embeddings stored in BF16/FP16 under an fp32 compute dtype stay as stored: device.keeps_narrow)."""
+    return sum(t.nbytes for t in held_tensors(cfg, table, sub, dtype, narrow))
 
 
-def _sum_bytes(cfg, table, sub, compute_size: int | None) -> int:
+@dataclass(frozen=True)
+class Held:
+    """How loading holds one stored tensor (or its slice)."""
+
+    name: str
+    nbytes: int
+    mapped: bool  # on the CPU: a view of the file (file-backed pages the OS may drop and reread), not a copy
+
+
+def held_tensors(cfg: ModelConfig, table: dict[str, TensorInfo], sub: Submodel, dtype: torch.dtype | None,
+                 narrow: bool = False, device_type: str = "cpu") -> Iterator[Held]:
+    """Every tensor loading reads for `sub`, with the bytes it holds in compute dtype `dtype` (None: as
+    stored) and whether it stays a view of the file: the arithmetic `_Reader` follows. A view needs the
+    CPU, the whole stored tensor in its stored dtype, no reordering (Mamba's rows and channels are) and,
+    for routed experts, no stacking (`stacks_experts`)."""
     parent = expected_tensors(cfg)
-    total = 0
+    stack = dtype is not None and stacks_experts(table, torch.device(device_type), dtype, narrow)
+    mamba = {i for i, kind in enumerate(cfg.layer_types) if kind == MAMBA}
     for name, shape in expected_tensors(cfg, sub).items():
         info = table[name]
-        kept = math.prod(shape) / max(1, math.prod(parent[name]))
+        whole = math.prod(shape) == math.prod(parent[name])
+        stacked = stack and ".experts." in name  # copied into one tensor, in the compute dtype
+        reordered = ".mixer." in name and _layer(name) in mamba  # heads rank-major: rows picked, a copy
+        copied = device_type != "cpu" or not whole or reordered or stacked
         packed = is_linear(name) and name + "_scale" in table
-        if compute_size is None or packed:
-            size = BYTES_PER_ELEMENT[info.dtype]
-        else:
-            size = 4 if name.endswith(FP32_NAMES) else compute_size
-        total += math.prod(info.shape) * kept * size
+        held = info.dtype if dtype is None or packed else _held_dtype(name, info.dtype, dtype, narrow and not stacked)
+        yield Held(name, _kept(info, shape, parent[name], None if packed else BYTES_PER_ELEMENT[held]),
+                   not copied and held == info.dtype)
         if packed:
             for extra in _companions(name):
                 if extra in table:
                     t = table[extra]
-                    total += t.nbytes * (kept if t.shape not in ((), (1,)) else 1)
-    return int(total)
+                    scalar = t.shape in ((), (1,))  # read whole and kept as is, wherever the weight is
+                    yield Held(extra, t.nbytes if scalar else _kept(t, shape, parent[name], None),
+                               device_type == "cpu" and not stacked and (scalar or not copied))
+
+
+def _kept(info: TensorInfo, shape, parent_shape, size: int | None) -> int:
+    """Bytes of the slice `shape` of a stored tensor of logical shape `parent_shape`, at `size` bytes an
+    element (None: as stored, which for packed weights is not one element a byte)."""
+    n, whole = math.prod(shape), max(1, math.prod(parent_shape))
+    return info.nbytes * n // whole if size is None else n * size
+
+
+def _layer(name: str) -> int | None:
+    parts = name.split(".")
+    return int(parts[2]) if len(parts) > 3 and parts[1] == "layers" else None
+
+
+def _held_dtype(name: str, stored: str, dtype: torch.dtype, narrow: bool) -> str:
+    """The safetensors dtype loading keeps an unpacked tensor in (see `_Reader.held_dtype`)."""
+    if name.endswith(FP32_NAMES):
+        return "F32"
+    if narrow and stored in NARROW and (is_linear(name) or name in EMBED_NAMES):
+        return stored
+    return _safetensors_dtype(dtype)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -93,8 +140,9 @@ def _sum_bytes(cfg, table, sub, compute_size: int | None) -> int:
 class _Reader:
     """Reads the rows and columns asked for of a stored tensor and places them (see the module doc)."""
 
-    def __init__(self, table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype, progress: LoadMeter):
-        self.table, self.device, self.dtype, self.progress = table, device, dtype, progress
+    def __init__(self, table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype, progress: LoadMeter,
+                 narrow: bool = False):
+        self.table, self.device, self.dtype, self.progress, self.narrow = table, device, dtype, progress, narrow
         self.shards = MappedShards()
 
     def stored(self, name: str, rows: Index, cols: Index | None) -> torch.Tensor:
@@ -122,15 +170,16 @@ class _Reader:
         self.progress.add(piece.nbytes, Path(info.file).name)
         return piece
 
-    def place(self, t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """`t` on the device in `dtype` (default: as stored). On the CPU a whole stored tensor already
-        in that dtype stays a view of the file; anything else is copied and its source pages released."""
-        dtype = dtype or t.dtype
+    def place(self, t: torch.Tensor, dtype: torch.dtype | None = None, device: torch.device | None = None):
+        """`t` on `device` (default: the load's) in `dtype` (default: as stored). On the CPU a whole stored
+        tensor already in that dtype stays a view of the file; anything else is copied and its source
+        pages released."""
+        dtype, device = dtype or t.dtype, device or self.device
         mapped = self.shards.contains(t)
-        if self.device.type == "cpu" and mapped and self.shards.covers(t) and t.dtype == dtype and t.is_contiguous():
+        if device.type == "cpu" and mapped and self.shards.covers(t) and t.dtype == dtype and t.is_contiguous():
             self.shards.populate(t)
             return t
-        out = t.to(device=self.device, dtype=dtype)
+        out = t.to(device=device, dtype=dtype)
         if mapped and out.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
             out = out.clone()  # a slice of a mapped tensor: keep only the slice, in private memory
         out = out.contiguous()
@@ -138,16 +187,20 @@ class _Reader:
             self.shards.release(t)
         return out
 
-    def __call__(self, name: str, rows: Index = slice(None), cols: Index | None = None, fp32: bool = False):
-        """A weight (rows, cols) of tensor `name` on the device; packed linear weights stay packed."""
+    def __call__(self, name: str, rows: Index = slice(None), cols: Index | None = None, fp32: bool = False,
+                 device: torch.device | None = None):
+        """A weight (rows, cols) of tensor `name` on `device` (default: the load's); packed linear weights
+        stay packed."""
         if name + "_scale" in self.table and is_linear(name):
-            return self.packed(name, rows, cols)
-        return self.place(self.stored(name, rows, cols), torch.float32 if fp32 else self.dtype)
+            return self.packed(name, rows, cols, device=device)
+        held = "F32" if fp32 else _held_dtype(name, self.table[name].dtype, self.dtype, self.narrow)
+        return self.place(self.stored(name, rows, cols), DTYPES[held], device)
 
-    def packed(self, name: str, rows: Index, cols: Index | None, place: bool = True):
-        """A packed linear in its stored form (placed on the device unless `place` is False)."""
+    def packed(self, name: str, rows: Index, cols: Index | None, place: bool = True,
+               device: torch.device | None = None):
+        """A packed linear in its stored form (placed on `device` unless `place` is False)."""
         cols = slice(None) if cols is None else cols
-        put = self.place if place else (lambda t: t)
+        put = (lambda t: self.place(t, None, device)) if place else (lambda t: t)
         if self.table[name].dtype == "F8_E4M3":  # FP8: one scale per matrix
             return PackedFP8(put(self.stored(name, rows, cols)), put(self._scalar(name + "_scale")), name)
         full = self.table[name + "_scale"].shape[-1] * BLOCK
@@ -167,11 +220,12 @@ class _Reader:
     def _scalar(self, name: str) -> torch.Tensor:
         return self.stored(name, None, None).float().reshape(())
 
-    def experts(self, names: list[str], rows: Index, cols: Index | None, stack: bool):
+    def experts(self, names: list[str], rows: Index, cols: Index | None, stack: bool,
+                device: torch.device | None = None):
         """The experts' weights stacked into one (E, out, in) weight on the device, or (not `stack`)
-        as a list of 2-D weights."""
+        as a list of 2-D weights on `device` (default: the load's)."""
         if not stack:
-            return [self(n, rows, cols) for n in names]
+            return [self(n, rows, cols, device=device) for n in names]
         first = self.table[names[0]]
         if names[0] + "_scale" not in self.table:
             pieces = (self.stored(n, rows, cols) for n in names)
@@ -208,23 +262,26 @@ def _stack_into(pieces, count: int, device, dtype, shards: MappedShards) -> torc
 
 def load_weights(cfg: ModelConfig, table: dict[str, TensorInfo], root: Submodel, device: torch.device,
                  dtype: torch.dtype, progress: ProgressFn | None = None,
-                 cancelled: Callable[[], bool] | None = None) -> tuple[ModelWeights, MappedShards]:
+                 cancelled: Callable[[], bool] | None = None, placement: ExpertPlacement | None = None,
+                 kept: Submodel | None = None, narrow: bool = False) -> tuple[ModelWeights, MappedShards]:
     """Reads the `root` submodel's slices of every tensor into the internal layout.
 
     Args:
         progress: called after every tensor with a `reader.LoadProgress`.
         cancelled: polled between tensors; when it returns True the load stops with `LoadCancelled`.
+        placement: which layers' routed experts stay in RAM as views of the file (placement.py);
+            `kept` is the submodel whose slice of them is also put on the device (a nested placement).
+        narrow: keep linears and embeddings stored in BF16/FP16 as stored under an fp32 compute dtype
+            (views of the file, widened at each matmul: device.keeps_narrow).
     Returns:
         The weights, and the shard mappings whose pages the CPU weights are views of.
     """
     shards = sorted({Path(info.file).name for info in table.values()})
     count = sum(1 + sum(n + s in table for s in ("_scale", "_scale_2")) for n in expected_tensors(cfg, root))
     tracker = LoadMeter(stored_bytes(cfg, table, root), count, shards, progress, cancelled)
-    read = _Reader(table, device, dtype, tracker)
-    expert_bytes = sum(info.nbytes for name, info in table.items() if ".experts." in name)
-    copies = any(table[n].dtype not in ("U8", "F8_E4M3") and table[n].dtype != _safetensors_dtype(dtype)
-                 for n in table if ".experts." in n and n.endswith("proj.weight"))
-    stack = device.type != "cpu" or copies or expert_bytes <= EXPERT_COPY_LIMIT
+    read = _Reader(table, device, dtype, tracker, narrow)
+    stack = stacks_experts(table, device, dtype, narrow)
+    host = placement.on_host(cfg) if placement is not None else frozenset()
     h = slice(0, root.hidden_size)
     layers = []
     for i, kind in enumerate(cfg.layer_types):
@@ -239,18 +296,45 @@ def load_weights(cfg: ModelConfig, table: dict[str, TensorInfo], root: Submodel,
         elif kind == MLP:
             mixer = _load_mlp(read, m, cfg, h, root.intermediate_size[i])
         else:
-            e, f = root.n_routed_experts[i], slice(0, root.moe_intermediate_size[i])
-            mixer = MoEWeights(
-                router=read(m + "gate.weight", slice(0, e), h, fp32=True),
-                router_bias=read(m + "gate.e_score_correction_bias", slice(0, e), fp32=True),
-                up=read.experts([m + f"experts.{k}.up_proj.weight" for k in range(e)], f, h, stack),
-                down=read.experts([m + f"experts.{k}.down_proj.weight" for k in range(e)], h, f, stack),
-                shared=_load_mlp(read, m + "shared_experts.", cfg, h, root.moe_shared_expert_intermediate_size[i]))
+            mixer = _load_moe(read, m, cfg, root, i, stack, i in host, kept)
         layers.append(LayerWeights(kind, norm, mixer))
     weights = ModelWeights(embed=read(EMBED_NAMES[0], slice(None), h), layers=layers,
                            norm_f=read("backbone.norm_f.weight", h), lm_head=read("lm_head.weight", slice(None), h))
     read.shards.release_unused(weights.tensors())
     return weights, read.shards
+
+
+def stacks_experts(table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype,
+                   narrow: bool = False) -> bool:
+    """Whether routed experts are stacked into (E, out, in) weights (copies), or kept as a list of
+    per-expert views of the file: on the CPU when they are large and need no conversion."""
+    expert_bytes = sum(info.nbytes for name, info in table.items() if ".experts." in name)
+    copies = any(table[n].dtype not in ("U8", "F8_E4M3") and table[n].dtype != _safetensors_dtype(dtype)
+                 and not (narrow and table[n].dtype in NARROW)
+                 for n in table if ".experts." in n and n.endswith("proj.weight"))
+    return device.type != "cpu" or copies or expert_bytes <= EXPERT_COPY_LIMIT
+
+
+def _load_moe(read, m: str, cfg: ModelConfig, root: Submodel, i: int, stack: bool, in_ram: bool,
+              kept: Submodel | None) -> MoEWeights:
+    """A MoE layer; with `in_ram`, its routed experts as views of the file on the CPU (and, nested,
+    `kept`'s slice of them stacked on the device: read first, so the views' pages stay populated)."""
+    e, f, h = root.n_routed_experts[i], slice(0, root.moe_intermediate_size[i]), slice(0, root.hidden_size)
+    ups = [m + f"experts.{k}.up_proj.weight" for k in range(e)]
+    downs = [m + f"experts.{k}.down_proj.weight" for k in range(e)]
+    up = down = host_up = host_down = None
+    if not in_ram or kept is not None:
+        k, kf, kh = ((kept.n_routed_experts[i], slice(0, kept.moe_intermediate_size[i]), slice(0, kept.hidden_size))
+                     if in_ram else (e, f, h))
+        up, down = read.experts(ups[:k], kf, kh, stack), read.experts(downs[:k], kh, kf, stack)
+    if in_ram:
+        cpu = torch.device("cpu")
+        host_up, host_down = read.experts(ups, f, h, False, cpu), read.experts(downs, h, f, False, cpu)
+    return MoEWeights(router=read(m + "gate.weight", slice(0, e), h, fp32=True),
+                      router_bias=read(m + "gate.e_score_correction_bias", slice(0, e), fp32=True),
+                      up=up, down=down, shared=_load_mlp(read, m + "shared_experts.", cfg, h,
+                                                         root.moe_shared_expert_intermediate_size[i]),
+                      host_up=host_up, host_down=host_down)
 
 
 def _safetensors_dtype(dtype: torch.dtype) -> str:

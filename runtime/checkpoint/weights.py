@@ -68,9 +68,13 @@ class MLPWeights:
 class MoEWeights:
     router: torch.Tensor  # (E, hidden) fp32
     router_bias: torch.Tensor  # (E,) fp32, e_score_correction_bias
-    up: torch.Tensor | list  # (E, F, hidden), or a list of E (F, hidden) weights (large CPU checkpoints: load.py)
-    down: torch.Tensor | list  # (E, hidden, F), or a list of E (hidden, F)
+    up: torch.Tensor | list | None  # (E, F, hidden), or a list of E (F, hidden) weights (large CPU checkpoints:
+    down: torch.Tensor | list | None  # load.py); (E, hidden, F) or a list of (hidden, F); None: only in RAM
     shared: MLPWeights
+    # The routed experts kept in RAM and computed by the CPU (placement.py), as up/down; None: none there.
+    # A submodel's view holds one side only: the device's experts when it fits within them, else these.
+    host_up: torch.Tensor | list | None = None
+    host_down: torch.Tensor | list | None = None
 
 
 @dataclass
@@ -89,16 +93,24 @@ class ModelWeights:
 
     def tensors(self):
         """Every tensor, for memory accounting and storage-sharing checks."""
-        def walk(obj):
-            if isinstance(obj, torch.Tensor):
-                yield obj
-            elif isinstance(obj, list):
-                for item in obj:
-                    yield from walk(item)
-            elif hasattr(obj, "__dataclass_fields__"):
-                for f in fields(obj):
-                    yield from walk(getattr(obj, f.name))
-        yield from walk(self)
+        yield from _tensors(self)
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from _tensors(item)
+    elif hasattr(obj, "__dataclass_fields__"):
+        for f in fields(obj):
+            yield from _tensors(getattr(obj, f.name))
+
+
+def host_expert_bytes(w: ModelWeights) -> int:
+    """Bytes of the routed experts kept in RAM (placement.py), shared storage counted once."""
+    return _storage_bytes(_tensors([(layer.mixer.host_up, layer.mixer.host_down) for layer in w.layers
+                                    if isinstance(layer.mixer, MoEWeights)]))
 
 
 # ----------------------------------------------------------------------------- file layout
@@ -332,12 +344,31 @@ def submodel_views(cfg: ModelConfig, root: ModelWeights, sub: Submodel) -> Model
             mixer = _mlp_view(w, sub.intermediate_size[i], h)
         else:
             e, f = sub.n_routed_experts[i], sub.moe_intermediate_size[i]
-            up, down = (([x[:f, :h] for x in w.up[:e]], [x[:h, :f] for x in w.down[:e]]) if isinstance(w.up, list)
-                        else (w.up[:e, :f, :h], w.down[:e, :h, :f]))
+            on_device = w.up is not None and _holds(w.up, e, f, h)
+            up, down = _experts_view(w.up, w.down, e, f, h) if on_device else (None, None)
+            host_up, host_down = (None, None) if on_device else _experts_view(w.host_up, w.host_down, e, f, h)
             mixer = MoEWeights(router=w.router[:e, :h], router_bias=w.router_bias[:e], up=up, down=down,
-                               shared=_mlp_view(w.shared, sub.moe_shared_expert_intermediate_size[i], h))
+                               shared=_mlp_view(w.shared, sub.moe_shared_expert_intermediate_size[i], h),
+                               host_up=host_up, host_down=host_down)
         layers.append(LayerWeights(layer.kind, layer.norm[:h], mixer))
     return ModelWeights(embed=root.embed[:, :h], layers=layers, norm_f=root.norm_f[:h], lm_head=root.lm_head[:, :h])
+
+
+def _holds(up, e: int, f: int, h: int) -> bool:
+    """Whether stacked or listed experts `up` hold e experts of width f over h hidden channels."""
+    count, (rows, cols) = (len(up), tuple(up[0].shape)) if isinstance(up, list) else (up.shape[0], tuple(up.shape[1:]))
+    return e <= count and f <= rows and h <= cols
+
+
+def _experts_view(up, down, e: int, f: int, h: int):
+    if isinstance(up, list):
+        return [x[:f, :h] for x in up[:e]], [x[:h, :f] for x in down[:e]]
+    return up[:e, :f, :h], down[:e, :h, :f]
+
+
+def has_host_experts(w: "ModelWeights") -> bool:
+    """Whether some of these weights' routed experts run in RAM (placement.py)."""
+    return any(isinstance(layer.mixer, MoEWeights) and layer.mixer.host_up is not None for layer in w.layers)
 
 
 def _mlp_view(w: MLPWeights, f: int, h: int) -> MLPWeights:
@@ -348,9 +379,12 @@ def _mlp_view(w: MLPWeights, f: int, h: int) -> MLPWeights:
 
 def resident_bytes(*models: ModelWeights) -> int:
     """Bytes of distinct storage behind the given weights (shared storage counted once)."""
+    return _storage_bytes(t for model in models for t in model.tensors())
+
+
+def _storage_bytes(tensors) -> int:
     seen = {}
-    for model in models:
-        for t in model.tensors():
-            storage = t.untyped_storage()
-            seen[storage.data_ptr()] = storage.nbytes()
+    for t in tensors:
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
     return sum(seen.values())

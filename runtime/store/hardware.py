@@ -27,6 +27,7 @@ class GpuInfo:
     free_bytes: int
     used_by_others_bytes: int  # memory held by other processes when probed
     driver: str
+    memory_bandwidth_bytes_per_s: int = 0  # bus width x memory clock (NVML); 0: not known
 
     @property
     def architecture(self) -> str:
@@ -52,6 +53,7 @@ class HardwareProbe:
     disk_free_bytes: int  # where models are stored
     no_gpu_reason: str = ""  # why there is no usable GPU, when there is none
     extra: dict = field(default_factory=dict)
+    ram_read_bytes_per_s: int = 0  # a streaming read measured when probing (with a GPU); 0: not measured
 
     @property
     def gpu(self) -> GpuInfo | None:
@@ -65,7 +67,7 @@ class HardwareProbe:
     def from_dict(cls, d: dict) -> "HardwareProbe":
         gpus = tuple(GpuInfo(**{**g, "compute_capability": tuple(g["compute_capability"])}) for g in d.get("gpus", []))
         return cls(gpus, int(d["ram_total_bytes"]), int(d["ram_available_bytes"]), int(d["disk_free_bytes"]),
-                   d.get("no_gpu_reason", ""), d.get("extra", {}))
+                   d.get("no_gpu_reason", ""), d.get("extra", {}), int(d.get("ram_read_bytes_per_s", 0)))
 
     def summary(self) -> str:
         g = self.gpu
@@ -93,7 +95,25 @@ def probe(models_dir: Path | str | None = None) -> HardwareProbe:
         disk_path = disk_path.parent
     disk_free = shutil.disk_usage(disk_path).free
     gpus, reason = _probe_gpus()
-    return HardwareProbe(tuple(gpus), vm.total, vm.available, disk_free, reason)
+    # RAM's speed matters only to place experts in it for a GPU (store/placement_plan.py)
+    ram_read = ram_read_speed() if gpus else 0
+    return HardwareProbe(tuple(gpus), vm.total, vm.available, disk_free, reason, ram_read_bytes_per_s=ram_read)
+
+
+def ram_read_speed(nbytes: int = 256 << 20, runs: int = 3) -> int:
+    """Bytes/s of a streaming read of RAM (a sum over a touched buffer, best of `runs`) with torch's
+    threads, as the CPU's experts would read (a never-touched buffer would read the zero page)."""
+    import time
+
+    import torch
+
+    buf = torch.ones(nbytes // 4)
+    best = 0.0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        buf.sum()
+        best = max(best, buf.nbytes / (time.perf_counter() - t0))
+    return int(best)
 
 
 def _probe_gpus() -> tuple[list[GpuInfo], str]:
@@ -113,7 +133,8 @@ def _probe_gpus() -> tuple[list[GpuInfo], str]:
             mem = pynvml.nvmlDeviceGetMemoryInfo(h)
             gpus.append(GpuInfo(i, _text(pynvml.nvmlDeviceGetName(h)),
                                 tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h)),
-                                int(mem.total), int(mem.free), _held_by_others(pynvml, h, int(mem.used)), driver))
+                                int(mem.total), int(mem.free), _held_by_others(pynvml, h, int(mem.used)), driver,
+                                _bandwidth(pynvml, h)))
         return gpus, "" if gpus else "the NVIDIA driver reports no GPUs"
     except pynvml.NVMLError as e:
         return [], f"the NVIDIA driver did not answer ({_nvml_text(e)})"
@@ -122,6 +143,17 @@ def _probe_gpus() -> tuple[list[GpuInfo], str]:
             pynvml.nvmlShutdown()
         except pynvml.NVMLError:
             pass
+
+
+def _bandwidth(pynvml, handle) -> int:
+    """Peak memory bandwidth: bus width (bits) x the maximum memory clock, two transfers a clock (NVML
+    gives GDDR6X and HBM clocks so that this holds: 384 bits x 10501 MHz = 1008 GB/s on an RTX 4090)."""
+    try:
+        bits = pynvml.nvmlDeviceGetMemoryBusWidth(handle)
+        mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)
+    except (pynvml.NVMLError, AttributeError):
+        return 0
+    return int(bits) * int(mhz) * 1_000_000 * 2 // 8
 
 
 def _held_by_others(pynvml, handle, used: int) -> int:

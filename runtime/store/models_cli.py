@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import UsageError, one_line
 from ..options import CONTEXT, STALL_SECONDS, add_flag
+from ..placement import ExpertPlacement
 from ..units import GiB, format_bytes
 from .nesting import cli as nesting_cli
 
@@ -23,6 +24,9 @@ def add_parser(sub) -> None:
     q = m.add_parser("probe", help="GPU, RAM and disk, and which checkpoints fit")
     q.add_argument("--json", action="store_true", help="the raw probe as JSON")
     add_flag(q, CONTEXT, help="context length to plan for")
+    q.add_argument("--cpu-experts", default="auto", metavar="PLACEMENT",
+                   help="plan this placement of routed experts in RAM on the GPU (none, all, N, nested:SUBMODEL); "
+                        "auto: every candidate where the parent does not fit, the proposed one marked")
     m.add_parser("list", help="checkpoints on this PC and in the catalog")
     d = m.add_parser("download", help="download a checkpoint from the hub (resumable)")
     d.add_argument("repo")
@@ -55,13 +59,19 @@ def _probe(args) -> int:
     if args.json:
         print(hw.to_json())
         return 0
-    plan = make_plan(hw, load_catalog(), args.context)
+    asked = None if args.cpu_experts.strip().lower() == "auto" else ExpertPlacement.parse(args.cpu_experts).spec
+    plan = make_plan(hw, load_catalog(), args.context, placement=asked)
     print(hw.summary())
     print(f"Default: {plan.default}. {plan.default_reason}")
     for v in plan.variants:
         print(f"\n{v.title} [{v.variant}]: {v.compute_path}" + (f"; {v.disk_reason}" if v.disk_reason else ""))
         for f in v.submodels:
             print(f"  {f.verdict:>12}  {f.reason}")
+        if v.placements:
+            print("  routed experts in RAM (--cpu-experts), best first" +
+                  (f"; proposed: {v.placement}" if v.placement else "; none proposed") + ":")
+        for p in v.placements:
+            print(f"  {p.verdict:>12}  {p.placement}: {p.reason}")
     return 0
 
 

@@ -23,12 +23,14 @@ from ..cache import cache_bytes
 from ..checkpoint.config import ModelConfig, count_params
 from ..checkpoint.submodel_table import ESTIMATED, VERIFIED, SubmodelTable
 from ..checkpoint.submodels import Submodel
-from ..checkpoint.weights import expected_tensors, is_linear
+from ..checkpoint.weights import EMBED_NAMES, expected_tensors, is_linear
 from ..errors import UsageError
 from ..options import CONTEXT
+from ..placement import NONE, ExpertPlacement
 from ..units import GiB, format_bytes
 from .catalog import Catalog, Variant, bf16_modules
 from .hardware import HardwareProbe
+from .placement_plan import PlacementFit, Sizes, plan_placements
 from .submodel_tables import submodel_table
 
 WORKSPACE_BYTES = GiB  # CUDA context, prefill activations, allocator slack
@@ -50,10 +52,16 @@ class SubmodelFit:
     verdict: str
     reason: str
     state: str = VERIFIED  # verified, declared or estimated widths (checkpoint/submodel_table.py)
+    mapped_bytes: int = 0  # CPU: of weight_bytes, views of the file (file-backed pages the OS can drop and reread)
 
     @property
     def need_bytes(self) -> int:
         return self.weight_bytes + self.cache_bytes + self.workspace_bytes
+
+    @property
+    def private_bytes(self) -> int:
+        """What the process must hold itself (anonymous memory): copies, caches and workspace."""
+        return self.need_bytes - self.mapped_bytes
 
 
 @dataclass(frozen=True)
@@ -67,10 +75,18 @@ class VariantPlan:
     disk_reason: str
     submodels: tuple[SubmodelFit, ...]  # parent first
     resident: str | None  # the largest submodel that fits: the one copy to load
+    # When the parent does not fit the GPU: routed experts in RAM (store/placement_plan.py), best first,
+    # the plain split among them, and the one proposed (None: the plain split, or nothing fits).
+    placements: tuple[PlacementFit, ...] = ()
+    placement: str | None = None
 
     @property
     def verdict(self) -> str:
         return self.submodels[0].verdict if self.submodels else NO
+
+    def proposed(self) -> PlacementFit | None:
+        """The proposed placement's plan (None when none is proposed)."""
+        return next((p for p in self.placements if p.placement == self.placement), None)
 
 
 @dataclass(frozen=True)
@@ -88,19 +104,24 @@ class Plan:
 def weight_bytes(cfg: ModelConfig, sub: Submodel, packed_format) -> int:
     """Bytes of a submodel's weights on the GPU. `packed_format(tensor name)` says whether a
     linear weight is stored "NVFP4", "FP8" or dense (None)."""
-    total = 0.0
+    return sum(tensor_bytes(cfg, sub, packed_format).values())
+
+
+def tensor_bytes(cfg: ModelConfig, sub: Submodel, packed_format) -> dict[str, int]:
+    """`weight_bytes` tensor by tensor (the estimate for a catalog variant not on disk)."""
+    out = {}
     for name, shape in expected_tensors(cfg, sub).items():
         n = 1
         for d in shape:
             n *= d
         fmt = packed_format(name) if is_linear(name) else None
         if fmt:
-            total += n * PACKED_BYTES[fmt] + 8  # plus the per-matrix scales
+            out[name] = int(n * PACKED_BYTES[fmt]) + 8  # plus the per-matrix scales
         elif ".gate." in name:  # routers stay fp32
-            total += 4 * n
+            out[name] = 4 * n
         else:
-            total += 2 * n
-    return int(total)
+            out[name] = 2 * n
+    return out
 
 
 def catalog_packing(variant: Variant, cfg: ModelConfig):
@@ -137,10 +158,21 @@ class HeaderSizing:
 
         return pick_device("cpu", None, self.stored_bf16_bytes())[1] if on_cpu else torch_bf16()
 
-    def weight_bytes(self, sub: Submodel, on_cpu: bool) -> int:
-        from ..checkpoint.load import resident_bytes_of
+    def narrow(self, on_cpu: bool) -> bool:
+        """Whether loading keeps BF16 linears and embeddings as stored under an fp32 compute dtype."""
+        from ..device import keeps_narrow
 
-        return resident_bytes_of(self.cfg, self.table, sub, self.dtype(on_cpu))
+        return on_cpu and keeps_narrow("cpu", self.dtype(True), self.stored_bf16_bytes())
+
+    def held(self, sub: Submodel, on_cpu: bool):
+        """Each tensor as loading holds it (load.py `held_tensors`): its bytes, and whether a view of the file."""
+        from ..checkpoint.load import held_tensors
+
+        return list(held_tensors(self.cfg, self.table, sub, self.dtype(on_cpu), self.narrow(on_cpu),
+                                 "cpu" if on_cpu else "cuda"))
+
+    def weight_bytes(self, sub: Submodel, on_cpu: bool) -> int:
+        return sum(t.nbytes for t in self.held(sub, on_cpu))
 
 
 def torch_bf16():
@@ -175,10 +207,11 @@ def local_variant(folder, cfg: ModelConfig, packing) -> Variant:
                    licence={}, fast_path=fast, fast_min_cc=cc, fallback_path=fallback, family=None)
 
 
-def plan_checkpoint(folder, probe: HardwareProbe, context: int) -> VariantPlan:
+def plan_checkpoint(folder, probe: HardwareProbe, context: int, placement: str | None = None) -> VariantPlan:
     """Plans a checkpoint on disk, sized from its own files (for the CPU's RAM when there is no GPU)."""
     cfg, subs, packing, states = checkpoint_sizing(Path(folder))
-    return plan_variant(local_variant(folder, cfg, packing), cfg, subs, probe, context, packing, states=states)
+    return plan_variant(local_variant(folder, cfg, packing), cfg, subs, probe, context, packing, states=states,
+                        placement=placement)
 
 
 def check_cpu_fit(folder, context: int, resident: str | None = None, probe: HardwareProbe | None = None) -> SubmodelFit:
@@ -217,15 +250,15 @@ def _gb(n: float) -> str:
 
 def fit_submodel(cfg: ModelConfig, sub: Submodel, packing, probe: HardwareProbe, context: int,
                  on_cpu: bool = False) -> SubmodelFit:
-    n = count_params(cfg, sub)
     sized = isinstance(packing, HeaderSizing)
-    w = packing.weight_bytes(sub, on_cpu) if sized else weight_bytes(cfg, sub, packing)
     ctx = f"{context // 1024}k" if context >= 1024 else str(context)
-    if on_cpu:  # the CPU's RAM (the bundled demo, or a checkpoint on disk without a GPU)
-        if not sized:
-            w *= 2  # an estimate: fp32 on the CPU, twice the BF16 figure
-        element = packing.dtype(True).itemsize if sized else 4
-        c = cache_bytes(cfg, sub, context, element)
+    if on_cpu and sized:
+        return _fit_ram(cfg, sub, packing, probe, context, ctx)
+    n = count_params(cfg, sub)
+    w = packing.weight_bytes(sub, on_cpu) if sized else weight_bytes(cfg, sub, packing)
+    if on_cpu:  # the bundled demo from its config: an estimate, fp32 on the CPU (twice the BF16 figure)
+        w *= 2
+        c = cache_bytes(cfg, sub, context, 4)
         need, free = w + c + CPU_WORKSPACE_BYTES, probe.ram_available_bytes
         verdict = FITS if need <= FITS_SHARE * free else TIGHT if need <= free else NO
         parts = f"{_gb(w)} weights + {_gb(c)} cache at {ctx} context + {_gb(CPU_WORKSPACE_BYTES)} workspace"
@@ -250,8 +283,40 @@ def fit_submodel(cfg: ModelConfig, sub: Submodel, packing, probe: HardwareProbe,
     return SubmodelFit(sub.name, n.total, n.active, w, c, WORKSPACE_BYTES, verdict, reason)
 
 
+def _fit_ram(cfg: ModelConfig, sub: Submodel, sizing: HeaderSizing, probe: HardwareProbe, context: int,
+             ctx: str) -> SubmodelFit:
+    """A checkpoint on disk in this machine's RAM, private and file-backed memory planned apart: what the
+    loader copies (and the cache and workspace) must fit the available RAM; the weights it keeps as views
+    of the file are pages the OS can drop and read again, so they only decide whether everything stays
+    cached (fits) or some pages are reread from disk (tight). Refused (does not fit) only when the
+    private memory and the file's pages every token reads do not fit together."""
+    n = count_params(cfg, sub)
+    held = sizing.held(sub, True)
+    w = sum(t.nbytes for t in held)
+    mapped = sum(t.nbytes for t in held if t.mapped)
+    hot = sum(t.nbytes for t in held if t.mapped and ".experts." not in t.name and t.name not in EMBED_NAMES)
+    c = cache_bytes(cfg, sub, context, sizing.dtype(True).itemsize)
+    private, free = w - mapped + c + CPU_WORKSPACE_BYTES, probe.ram_available_bytes
+    verdict = FITS if private + mapped <= FITS_SHARE * free else TIGHT if private + hot <= free else NO
+    parts = (f"{_gb(private)} private ({_gb(w - mapped)} weights copied + {_gb(c)} cache at {ctx} context + "
+             f"{_gb(CPU_WORKSPACE_BYTES)} workspace) + {_gb(mapped)} of weights read from the file (pages the OS "
+             "can drop and reread)")
+    if verdict == FITS:
+        reason = f"{sub.name} fits in RAM: {parts}, {_gb(free)} available"
+    elif verdict == TIGHT:
+        reason = (f"{sub.name} is tight in RAM: {parts}, {_gb(free)} available: the OS will drop some of the "
+                  "file's pages and read them again from disk, so decoding may wait for the disk")
+    else:
+        reason = (f"{sub.name} does not fit in RAM: needs {_gb(private)} private and the {_gb(hot)} of the file "
+                  f"every token reads ({parts}), {_gb(free)} available")
+    return SubmodelFit(sub.name, n.total, n.active, w, c, CPU_WORKSPACE_BYTES, verdict, reason, mapped_bytes=mapped)
+
+
 def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe: HardwareProbe, context: int,
-                 packing=None, download_bytes: int | None = None, states: SubmodelTable | None = None) -> VariantPlan:
+                 packing=None, download_bytes: int | None = None, states: SubmodelTable | None = None,
+                 placement: str | None = None) -> VariantPlan:
+    """Plans one variant; on a GPU that cannot hold the parent, also its placements of experts in RAM
+    (or, with `placement`, that one placement whether the parent fits or not: `--cpu-experts`)."""
     packing = packing or catalog_packing(variant, cfg)
     on_cpu = variant.bundled or (probe.gpu is None and isinstance(packing, HeaderSizing))
     fits = tuple(_with_state(fit_submodel(cfg, s, packing, probe, context, on_cpu=on_cpu), states)
@@ -263,9 +328,17 @@ def plan_variant(variant: Variant, cfg: ModelConfig, subs: list[Submodel], probe
         disk_ok = probe.disk_free_bytes >= size + DISK_MARGIN_BYTES
         disk_reason = (f"download {_gb(size)}, {format_bytes(probe.disk_free_bytes, 'GiB', 0)} free on disk"
                        + ("" if disk_ok else ": not enough space"))
+    placements, asked = (), ExpertPlacement.parse(placement) if placement else None
+    if not on_cpu and probe.gpu is not None and fits and (fits[0].verdict == NO or asked is not None):
+        gpu_sizes = Sizes(cfg, (lambda s: {t.name: t.nbytes for t in packing.held(s, False)})
+                          if isinstance(packing, HeaderSizing) else (lambda s: tensor_bytes(cfg, s, packing)))
+        placements = plan_placements(cfg, subs, gpu_sizes, probe, context, resident, WORKSPACE_BYTES, FITS_SHARE,
+                                     asked)
+    best = next((p for p in placements if p.verdict != NO), None)
+    placement = best.placement if best is not None and best.placement != NONE else None
     return VariantPlan(variant.id, variant.title, variant.format,
                        compute_path(variant, probe, isinstance(packing, HeaderSizing)), size, disk_ok,
-                       disk_reason, fits, resident)
+                       disk_reason, fits, resident, placements, placement)
 
 
 def _with_state(fit: SubmodelFit, states: SubmodelTable | None) -> SubmodelFit:
@@ -277,9 +350,9 @@ def _with_state(fit: SubmodelFit, states: SubmodelTable | None) -> SubmodelFit:
 
 
 def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = CONTEXT.default,
-              local: dict | None = None) -> Plan:
+              local: dict | None = None, placement: str | None = None) -> Plan:
     """Plans every catalog variant. `local` maps variant ids to (config, submodels, packing) of
-    checkpoints already on disk, which replace the catalog's estimates."""
+    checkpoints already on disk, which replace the catalog's estimates; `placement`: as for plan_variant."""
     local = local or {}
     plans = []
     for v in catalog.variants:
@@ -294,7 +367,8 @@ def make_plan(probe: HardwareProbe, catalog: Catalog, context: int = CONTEXT.def
             cfg, subs, packing, states = checkpoint_sizing(v.path)
         else:
             continue
-        plans.append(plan_variant(v, cfg, subs, probe, context, packing, states=states))
+        plans.append(plan_variant(v, cfg, subs, probe, context, packing, states=states,
+                                  placement=None if v.bundled else placement))
     default, why = choose_default(probe, plans, catalog)
     return Plan(probe.summary(), context, tuple(plans), default, why)
 
@@ -315,6 +389,8 @@ def choose_default(probe: HardwareProbe, plans: list[VariantPlan], catalog: Cata
         how = "natively" if cc >= (10, 0) else "through a weight-only dequantizing path"
         which = ("all submodels fit" if nvfp4.resident == nvfp4.submodels[0].name
                  else f"the largest that fits is {nvfp4.resident}")
+        if nvfp4.placement is not None:
+            which += f"; with routed experts in RAM (--cpu-experts {nvfp4.placement}) every submodel runs"
         return nvfp4.variant, f"NVFP4 is the smallest download and runs {how} on this {gpu.architecture} GPU; {which}."
     return demo_id, (f"None of the 30B family fits in {_gb(gpu.free_bytes)} of free GPU memory: the bundled demo "
                      "model runs on the CPU.")

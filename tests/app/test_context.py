@@ -130,3 +130,25 @@ def test_a_long_chat_leaves_out_its_earliest_turns(qtbot, short_window):
     assert meta["context_dropped"] >= 2 and meta["context_dropped"] % 2 == 0  # whole turns
     assert meta["prompt_tokens"] <= c.context.limits()[0]
     assert "left out" in w.notes.error.text()  # the user is told, and where to change it
+
+
+def test_the_context_ceiling_with_experts_in_ram_counts_what_the_gpu_holds(tmp_path):
+    """Loaded with its routed experts in RAM, the parent's context ceiling comes from what that placement
+    puts on the GPU (the plain parent would not fit even the shortest context)."""
+    from runtime.cache import cache_bytes
+    from runtime.store.hardware import GpuInfo, HardwareProbe
+    from runtime.store.planner import WORKSPACE_BYTES, checkpoint_sizing, plan_checkpoint
+    from tools.real_layout import Options, generate
+
+    folder = generate(tmp_path / "nvfp4", Options("nvfp4", "tiny", experts=64))  # experts outweigh the cache
+    cfg, subs, _, _ = checkpoint_sizing(folder)
+    roomy = HardwareProbe((GpuInfo(0, "test", (8, 9), 1 << 40, 1 << 40, 0, "t"),), 1 << 36, 1 << 35, 1 << 40)
+    placed = plan_checkpoint(folder, roomy, 16, "all").proposed()
+    plain = plan_checkpoint(folder, roomy, 16).submodels[0]
+    target = 2048
+    free = placed.device_bytes + WORKSPACE_BYTES + cache_bytes(cfg, subs[0], target, 2)
+    assert plain.weight_bytes + plain.cache_bytes + WORKSPACE_BYTES > free  # the plain parent: not even 16 tokens
+    gpu = GpuInfo(0, "test", (8, 9), free, free, 0, "t")
+    probe = HardwareProbe((gpu,), 1 << 36, 1 << 35, 1 << 40)
+    assert longest_context(folder, probe, "30B", on_cpu=False) == CONTEXT.low
+    assert longest_context(folder, probe, "30B", on_cpu=False, placement="all") == target

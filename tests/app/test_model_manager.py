@@ -212,3 +212,33 @@ def test_verify_text():
 
     assert "3 file hashes match" in verify_text(VerifyReport(Path("/m/x"), True, 3, ()))
     assert verify_text(VerifyReport(Path("/m/x"), False, 1, ("a is missing",))) == "Problems: a is missing"
+
+
+def test_a_card_too_small_for_the_parent_gets_experts_in_ram(qtbot):
+    """On a 12 GB card the 30B does not fit: the dialog says which placement of routed experts in RAM runs
+    every submodel, and Use loads the parent with it (not the 12B alone)."""
+    from app.workers import EngineWorker
+    from runtime.placement import ExpertPlacement
+    from runtime.store.catalog import load_catalog
+    from runtime.store.hardware import load_probe
+    from runtime.store.planner import make_plan
+
+    controller = ModelsController(probe_file=str(PROBES / "rtx4070.json"))
+    try:
+        manager = open_dialog(qtbot, controller)
+        manager.select(KEY)
+        row = manager.row()
+        assert [f.verdict for f in row.fits][0] == "does not fit" and row.resident == ""
+        assert row.path_text.endswith("; routed experts in RAM (nested:12B)")
+        assert row.placement.startswith("Routed experts in RAM, --cpu-experts nested:12B: 12B's experts on the GPU")
+        assert "expected 30B 42 tok/s" in row.placement
+        i = next(i for i in range(manager.table.rowCount()) if manager.rows[i].key == KEY)
+        assert row.placement in manager.table.item(i, 3).toolTip()
+    finally:
+        controller.shutdown()
+    hw = load_probe(PROBES / "rtx4070.json")
+    plan = make_plan(hw, load_catalog(), 8192).variant(KEY)
+    assert EngineWorker._largest_that_fits((hw, plan)) == ("", ExpertPlacement(None, "12B"))
+    busy = load_probe(PROBES / "rtx4090_busy.json")
+    no_bandwidths = make_plan(busy, load_catalog(), 8192).variant(KEY)
+    assert EngineWorker._largest_that_fits((busy, no_bandwidths))[1] == ExpertPlacement.parse(no_bandwidths.placement)

@@ -74,7 +74,7 @@ def test_the_environment_chooses(gpu, monkeypatch):
     assert (choice.path, choice.experts) == ("dequantize", "dequantize")
     assert choice.note == "chosen by ELASTIC_CHAT_KERNEL=torch"
     monkeypatch.setenv(matmul.ENV, "triton")
-    monkeypatch.setattr(matmul.kernels, "unavailable", lambda name, device: None)
+    monkeypatch.setattr(matmul, "unavailable", lambda name, device: None)
     assert matmul.describe(CUDA, "NVFP4").path == "fused"
     monkeypatch.setenv(matmul.ENV, "cublas")
     with pytest.raises(UsageError, match="ELASTIC_CHAT_KERNEL='cublas' is not a kernel choice; use one of auto"):
@@ -114,7 +114,7 @@ def test_rows_decide_between_the_decode_and_the_prefill_path(monkeypatch, shape,
     class Fused:
         linear = staticmethod(recorder("fused"))
 
-    monkeypatch.setattr(matmul.kernels, "backend", lambda name: Fused)
+    monkeypatch.setattr(matmul, "backend", lambda name: Fused)
     monkeypatch.setattr(matmul, "dequant_linear", recorder("dequantize"))
     out = matmul.linear(torch.randn(*shape), pack_nvfp4(torch.randn(8, 32)))
     assert out.shape == (*shape[:-1], 8) and ran == [want]
