@@ -44,9 +44,11 @@ from runtime.tool_loop import ALLOW_ONCE, TOOL_LIMIT, ToolRound, run_tool_loop
 
 from . import tools_data
 from .data import BIG, NEGATIVE, answer_text, evaluation_out_of_range, evaluation_problems, out_of_range_kind, question
+from .trace_slips import BUDGET, KINDS, first_slip, who_lost
 
 BUDGET_FRACTIONS = (1 / 8, 1 / 4)  # of the checkpoint's thinking ceiling: the Quick and Balanced budgets
-NVFP4_KEYS = ("checkpoint", "stops", "in_conversation", "tool_use", "tool_use_constrained", "without_tools")
+NVFP4_KEYS = ("checkpoint", "stops", "stops_load_average", "in_conversation", "tool_use", "tool_use_constrained",
+              "without_tools")
 
 
 def last_number(text: str) -> int | None:
@@ -68,53 +70,96 @@ class Runner:
         self.max_new = engine.thinking_ceiling + 64
         self.done: dict[tuple, dict] = {}
 
+    @staticmethod
+    def key(think: str | None, answer: str, budget: int, escalation: Escalation | None = None) -> tuple:
+        return think if budget else None, answer, budget if think else 0, escalation if think and budget else None
+
     def run(self, think: str | None, answer: str, budget: int, escalation: Escalation | None = None) -> dict:
-        key = (think if budget else None, answer, budget if think else 0, escalation if think and budget else None)
-        if key in self.done:
-            return dict(self.done[key])
-        think, _, budget, escalation = key
-        rows, latencies, cpu, thinking_tokens = [], [], [], []
-        for p, asked in self.items:  # asked: the question, or a whole conversation ending with it
-            messages = asked if isinstance(asked, tuple) else ({"role": "user", "content": asked},)
-            text = messages[-1]["content"]
-            request = ChatRequest(messages, think, answer, budget, self.max_new,
-                                  SamplingSettings(temperature=0), escalation=escalation)
-            started, cpu_started = time.perf_counter(), time.process_time()
-            done, climbed_at = reply(self.engine, request)
-            latencies.append(time.perf_counter() - started)
-            cpu.append(time.process_time() - cpu_started)
-            thinking_tokens.append(done.thinking_tokens)
-            rows.append({"question": text, "expected": p.result, "numbers": len(p.numbers),
-                         "thinking": done.thinking_text, "answer": done.answer_text,
-                         "right": last_number(done.answer_text) == p.result, "escalated_at": climbed_at,
-                         "thinking_by_submodel": dict(done.thinking_by_submodel)})
+        key = self.key(think, answer, budget, escalation)
+        if key not in self.done:
+            self._finish(key, [self._one(key, p, asked) for p, asked in self.items])
+        return dict(self.done[key])
+
+    def run_interleaved(self, configs: list[tuple]) -> list[dict]:
+        """Several configurations (think, answer, budget, escalation) over the same questions, taking
+        turns question by question, the order rotating: they share whatever load the machine has while
+        it runs, so their wall times compare. Each reply prefills afresh (a cache scope of its own), as
+        a reply in a new chat does: no configuration reuses the prompt another one just ran. One untimed
+        reply per configuration first, so none pays a first run's costs."""
+        keys = list(dict.fromkeys(self.key(*c) for c in configs if self.key(*c) not in self.done))
+        for k in keys:
+            self._one(k, *self.items[0], scope="warm-up")
+        rows = {k: [] for k in keys}
+        for i, (p, asked) in enumerate(self.items):
+            turn = i % max(1, len(keys))
+            for j, k in enumerate(keys[turn:] + keys[:turn]):
+                rows[k].append(self._one(k, p, asked, scope=f"{i}/{j}"))
+        for k in keys:
+            self._finish(k, rows[k])
+        return [dict(self.done[self.key(*c)]) for c in configs]
+
+    def _one(self, key: tuple, p, asked, scope: str = "") -> dict:
+        """One reply of configuration `key`: what it wrote, whether it is right, where its thought slipped."""
+        think, answer, budget, escalation = key
+        messages = asked if isinstance(asked, tuple) else ({"role": "user", "content": asked},)
+        request = ChatRequest(messages, think, answer, budget, self.max_new, SamplingSettings(temperature=0),
+                              escalation=escalation, cache_scope=scope)
+        started, cpu_started = time.perf_counter(), time.process_time()
+        done, climbed_at, pieces = reply(self.engine, request)
+        latency, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        right = last_number(done.answer_text) == p.result
+        slip = first_slip(p, pieces) if think else None
+        return {"question": messages[-1]["content"], "expected": p.result, "numbers": len(p.numbers),
+                "thinking": done.thinking_text, "answer": done.answer_text, "right": right,
+                "escalated_at": climbed_at, "thinking_by_submodel": dict(done.thinking_by_submodel),
+                "budget_hit": done.budget_hit, "slip": slip,
+                "lost": None if right or not think else who_lost(slip, right, climbed_at),
+                "latency_s": latency, "cpu_s": cpu, "thinking_tokens": done.thinking_tokens}
+
+    def _finish(self, key: tuple, rows: list[dict]) -> None:
+        think, answer, budget, escalation = key
         by_count = {}
         for k in sorted({r["numbers"] for r in rows}):
             group = [r["right"] for r in rows if r["numbers"] == k]
             by_count[str(k)] = round(sum(group) / len(group), 4)
         out = {"think": think, "answer": answer, "budget": budget,
                "accuracy": round(sum(r["right"] for r in rows) / len(rows), 4), "by_numbers": by_count,
-               "mean_latency_ms": round(1000 * statistics.mean(latencies), 1),
-               "mean_cpu_ms": round(1000 * statistics.mean(cpu), 1),
-               "mean_thinking_tokens": round(statistics.mean(thinking_tokens), 1), "replies": rows}
+               "slips": slip_summary(rows) if think else None,
+               "mean_latency_ms": round(1000 * statistics.mean(r.pop("latency_s") for r in rows), 1),
+               "mean_cpu_ms": round(1000 * statistics.mean(r.pop("cpu_s") for r in rows), 1),
+               "mean_thinking_tokens": round(statistics.mean(r.pop("thinking_tokens") for r in rows), 1),
+               "replies": rows}
         if escalation is not None:
             out["auto"] = auto_summary(rows, escalation)
         self.done[key] = out
         self.log(f"think={think} answer={answer} budget={budget}: {out['accuracy']:.1%} {by_count} "
                  f"({out['mean_latency_ms']:.0f} ms)")
-        return dict(out)
 
 
-def reply(engine: Engine, request: ChatRequest) -> tuple[Done, list[int]]:
-    """One reply, and the thinking tokens written before each escalation (Auto's climbs)."""
-    thought, climbed_at, done = 0, [], None
+def reply(engine: Engine, request: ChatRequest) -> tuple[Done, list[int], list[tuple[str, str]]]:
+    """One reply, the thinking tokens written before each escalation (Auto's climbs), and the thought
+    as (text, writer) per thinking token (the writer: its submodel, or trace_slips.BUDGET when forced)."""
+    climbed_at, pieces, done = [], [], None
     for event in stream_chat(engine, request):
         if isinstance(event, Token) and event.phase == THINKING:
-            thought += 1
+            pieces.append((event.text, BUDGET if event.forced else event.submodel))
         elif isinstance(event, Switch) and event.reason == "escalate":
-            climbed_at.append(thought)
+            climbed_at.append(len(pieces))
         done = event
-    return done, climbed_at
+    return done, climbed_at, pieces
+
+
+def slip_summary(rows: list[dict]) -> dict:
+    """Of the wrong replies: where their thought first left the right trace (trace_slips.KINDS), and
+    who slipped there (a submodel, before or after a climb; the budget; or the answer)."""
+    wrong = [r for r in rows if not r["right"]]
+    kinds = {k: sum((r["slip"] or {}).get("kind", "answer") == k for r in wrong) for k in KINDS}
+    lost = {}
+    for r in wrong:
+        lost[r["lost"]] = lost.get(r["lost"], 0) + 1
+    return {"wrong": len(wrong), "kinds": {k: v for k, v in kinds.items() if v}, "lost": lost,
+            "budget_hit": sum(r["budget_hit"] for r in rows),
+            "right_despite_slip": sum(r["right"] and r["slip"] is not None for r in rows)}
 
 
 def auto_summary(rows: list[dict], escalation: Escalation) -> dict:
@@ -353,10 +398,12 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
               "per_submodel": [], "stops": [], "budget_control": [],
               "auto_policy_from": "the checkpoint's elastic.json (auto_depth)" if engine.auto_policy
               else "the depth table's default (depth_levels.json)"}
-    for stop in engine.depth_levels():
-        row = runner.run(stop.think, stop.answer, stop.budget, stop.escalation)
+    stops = engine.depth_levels()
+    load = os.getloadavg()[0]
+    for stop, row in zip(stops, runner.run_interleaved([(s.think, s.answer, s.budget, s.escalation) for s in stops])):
         row["stop"] = stop.name
         result["stops"].append(row)
+    result["stops_load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
     if not stops_only:
         for name in reversed(names):
             for budget in (0, ceiling):
@@ -528,7 +575,7 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
              f"result. Latency is the mean wall time of a whole reply on this machine's CPU; CPU time is the "
              "processor time the reply used, which other work on a shared machine disturbs less. Thinking ceiling "
              f"(`max_thinking_tokens`): {result['thinking_ceiling']} tokens.", "",
-             "## The depth slider's stops, as the app runs them", "",
+             "## The depth slider's stops, as the app runs them", "", *interleaving_lines(result),
              f"| stop | thinks | answers | budget | accuracy | {head} | mean latency (ms) | mean CPU time (ms) | "
              "mean thinking tokens |",
              f"|---|---|---|---|---{rule}|---|---|---|"]
@@ -542,11 +589,12 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     lines += auto_lines(result)
     if nvfp4:
         lines += ["", f"The app's default checkpoint is the NVFP4 export (`{nvfp4['checkpoint']}`), on the same "
-                  "questions:", "",
+                  "questions:", "", *interleaving_lines(nvfp4),
                   f"| stop | budget | accuracy | {head} | mean latency (ms) |", f"|---|---|---{rule}|---|"]
         for r in nvfp4["stops"]:
             lines.append(f"| {r['stop']} | {r['budget']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
                          f"{r['mean_latency_ms']} |")
+    lines += slip_lines(result, nvfp4)
     lines += conversation_lines(result, nvfp4, head, rule, by_numbers)
     lines += tool_lines(result, nvfp4)
     lines += ["", "## Each submodel alone, thinking off and on", "",
@@ -604,6 +652,40 @@ def auto_lines(result: dict) -> list[str]:
         lines.append(f"| {r['stop']} | {pol['signal']} > {pol['threshold']:g} ({pol['window']}) | "
                      f"{a['escalated']:.0%} | {a['escalations_per_reply']} | {where} | {acc} | "
                      + " | ".join(str(a["mean_thinking_by_submodel"].get(n, 0)) for n in ladder) + " |")
+    return lines
+
+
+def interleaving_lines(result: dict) -> list[str]:
+    """How the stops were run, so their wall times compare: taking turns, and the machine's load meanwhile."""
+    load = result.get("stops_load_average")
+    if not load:
+        return []
+    return [f"The stops took turns question by question (the order rotating, each reply prefilled afresh), so "
+            f"they shared the machine's load, which was {load[0]:g} at the start and {load[1]:g} at the end "
+            "(1-minute load average).", ""]
+
+
+def slip_lines(result: dict, nvfp4: dict | None) -> list[str]:
+    """Where each thinking stop's wrong replies first left the right trace, and who slipped there."""
+    rows = [("fp32", r) for r in result["stops"] if r.get("slips")]
+    rows += [("NVFP4", r) for r in (nvfp4 or {}).get("stops", []) if r.get("slips")]
+    if not rows:
+        return []
+    lines = ["", "### Where the thought went wrong", "",
+             "Each wrong reply's thought against the right trace (`training/trace_slips.py`): the first token that "
+             "leaves it, what kind of slip that is (*copy*: the question rewritten as an expression; *running "
+             "value*: the number carried from the line before; *next number*: the operator or number taken from "
+             "the question; *column*: a column's digits, carry or borrow; *result*: the value the columns give; "
+             "*ran on*: more lines than operations; *cut*: the thought ended before the trace did; *answer*: the "
+             "trace was right and the answer was not), and who wrote it: a submodel, before or after Auto's first "
+             "climb, or the budget (which cut the thought).", "",
+             "| checkpoint | stop | wrong | " + " | ".join(KINDS) + " | who slipped | budget cut (all replies) |",
+             "|---|---|---|" + "---|" * len(KINDS) + "---|---|"]
+    for name, r in rows:
+        sl = r["slips"]
+        who = ", ".join(f"{k}: {v}" for k, v in sorted(sl["lost"].items(), key=lambda kv: -kv[1])) or "-"
+        lines.append(f"| {name} | {r['stop']} | {sl['wrong']} | "
+                     + " | ".join(str(sl["kinds"].get(k, 0)) for k in KINDS) + f" | {who} | {sl['budget_hit']} |")
     return lines
 
 
