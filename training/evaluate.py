@@ -388,7 +388,10 @@ def without_tools(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
     return out
 
 
-def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, log=print) -> dict:
+def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, log=print,
+             n_tools: int | None = None) -> dict:
+    """Every table on `n` held-out sums; the turn-by-turn, tool and no-tool tables on `n_tools` (default n)."""
+    n_tools = n_tools or n
     engine = Engine.load(checkpoint, device="cpu", max_context=2048)
     names = engine.submodels_by_size()  # smallest first
     parent, ceiling = names[-1], engine.thinking_ceiling
@@ -417,10 +420,11 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
                 row["kind"] = "standard" if thinker == parent else "elastic"
                 result["budget_control"].append(row)
     result["samples"] = samples(result)
-    result["in_conversation"] = in_conversation(engine, n, seed, log)
-    result["tool_use"] = tool_use(engine, n, seed, log)
-    result["tool_use_constrained"] = tool_use(engine, n, seed, log, constrained=True)
-    result["without_tools"] = without_tools(engine, n, seed, log)
+    result["problems_tools"] = n_tools
+    result["in_conversation"] = in_conversation(engine, n_tools, seed, log)
+    result["tool_use"] = tool_use(engine, n_tools, seed, log)
+    result["tool_use_constrained"] = tool_use(engine, n_tools, seed, log, constrained=True)
+    result["without_tools"] = without_tools(engine, n_tools, seed, log)
     for section in ("per_submodel", "stops", "budget_control"):
         for row in result[section]:
             row.pop("replies")
@@ -471,7 +475,8 @@ def conversation_lines(result: dict, nvfp4: dict | None, head: str, rule: str, b
     lines = ["", "## Accuracy by turn: a sum asked after others in the same chat", "",
              f"Each question here comes after {earlier} other held-out sums and their answers in the same "
              "conversation (thinking dropped from them, as the chat template does), at the default stop, as a "
-             f"user asks them in one chat: {result['problems']} conversations each, other sums than above. "
+             f"user asks them in one chat: {result.get('problems_tools', result['problems'])} conversations each, "
+             f"other sums than the first {result.get('problems_tools', result['problems'])} above. "
              "Turn 10 is the tenth question of the chat.", "",
              f"| checkpoint | turn | earlier sums | stop | accuracy | {head} | mean latency (ms) |",
              f"|---|---|---|---|---{rule}|---|"]
@@ -782,6 +787,8 @@ def main(argv=None):
     parser.add_argument("--checkpoint", type=Path, default=Path("assets/demo"))
     parser.add_argument("--out", type=Path, default=Path("docs/results/demo-eval"))
     parser.add_argument("--n", type=int, default=120)
+    parser.add_argument("--n-tools", type=int, default=None, metavar="N",
+                        help="questions per cell of the turn-by-turn, tool and no-tool tables (default: --n)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stops-only", action="store_true", help="only the depth slider's stops")
     parser.add_argument("--with-nvfp4", type=Path, default=None,
@@ -823,11 +830,11 @@ def main(argv=None):
     notes = args.notes.read_text() if args.notes else None  # read before the long run: a bad path fails now
     if args.with_nvfp4 and not args.with_nvfp4.is_dir():
         nvfp4 = json.loads(args.with_nvfp4.read_text())
-    result = evaluate(args.checkpoint, args.n, args.seed, args.stops_only)
+    result = evaluate(args.checkpoint, args.n, args.seed, args.stops_only, n_tools=args.n_tools)
     if notes:
         result["notes"] = notes
     if args.with_nvfp4 and args.with_nvfp4.is_dir():  # a checkpoint folder: run its stops on the same questions
-        nvfp4 = evaluate(args.with_nvfp4, args.n, args.seed, stops_only=True)
+        nvfp4 = evaluate(args.with_nvfp4, args.n, args.seed, stops_only=True, n_tools=args.n_tools)
     elif not args.with_nvfp4:
         nvfp4 = None
     if nvfp4:
