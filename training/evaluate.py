@@ -35,7 +35,7 @@ import torch
 
 from runtime.auto_depth import Escalation
 from runtime.engine import Engine
-from runtime.events import THINKING, Done, InvalidToolCall, Switch, Token, ToolCall
+from runtime.events import THINKING, Done, InvalidToolCall, Prefill, Switch, Token, ToolCall
 from runtime.generate import ChatRequest, stream_chat
 from runtime.mcp.client import ToolOutcome
 from runtime.sampling import SamplingSettings
@@ -105,7 +105,7 @@ class Runner:
         request = ChatRequest(messages, think, answer, budget, self.max_new, SamplingSettings(temperature=0),
                               escalation=escalation, cache_scope=scope)
         started, cpu_started = time.perf_counter(), time.process_time()
-        done, climbed_at, pieces = reply(self.engine, request)
+        done, climbed_at, pieces, prefill_ms = reply(self.engine, request)
         latency, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         right = last_number(done.answer_text) == p.result
         slip = first_slip(p, pieces) if think else None
@@ -114,7 +114,8 @@ class Runner:
                 "escalated_at": climbed_at, "thinking_by_submodel": dict(done.thinking_by_submodel),
                 "budget_hit": done.budget_hit, "slip": slip,
                 "lost": None if right or not think else who_lost(slip, right, climbed_at),
-                "latency_s": latency, "cpu_s": cpu, "thinking_tokens": done.thinking_tokens}
+                "latency_s": latency, "cpu_s": cpu, "thinking_tokens": done.thinking_tokens,
+                "time_ms": time_split(done, prefill_ms)}
 
     def _finish(self, key: tuple, rows: list[dict]) -> None:
         think, answer, budget, escalation = key
@@ -128,6 +129,8 @@ class Runner:
                "mean_latency_ms": round(1000 * statistics.mean(r.pop("latency_s") for r in rows), 1),
                "mean_cpu_ms": round(1000 * statistics.mean(r.pop("cpu_s") for r in rows), 1),
                "mean_thinking_tokens": round(statistics.mean(r.pop("thinking_tokens") for r in rows), 1),
+               "mean_time_ms": {k: round(statistics.mean(r["time_ms"][k] for r in rows), 1)
+                                for k in rows[0]["time_ms"]},
                "replies": rows}
         if escalation is not None:
             out["auto"] = auto_summary(rows, escalation)
@@ -136,17 +139,30 @@ class Runner:
                  f"({out['mean_latency_ms']:.0f} ms)")
 
 
-def reply(engine: Engine, request: ChatRequest) -> tuple[Done, list[int], list[tuple[str, str]]]:
-    """One reply, the thinking tokens written before each escalation (Auto's climbs), and the thought
-    as (text, writer) per thinking token (the writer: its submodel, or trace_slips.BUDGET when forced)."""
-    climbed_at, pieces, done = [], [], None
+def reply(engine: Engine, request: ChatRequest) -> tuple[Done, list[int], list[tuple[str, str]], float]:
+    """One reply, the thinking tokens written before each escalation (Auto's climbs), the thought as
+    (text, writer) per thinking token (the writer: its submodel, or trace_slips.BUDGET when forced),
+    and the prompt's prefill time (ms)."""
+    climbed_at, pieces, done, prefill_ms = [], [], None, None
     for event in stream_chat(engine, request):
         if isinstance(event, Token) and event.phase == THINKING:
             pieces.append((event.text, BUDGET if event.forced else event.submodel))
         elif isinstance(event, Switch) and event.reason == "escalate":
             climbed_at.append(len(pieces))
+        elif isinstance(event, Prefill) and prefill_ms is None:
+            prefill_ms = event.ms
         done = event
-    return done, climbed_at, pieces
+    return done, climbed_at, pieces, prefill_ms or 0.0
+
+
+def time_split(done: Done, prefill_ms: float) -> dict:
+    """Where one reply's time went (ms): the prompt's prefill, the thought's decoding, the re-prefills of
+    Auto's climbs, the answering submodel's re-prefill of prompt and thought, and the answer's decoding."""
+    climbs = sum(s.ms for s in done.switches if s.reason == "escalate")
+    answer_switch = sum(s.ms for s in done.switches if s.reason == "answer")
+    thinking = max(0.0, done.progress.thinking_ms - prefill_ms - climbs) if done.thinking_tokens else 0.0
+    return {"prefill": prefill_ms, "thinking": thinking, "climbs": climbs, "answer_switch": answer_switch,
+            "answer": max(0.0, done.progress.elapsed_ms - prefill_ms - thinking - climbs - answer_switch)}
 
 
 def slip_summary(rows: list[dict]) -> dict:
@@ -599,6 +615,7 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
         for r in nvfp4["stops"]:
             lines.append(f"| {r['stop']} | {r['budget']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
                          f"{r['mean_latency_ms']} |")
+    lines += time_lines(result, nvfp4)
     lines += slip_lines(result, nvfp4)
     lines += conversation_lines(result, nvfp4, head, rule, by_numbers)
     lines += tool_lines(result, nvfp4)
@@ -668,6 +685,27 @@ def interleaving_lines(result: dict) -> list[str]:
     return [f"The stops took turns question by question (the order rotating, each reply prefilled afresh), so "
             f"they shared the machine's load, which was {load[0]:g} at the start and {load[1]:g} at the end "
             "(1-minute load average).", ""]
+
+
+def time_lines(result: dict, nvfp4: dict | None) -> list[str]:
+    """Where a reply's time goes, per thinking stop: what Auto saves by thinking small, and what it pays."""
+    rows = [("fp32", r) for r in result["stops"] if r.get("mean_time_ms") and r["think"]]
+    rows += [("NVFP4", r) for r in (nvfp4 or {}).get("stops", []) if r.get("mean_time_ms") and r["think"]]
+    if not rows:
+        return []
+    lines = ["", "### Where a reply's time goes", "",
+             "Mean milliseconds per reply, from the reply's own events: the prompt's prefill, the thought's decoding "
+             "(its time less the prefill and Auto's climbs), the re-prefills of Auto's climbs, the answering "
+             "submodel's re-prefill of prompt and thought at the switch (none when the thinker answers), and the "
+             "rest (the answer's decoding).", "",
+             "| checkpoint | stop | latency | prefill | thinking | per thinking token | climbs | answer's re-prefill "
+             "| answer |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rows:
+        t = r["mean_time_ms"]
+        per = t["thinking"] / r["mean_thinking_tokens"] if r["mean_thinking_tokens"] else 0.0
+        lines.append(f"| {name} | {r['stop']} | {r['mean_latency_ms']} | {t['prefill']} | {t['thinking']} | "
+                     f"{per:.2f} | {t['climbs']} | {t['answer_switch']} | {t['answer']} |")
+    return lines
 
 
 def slip_lines(result: dict, nvfp4: dict | None) -> list[str]:
