@@ -595,7 +595,7 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
              "training), greedy decoding, one reply at a time. A reply is right when its last number is the "
              f"result. Latency is the mean wall time of a whole reply on this machine's CPU; CPU time is the "
              "processor time the reply used, which other work on a shared machine disturbs less. Thinking ceiling "
-             f"(`max_thinking_tokens`): {result['thinking_ceiling']} tokens.", "",
+             f"(`max_thinking_tokens`): {result['thinking_ceiling']} tokens.{submodel_count_note(result)}", "",
              "## The depth slider's stops, as the app runs them", "", *interleaving_lines(result),
              f"| stop | thinks | answers | budget | accuracy | {head} | mean latency (ms) | mean CPU time (ms) | "
              "mean thinking tokens |",
@@ -641,6 +641,15 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     if result.get("notes"):
         lines += notes_lines(result["notes"])
     path.write_text("\n".join(lines) + "\n")
+
+
+def submodel_count_note(result: dict) -> str:
+    """When the stops were rerun on more sums than the per-submodel and budget tables (the same weights; only
+    the stops depend on the Auto policy), say on how many those two tables were measured."""
+    m = result.get("problems_submodels", result["problems"])
+    return ("" if m == result["problems"] else
+            f" The tables of each submodel alone and of budget control come from an earlier run on the same weights, "
+            f"on {m} held-out sums of the same kind; the stops, on the {result['problems']} sums above.")
 
 
 def notes_lines(notes: str) -> list[str]:

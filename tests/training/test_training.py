@@ -4,6 +4,7 @@ import json
 import random
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -426,3 +427,19 @@ def test_render_refuses_a_checkpoint_folder_for_the_nvfp4_rows(tmp_path):
     with pytest.raises(SystemExit, match="is not a file; leave it out"):
         main(["--render", str(earlier), "--with-nvfp4", str(tmp_path), "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out.md").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("extra", [0, 40])
+def test_the_page_says_on_how_many_sums_its_tables_were_measured(tmp_path, extra):
+    """Stops rerun on more sums than the per-submodel and budget tables: the page says both counts."""
+    from training.evaluate import main
+
+    data = json.loads((Path(__file__).parents[2] / "docs/results/demo-eval.json").read_text())
+    data["problems_submodels"] = data["problems"] + extra
+    earlier = tmp_path / "eval.json"
+    earlier.write_text(json.dumps(data))
+    main(["--render", str(earlier), "--out", str(tmp_path / "out")])
+    head = (tmp_path / "out.md").read_text().split("## The depth slider's stops")[0]
+    assert f"{data['problems']} held-out sums" in head
+    assert ("come from an earlier run" in head) == bool(extra)
+    assert (f"on {data['problems'] + extra} held-out sums of the same kind" in head) == bool(extra)
