@@ -35,7 +35,7 @@ import torch
 
 from runtime.auto_depth import Escalation
 from runtime.engine import Engine
-from runtime.events import THINKING, Done, InvalidToolCall, Switch, Token, ToolCall
+from runtime.events import THINKING, Done, InvalidToolCall, Prefill, Switch, Token, ToolCall
 from runtime.generate import ChatRequest, stream_chat
 from runtime.mcp.client import ToolOutcome
 from runtime.sampling import SamplingSettings
@@ -44,9 +44,11 @@ from runtime.tool_loop import ALLOW_ONCE, TOOL_LIMIT, ToolRound, run_tool_loop
 
 from . import tools_data
 from .data import BIG, NEGATIVE, answer_text, evaluation_out_of_range, evaluation_problems, out_of_range_kind, question
+from .trace_slips import BUDGET, KINDS, first_slip, who_lost
 
 BUDGET_FRACTIONS = (1 / 8, 1 / 4)  # of the checkpoint's thinking ceiling: the Quick and Balanced budgets
-NVFP4_KEYS = ("checkpoint", "stops", "in_conversation", "tool_use", "tool_use_constrained", "without_tools")
+NVFP4_KEYS = ("checkpoint", "stops", "stops_load_average", "in_conversation", "tool_use", "tool_use_constrained",
+              "without_tools")
 
 
 def last_number(text: str) -> int | None:
@@ -68,53 +70,112 @@ class Runner:
         self.max_new = engine.thinking_ceiling + 64
         self.done: dict[tuple, dict] = {}
 
+    @staticmethod
+    def key(think: str | None, answer: str, budget: int, escalation: Escalation | None = None) -> tuple:
+        return think if budget else None, answer, budget if think else 0, escalation if think and budget else None
+
     def run(self, think: str | None, answer: str, budget: int, escalation: Escalation | None = None) -> dict:
-        key = (think if budget else None, answer, budget if think else 0, escalation if think and budget else None)
-        if key in self.done:
-            return dict(self.done[key])
-        think, _, budget, escalation = key
-        rows, latencies, cpu, thinking_tokens = [], [], [], []
-        for p, asked in self.items:  # asked: the question, or a whole conversation ending with it
-            messages = asked if isinstance(asked, tuple) else ({"role": "user", "content": asked},)
-            text = messages[-1]["content"]
-            request = ChatRequest(messages, think, answer, budget, self.max_new,
-                                  SamplingSettings(temperature=0), escalation=escalation)
-            started, cpu_started = time.perf_counter(), time.process_time()
-            done, climbed_at = reply(self.engine, request)
-            latencies.append(time.perf_counter() - started)
-            cpu.append(time.process_time() - cpu_started)
-            thinking_tokens.append(done.thinking_tokens)
-            rows.append({"question": text, "expected": p.result, "numbers": len(p.numbers),
-                         "thinking": done.thinking_text, "answer": done.answer_text,
-                         "right": last_number(done.answer_text) == p.result, "escalated_at": climbed_at,
-                         "thinking_by_submodel": dict(done.thinking_by_submodel)})
+        key = self.key(think, answer, budget, escalation)
+        if key not in self.done:
+            self._finish(key, [self._one(key, p, asked) for p, asked in self.items])
+        return dict(self.done[key])
+
+    def run_interleaved(self, configs: list[tuple]) -> list[dict]:
+        """Several configurations (think, answer, budget, escalation) over the same questions, taking
+        turns question by question, the order rotating: they share whatever load the machine has while
+        it runs, so their wall times compare. Each reply prefills afresh (a cache scope of its own), as
+        a reply in a new chat does: no configuration reuses the prompt another one just ran. One untimed
+        reply per configuration first, so none pays a first run's costs."""
+        keys = list(dict.fromkeys(self.key(*c) for c in configs if self.key(*c) not in self.done))
+        for k in keys:
+            self._one(k, *self.items[0], scope="warm-up")
+        rows = {k: [] for k in keys}
+        for i, (p, asked) in enumerate(self.items):
+            turn = i % max(1, len(keys))
+            for j, k in enumerate(keys[turn:] + keys[:turn]):
+                rows[k].append(self._one(k, p, asked, scope=f"{i}/{j}"))
+        for k in keys:
+            self._finish(k, rows[k])
+        return [dict(self.done[self.key(*c)]) for c in configs]
+
+    def _one(self, key: tuple, p, asked, scope: str = "") -> dict:
+        """One reply of configuration `key`: what it wrote, whether it is right, where its thought slipped."""
+        think, answer, budget, escalation = key
+        messages = asked if isinstance(asked, tuple) else ({"role": "user", "content": asked},)
+        request = ChatRequest(messages, think, answer, budget, self.max_new, SamplingSettings(temperature=0),
+                              escalation=escalation, cache_scope=scope)
+        started, cpu_started = time.perf_counter(), time.process_time()
+        done, climbed_at, pieces, prefill_ms = reply(self.engine, request)
+        latency, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        right = last_number(done.answer_text) == p.result
+        slip = first_slip(p, pieces) if think else None
+        return {"question": messages[-1]["content"], "expected": p.result, "numbers": len(p.numbers),
+                "thinking": done.thinking_text, "answer": done.answer_text, "right": right,
+                "escalated_at": climbed_at, "thinking_by_submodel": dict(done.thinking_by_submodel),
+                "budget_hit": done.budget_hit, "slip": slip,
+                "lost": None if right or not think else who_lost(slip, right, climbed_at),
+                "latency_s": latency, "cpu_s": cpu, "thinking_tokens": done.thinking_tokens,
+                "time_ms": time_split(done, prefill_ms)}
+
+    def _finish(self, key: tuple, rows: list[dict]) -> None:
+        think, answer, budget, escalation = key
         by_count = {}
         for k in sorted({r["numbers"] for r in rows}):
             group = [r["right"] for r in rows if r["numbers"] == k]
             by_count[str(k)] = round(sum(group) / len(group), 4)
         out = {"think": think, "answer": answer, "budget": budget,
                "accuracy": round(sum(r["right"] for r in rows) / len(rows), 4), "by_numbers": by_count,
-               "mean_latency_ms": round(1000 * statistics.mean(latencies), 1),
-               "mean_cpu_ms": round(1000 * statistics.mean(cpu), 1),
-               "mean_thinking_tokens": round(statistics.mean(thinking_tokens), 1), "replies": rows}
+               "slips": slip_summary(rows) if think else None,
+               "mean_latency_ms": round(1000 * statistics.mean(r.pop("latency_s") for r in rows), 1),
+               "mean_cpu_ms": round(1000 * statistics.mean(r.pop("cpu_s") for r in rows), 1),
+               "mean_thinking_tokens": round(statistics.mean(r.pop("thinking_tokens") for r in rows), 1),
+               "mean_time_ms": {k: round(statistics.mean(r["time_ms"][k] for r in rows), 1)
+                                for k in rows[0]["time_ms"]},
+               "replies": rows}
         if escalation is not None:
             out["auto"] = auto_summary(rows, escalation)
         self.done[key] = out
         self.log(f"think={think} answer={answer} budget={budget}: {out['accuracy']:.1%} {by_count} "
                  f"({out['mean_latency_ms']:.0f} ms)")
-        return dict(out)
 
 
-def reply(engine: Engine, request: ChatRequest) -> tuple[Done, list[int]]:
-    """One reply, and the thinking tokens written before each escalation (Auto's climbs)."""
-    thought, climbed_at, done = 0, [], None
+def reply(engine: Engine, request: ChatRequest) -> tuple[Done, list[int], list[tuple[str, str]], float]:
+    """One reply, the thinking tokens written before each escalation (Auto's climbs), the thought as
+    (text, writer) per thinking token (the writer: its submodel, or trace_slips.BUDGET when forced),
+    and the prompt's prefill time (ms)."""
+    climbed_at, pieces, done, prefill_ms = [], [], None, None
     for event in stream_chat(engine, request):
         if isinstance(event, Token) and event.phase == THINKING:
-            thought += 1
+            pieces.append((event.text, BUDGET if event.forced else event.submodel))
         elif isinstance(event, Switch) and event.reason == "escalate":
-            climbed_at.append(thought)
+            climbed_at.append(len(pieces))
+        elif isinstance(event, Prefill) and prefill_ms is None:
+            prefill_ms = event.ms
         done = event
-    return done, climbed_at
+    return done, climbed_at, pieces, prefill_ms or 0.0
+
+
+def time_split(done: Done, prefill_ms: float) -> dict:
+    """Where one reply's time went (ms): the prompt's prefill, the thought's decoding, the re-prefills of
+    Auto's climbs, the answering submodel's re-prefill of prompt and thought, and the answer's decoding."""
+    climbs = sum(s.ms for s in done.switches if s.reason == "escalate")
+    answer_switch = sum(s.ms for s in done.switches if s.reason == "answer")
+    thinking = max(0.0, done.progress.thinking_ms - prefill_ms - climbs) if done.thinking_tokens else 0.0
+    return {"prefill": prefill_ms, "thinking": thinking, "climbs": climbs, "answer_switch": answer_switch,
+            "answer": max(0.0, done.progress.elapsed_ms - prefill_ms - thinking - climbs - answer_switch)}
+
+
+def slip_summary(rows: list[dict]) -> dict:
+    """Of the wrong replies: where their thought first left the right trace (trace_slips.KINDS), and
+    who slipped there (a submodel, before or after a climb; the budget; or the answer)."""
+    wrong = [r for r in rows if not r["right"]]
+    kinds = {k: sum((r["slip"] or {}).get("kind", "answer") == k for r in wrong) for k in KINDS}
+    lost = {}
+    for r in wrong:
+        lost[r["lost"]] = lost.get(r["lost"], 0) + 1
+    return {"wrong": len(wrong), "kinds": {k: v for k, v in kinds.items() if v}, "lost": lost,
+            "budget_hit": sum(r["budget_hit"] for r in rows),
+            "right_despite_slip": sum(r["right"] and r["slip"] is not None for r in rows)}
 
 
 def auto_summary(rows: list[dict], escalation: Escalation) -> dict:
@@ -343,7 +404,10 @@ def without_tools(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
     return out
 
 
-def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, log=print) -> dict:
+def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, log=print,
+             n_tools: int | None = None) -> dict:
+    """Every table on `n` held-out sums; the turn-by-turn, tool and no-tool tables on `n_tools` (default n)."""
+    n_tools = n_tools or n
     engine = Engine.load(checkpoint, device="cpu", max_context=2048)
     names = engine.submodels_by_size()  # smallest first
     parent, ceiling = names[-1], engine.thinking_ceiling
@@ -353,10 +417,12 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
               "per_submodel": [], "stops": [], "budget_control": [],
               "auto_policy_from": "the checkpoint's elastic.json (auto_depth)" if engine.auto_policy
               else "the depth table's default (depth_levels.json)"}
-    for stop in engine.depth_levels():
-        row = runner.run(stop.think, stop.answer, stop.budget, stop.escalation)
+    stops = engine.depth_levels()
+    load = os.getloadavg()[0]
+    for stop, row in zip(stops, runner.run_interleaved([(s.think, s.answer, s.budget, s.escalation) for s in stops])):
         row["stop"] = stop.name
         result["stops"].append(row)
+    result["stops_load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
     if not stops_only:
         for name in reversed(names):
             for budget in (0, ceiling):
@@ -370,10 +436,11 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
                 row["kind"] = "standard" if thinker == parent else "elastic"
                 result["budget_control"].append(row)
     result["samples"] = samples(result)
-    result["in_conversation"] = in_conversation(engine, n, seed, log)
-    result["tool_use"] = tool_use(engine, n, seed, log)
-    result["tool_use_constrained"] = tool_use(engine, n, seed, log, constrained=True)
-    result["without_tools"] = without_tools(engine, n, seed, log)
+    result["problems_tools"] = n_tools
+    result["in_conversation"] = in_conversation(engine, n_tools, seed, log)
+    result["tool_use"] = tool_use(engine, n_tools, seed, log)
+    result["tool_use_constrained"] = tool_use(engine, n_tools, seed, log, constrained=True)
+    result["without_tools"] = without_tools(engine, n_tools, seed, log)
     for section in ("per_submodel", "stops", "budget_control"):
         for row in result[section]:
             row.pop("replies")
@@ -424,7 +491,8 @@ def conversation_lines(result: dict, nvfp4: dict | None, head: str, rule: str, b
     lines = ["", "## Accuracy by turn: a sum asked after others in the same chat", "",
              f"Each question here comes after {earlier} other held-out sums and their answers in the same "
              "conversation (thinking dropped from them, as the chat template does), at the default stop, as a "
-             f"user asks them in one chat: {result['problems']} conversations each, other sums than above. "
+             f"user asks them in one chat: {result.get('problems_tools', result['problems'])} conversations each, "
+             f"other sums than the first {result.get('problems_tools', result['problems'])} above. "
              "Turn 10 is the tenth question of the chat.", "",
              f"| checkpoint | turn | earlier sums | stop | accuracy | {head} | mean latency (ms) |",
              f"|---|---|---|---|---{rule}|---|"]
@@ -527,8 +595,8 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
              "training), greedy decoding, one reply at a time. A reply is right when its last number is the "
              f"result. Latency is the mean wall time of a whole reply on this machine's CPU; CPU time is the "
              "processor time the reply used, which other work on a shared machine disturbs less. Thinking ceiling "
-             f"(`max_thinking_tokens`): {result['thinking_ceiling']} tokens.", "",
-             "## The depth slider's stops, as the app runs them", "",
+             f"(`max_thinking_tokens`): {result['thinking_ceiling']} tokens.{submodel_count_note(result)}", "",
+             "## The depth slider's stops, as the app runs them", "", *interleaving_lines(result),
              f"| stop | thinks | answers | budget | accuracy | {head} | mean latency (ms) | mean CPU time (ms) | "
              "mean thinking tokens |",
              f"|---|---|---|---|---{rule}|---|---|---|"]
@@ -542,11 +610,13 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     lines += auto_lines(result)
     if nvfp4:
         lines += ["", f"The app's default checkpoint is the NVFP4 export (`{nvfp4['checkpoint']}`), on the same "
-                  "questions:", "",
+                  "questions:", "", *interleaving_lines(nvfp4),
                   f"| stop | budget | accuracy | {head} | mean latency (ms) |", f"|---|---|---{rule}|---|"]
         for r in nvfp4["stops"]:
             lines.append(f"| {r['stop']} | {r['budget']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
                          f"{r['mean_latency_ms']} |")
+    lines += time_lines(result, nvfp4)
+    lines += slip_lines(result, nvfp4)
     lines += conversation_lines(result, nvfp4, head, rule, by_numbers)
     lines += tool_lines(result, nvfp4)
     lines += ["", "## Each submodel alone, thinking off and on", "",
@@ -571,6 +641,15 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     if result.get("notes"):
         lines += notes_lines(result["notes"])
     path.write_text("\n".join(lines) + "\n")
+
+
+def submodel_count_note(result: dict) -> str:
+    """When the stops were rerun on more sums than the per-submodel and budget tables (the same weights; only
+    the stops depend on the Auto policy), say on how many those two tables were measured."""
+    m = result.get("problems_submodels", result["problems"])
+    return ("" if m == result["problems"] else
+            f" The tables of each submodel alone and of budget control come from an earlier run on the same weights, "
+            f"on {m} held-out sums of the same kind; the stops, on the {result['problems']} sums above.")
 
 
 def notes_lines(notes: str) -> list[str]:
@@ -604,6 +683,61 @@ def auto_lines(result: dict) -> list[str]:
         lines.append(f"| {r['stop']} | {pol['signal']} > {pol['threshold']:g} ({pol['window']}) | "
                      f"{a['escalated']:.0%} | {a['escalations_per_reply']} | {where} | {acc} | "
                      + " | ".join(str(a["mean_thinking_by_submodel"].get(n, 0)) for n in ladder) + " |")
+    return lines
+
+
+def interleaving_lines(result: dict) -> list[str]:
+    """How the stops were run, so their wall times compare: taking turns, and the machine's load meanwhile."""
+    load = result.get("stops_load_average")
+    if not load:
+        return []
+    return [f"The stops took turns question by question (the order rotating, each reply prefilled afresh), so "
+            f"they shared the machine's load, which was {load[0]:g} at the start and {load[1]:g} at the end "
+            "(1-minute load average).", ""]
+
+
+def time_lines(result: dict, nvfp4: dict | None) -> list[str]:
+    """Where a reply's time goes, per thinking stop: what Auto saves by thinking small, and what it pays."""
+    rows = [("fp32", r) for r in result["stops"] if r.get("mean_time_ms") and r["think"]]
+    rows += [("NVFP4", r) for r in (nvfp4 or {}).get("stops", []) if r.get("mean_time_ms") and r["think"]]
+    if not rows:
+        return []
+    lines = ["", "### Where a reply's time goes", "",
+             "Mean milliseconds per reply, from the reply's own events: the prompt's prefill, the thought's decoding "
+             "(its time less the prefill and Auto's climbs), the re-prefills of Auto's climbs, the answering "
+             "submodel's re-prefill of prompt and thought at the switch (none when the thinker answers), and the "
+             "rest (the answer's decoding).", "",
+             "| checkpoint | stop | latency | prefill | thinking | per thinking token | climbs | answer's re-prefill "
+             "| answer |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rows:
+        t = r["mean_time_ms"]
+        per = t["thinking"] / r["mean_thinking_tokens"] if r["mean_thinking_tokens"] else 0.0
+        lines.append(f"| {name} | {r['stop']} | {r['mean_latency_ms']} | {t['prefill']} | {t['thinking']} | "
+                     f"{per:.2f} | {t['climbs']} | {t['answer_switch']} | {t['answer']} |")
+    return lines
+
+
+def slip_lines(result: dict, nvfp4: dict | None) -> list[str]:
+    """Where each thinking stop's wrong replies first left the right trace, and who slipped there."""
+    rows = [("fp32", r) for r in result["stops"] if r.get("slips")]
+    rows += [("NVFP4", r) for r in (nvfp4 or {}).get("stops", []) if r.get("slips")]
+    if not rows:
+        return []
+    lines = ["", "### Where the thought went wrong", "",
+             "Each wrong reply's thought against the right trace (`training/trace_slips.py`): the first token that "
+             "leaves it, what kind of slip that is (*copy*: the question rewritten as an expression; *running "
+             "value*: the number carried from the line before; *next number*: the operator or number taken from "
+             "the question; *column*: a column's digits, carry or borrow; *result*: the value the columns give; "
+             "*ran on*: more lines than operations; *cut*: the thought ended before the trace did; *answer*: the "
+             "trace was right and the answer was not), and who wrote it: a submodel, before or after Auto's first "
+             "climb, or the budget (which cut the thought).", "",
+             "| checkpoint | stop | wrong | " + " | ".join(KINDS) + " | who slipped | budget cut (all replies) |",
+             "|---|---|---|" + "---|" * len(KINDS) + "---|---|"]
+    for name, r in rows:
+        sl = r["slips"]
+        who = ", ".join(f"{k}: {v}" for k, v in sorted(sl["lost"].items(), key=lambda kv: -kv[1])) or "-"
+        lines.append(f"| {name} | {r['stop']} | {sl['wrong']} | "
+                     + " | ".join(str(sl["kinds"].get(k, 0)) for k in KINDS) + f" | {who} | {sl['budget_hit']} |")
     return lines
 
 
@@ -700,6 +834,8 @@ def main(argv=None):
     parser.add_argument("--checkpoint", type=Path, default=Path("assets/demo"))
     parser.add_argument("--out", type=Path, default=Path("docs/results/demo-eval"))
     parser.add_argument("--n", type=int, default=120)
+    parser.add_argument("--n-tools", type=int, default=None, metavar="N",
+                        help="questions per cell of the turn-by-turn, tool and no-tool tables (default: --n)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stops-only", action="store_true", help="only the depth slider's stops")
     parser.add_argument("--with-nvfp4", type=Path, default=None,
@@ -741,11 +877,11 @@ def main(argv=None):
     notes = args.notes.read_text() if args.notes else None  # read before the long run: a bad path fails now
     if args.with_nvfp4 and not args.with_nvfp4.is_dir():
         nvfp4 = json.loads(args.with_nvfp4.read_text())
-    result = evaluate(args.checkpoint, args.n, args.seed, args.stops_only)
+    result = evaluate(args.checkpoint, args.n, args.seed, args.stops_only, n_tools=args.n_tools)
     if notes:
         result["notes"] = notes
     if args.with_nvfp4 and args.with_nvfp4.is_dir():  # a checkpoint folder: run its stops on the same questions
-        nvfp4 = evaluate(args.with_nvfp4, args.n, args.seed, stops_only=True)
+        nvfp4 = evaluate(args.with_nvfp4, args.n, args.seed, stops_only=True, n_tools=args.n_tools)
     elif not args.with_nvfp4:
         nvfp4 = None
     if nvfp4:

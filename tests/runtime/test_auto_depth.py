@@ -296,6 +296,35 @@ def test_the_measurement_helpers():
     assert all(sum(p > t for p in peaks) == k for t, k in zip(thresholds_for(peaks, (0.25, 0.5)), (1, 2)))
 
 
+def test_the_pick_is_the_most_accurate_policy_cheaper_than_the_parent_thinking():
+    from training.auto_signal import pick
+
+    def row(accuracy, cpu, climbs=0.1):
+        return {"accuracy": accuracy, "mean_cpu_ms": cpu, "auto": {"escalations_per_reply": climbs}}
+
+    never, cheap, better, best_but_slow = row(0.90, 300, 0), row(0.93, 320), row(0.95, 380, 0.3), row(0.97, 520, 0.8)
+    rows = [never, cheap, better, best_but_slow]
+    assert pick(rows, max_cpu_ms=500) is better  # the most accurate one is dearer than thinking on the parent
+    assert pick(rows, max_cpu_ms=600) is best_but_slow
+    assert pick(rows, max_cpu_ms=310) is never and pick(rows, max_cpu_ms=100) is never  # none cheaper: the cheapest
+    tied = row(0.95, 360, 0.3)
+    assert pick(rows + [tied], max_cpu_ms=500) is tied  # a tie: as many climbs, less CPU time
+    assert pick(rows + [row(0.95, 390, 0.2)], max_cpu_ms=500)["auto"]["escalations_per_reply"] == 0.2
+
+
+def test_the_signal_at_a_slip_is_what_auto_compares_before_that_token():
+    from training.auto_signal import signal_at, slips
+
+    thought = {"right": False, "question": "q", "signals": [[0.1, 0.01], [0.3, 0.1], [0.9, 0.4], [0.2, 0.05]],
+               "slip": {"token": 2, "line": 1, "kind": "column", "by": "small"}}
+    assert signal_at(thought, 2, 0, 1) == 0.9 and signal_at(thought, 2, 0, 2) == pytest.approx(0.6)
+    assert signal_at(thought, 0, 1, 4) == 0.01 and signal_at(thought, 4, 0, 1) is None  # past the sampled tokens
+    found = slips([thought, dict(thought, right=True), dict(thought, slip=None)], (1, 2))
+    assert len(found) == 1 and found[0]["kind"] == "column"
+    assert found[0]["signals"] == {"entropy, window 1": 0.9, "entropy, window 2": pytest.approx(0.6),
+                                   "doubt, window 1": 0.4, "doubt, window 2": pytest.approx(0.25)}
+
+
 @pytest.mark.slow
 def test_the_measurement_runs_and_its_pick_is_what_the_engine_uses(checkpoints, tmp_path):
     from training.auto_signal import markdown, measure, write_policy
@@ -309,7 +338,9 @@ def test_the_measurement_runs_and_its_pick_is_what_the_engine_uses(checkpoints, 
                                                            "budget spent"]
     assert result["grid"] and all(r["auto"]["policy"]["window"] == 1 for r in result["grid"])
     assert {r["stop"] for r in result["fixed_stops"]} == {"Off", "Quick", "Balanced", "Deep", "Max"}
-    assert "## Chosen" in markdown(result)
+    assert result["calibration"]["fit"] == result["calibration"]["check"] == 2  # fitted on one half, checked on one
+    assert {r["stop"] for r in result["check"]["fixed_stops"]} == {"Off", "Quick", "Balanced", "Deep", "Max"}
+    assert "## Chosen" in markdown(result) and "## The check, on the other half" in markdown(result)
     write_policy(folder, result)
     engine = Engine.load(folder, max_context=256)
     assert find_level(engine.depth_levels(), "Auto").escalation.policy == AutoPolicy(**result["chosen"])

@@ -4,6 +4,7 @@ import json
 import random
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -341,7 +342,7 @@ def test_a_run_from_a_finished_checkpoint_trains_only_its_last_phases(tmp_path, 
     main(["--out", str(tmp_path / "more"), "--smoke", "--init", str(DEMO)])
     log = capsys.readouterr().out
     assert "starting from" in log and "drill step 1/2" in log and "balance step 1/2" in log
-    assert "answer step 1/2" in log
+    assert "answer step 1/2" in log and "traces step 1/2" in log
     assert "parent step" not in log and "chat step" not in log
     assert (tmp_path / "more" / "tokenizer.json").read_bytes() == (DEMO / "tokenizer.json").read_bytes()
     ElasticModel.load(tmp_path / "more")
@@ -354,6 +355,20 @@ def test_a_run_from_a_finished_checkpoint_trains_only_its_last_phases(tmp_path, 
     def from_results(mix) -> int:  # replies written after a tool's result
         return sum(ex.messages[-1]["role"] == "tool" for ex in example_batch(0, "answer", 3, 1000, mix))
     assert from_results(answer_mix(Mix())) > 1.6 * from_results(balance_mix(Mix())) > 0
+
+
+def test_the_traces_phase_trains_the_smallest_submodel_on_most_steps_and_keeps_the_answer_phases_tools():
+    from training.train_demo import TRACES_SMALL_SHARE, answer_mix, pick_submodel, traces_mix
+
+    subs = ["1.0M", "0.5M"]
+    drawn = [pick_submodel(random.Random(f"0/submodel/{step}"), subs, TRACES_SMALL_SHARE) for step in range(2000)]
+    assert drawn.count("0.5M") / len(drawn) == pytest.approx(TRACES_SMALL_SHARE, abs=0.03)
+    assert [pick_submodel(random.Random(f"0/submodel/{step}"), subs, None) for step in range(50)] == \
+        [random.Random(f"0/submodel/{step}").choice(subs) for step in range(50)]  # earlier phases draw as before
+    answer, traces = answer_mix(Mix()), traces_mix(Mix())
+    assert {k: v for k, v in vars(traces).items() if k != "numbers"} == \
+        {k: v for k, v in vars(answer).items() if k != "numbers"}  # the same tool conversations
+    assert traces.numbers.count(3) / len(traces.numbers) > answer.numbers.count(3) / len(answer.numbers)
 
 
 @pytest.mark.slow
@@ -412,3 +427,19 @@ def test_render_refuses_a_checkpoint_folder_for_the_nvfp4_rows(tmp_path):
     with pytest.raises(SystemExit, match="is not a file; leave it out"):
         main(["--render", str(earlier), "--with-nvfp4", str(tmp_path), "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out.md").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize("extra", [0, 40])
+def test_the_page_says_on_how_many_sums_its_tables_were_measured(tmp_path, extra):
+    """Stops rerun on more sums than the per-submodel and budget tables: the page says both counts."""
+    from training.evaluate import main
+
+    data = json.loads((Path(__file__).parents[2] / "docs/results/demo-eval.json").read_text())
+    data["problems_submodels"] = data["problems"] + extra
+    earlier = tmp_path / "eval.json"
+    earlier.write_text(json.dumps(data))
+    main(["--render", str(earlier), "--out", str(tmp_path / "out")])
+    head = (tmp_path / "out.md").read_text().split("## The depth slider's stops")[0]
+    assert f"{data['problems']} held-out sums" in head
+    assert ("come from an earlier run" in head) == bool(extra)
+    assert (f"on {data['problems'] + extra} held-out sums of the same kind" in head) == bool(extra)
