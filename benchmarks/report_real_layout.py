@@ -12,15 +12,13 @@ import json
 import platform
 from pathlib import Path
 
+from json_lines import read
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def gb(n) -> str:
     return f"{n / 1e9:.2f} GB"
-
-
-def read(path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()] if path else []
 
 
 def run_rows(runs: list[dict]) -> list[str]:
