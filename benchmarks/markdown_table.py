@@ -6,4 +6,9 @@ from __future__ import annotations
 
 def table_head(*columns: str) -> list[str]:
     """The first two lines of a markdown table: the column names, then the separator row."""
-    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return [table_row(*columns), "|" + "---|" * len(columns)]
+
+
+def table_row(*cells) -> str:
+    """One row of a markdown table, each cell as str() writes it (format numbers before)."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"
