@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from json_lines import emit
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -111,10 +113,7 @@ def main():
     if "refused" not in result and args.only_if_fits and result["plan"]["verdict"] != "fits":
         result["refused"] = f"not loaded: the plan says {result['plan']['reason']}"
     if "refused" in result:
-        print(json.dumps(result))
-        if args.json:
-            with open(args.json, "a") as f:
-                f.write(json.dumps(result) + "\n")
+        emit(result, args.json)
         return
     argv = ["--checkpoint", str(folder), "--threads", str(args.threads)]
     for shard in shards:
@@ -122,10 +121,7 @@ def main():
     result["cold"] = run_child(argv)
     result["warm"] = run_child(argv)
     result["load_average"] = os.getloadavg()
-    print(json.dumps(result))
-    if args.json:
-        with open(args.json, "a") as f:
-            f.write(json.dumps(result) + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from json_lines import emit
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -258,10 +260,7 @@ def main():
     if out.returncode:
         sys.exit(f"the measurement failed:\n{out.stderr[-2000:]}")
     result = {"label": args.label, **json.loads(out.stdout.strip().splitlines()[-1])}
-    print(json.dumps(result))
-    if args.json:
-        with open(args.json, "a") as f:
-            f.write(json.dumps(result) + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

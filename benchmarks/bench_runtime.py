@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from markdown_table import table_head, table_row
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -293,48 +295,45 @@ def report(meta, speed, switch, memory, profile, demo_eval) -> str:
          "", "![decode speed](benchmarks.png)", "",
          "## Decode and prefill against transformers `generate` (target: faster; aim 2x)", "",
          "256-token prompt, greedy. transformers' decode rate is its `generate` time minus its own prefill.", "",
-         "| model | engine | submodel | prefill tok/s | decode tok/s | decode vs transformers "
-         "| prefill vs transformers |",
-         "|---|---|---|---|---|---|---|"]
+         *table_head("model", "engine", "submodel", "prefill tok/s", "decode tok/s", "decode vs transformers",
+                     "prefill vs transformers")]
     for r in speed:
-        L.append(f"| {r['model']} | {r['engine']} | {r['submodel']} | {r['prefill_tok_s']} | {r['decode_tok_s']} | "
-                 f"{r.get('decode_vs_transformers', '–')} | {r.get('prefill_vs_transformers', '–')} |")
+        L.append(table_row(r["model"], r["engine"], r["submodel"], r["prefill_tok_s"], r["decode_tok_s"],
+                           r.get("decode_vs_transformers", "–"), r.get("prefill_vs_transformers", "–")))
     L += ["", "## Each submodel against its ideal (target: at least 70% of the ideal speed-up)", "",
           "Ideal speed-up = the parent's active parameters / the submodel's. "
           "Share of ideal = measured speed-up / ideal.", "",
-          "| model | submodel | active params | speed-up vs parent | ideal | share of ideal |",
-          "|---|---|---|---|---|---|"]
+          *table_head("model", "submodel", "active params", "speed-up vs parent", "ideal", "share of ideal")]
     for r in speed:
         if r["engine"] == "runtime":
-            L.append(f"| {r['model']} | {r['submodel']} | {r['active_params'] / 1e6:.2f}M | "
-                     f"{r['speedup_vs_parent']}x | {r['ideal_speedup']}x | {100 * r['share_of_ideal']:.0f}% |")
+            L.append(table_row(r["model"], r["submodel"], f"{r['active_params'] / 1e6:.2f}M",
+                               f"{r['speedup_vs_parent']}x", f"{r['ideal_speedup']}x",
+                               f"{100 * r['share_of_ideal']:.0f}%"))
     L += ["", "## The switch (target: under 5% of the reply for 512 thinking tokens)", "",
           "Random 93M model: the middle submodel thinks for T tokens, the parent re-prefills prompt + thinking, then "
           "answers 128 tokens; one real reply each.", "",
-          "| thinking tokens | re-prefilled tokens | switch (ms) | whole reply (ms) | switch share |",
-          "|---|---|---|---|---|"]
+          *table_head("thinking tokens", "re-prefilled tokens", "switch (ms)", "whole reply (ms)", "switch share")]
     for r in switch:
-        L.append(f"| {r['thinking_tokens']} | {r['reprefill_tokens']} | {r['switch_ms']} | {r['reply_ms']} | "
-                 f"{100 * r['switch_share']:.2f}% |")
+        L.append(table_row(r["thinking_tokens"], r["reprefill_tokens"], r["switch_ms"], r["reply_ms"],
+                           f"{100 * r['switch_share']:.2f}%"))
     L += ["", "## Memory: one resident copy (target: within 5% of the parent alone)", "",
-          "| model | parent alone | all submodels ready, one copy | ratio | separately extracted models | ratio |",
-          "|---|---|---|---|---|---|"]
+          *table_head("model", "parent alone", "all submodels ready, one copy", "ratio", "separately extracted models",
+                      "ratio")]
     for m in memory:
-        L.append(f"| {m['model']} | {m['parent_alone_bytes'] / 1e6:.1f} MB | "
-                 f"{m['all_submodels_one_copy_bytes'] / 1e6:.1f} MB | {m['one_copy_vs_parent']}x | "
-                 f"{m['separate_models_bytes'] / 1e6:.1f} MB | {m['separate_vs_parent']}x |")
+        L.append(table_row(m["model"], f"{m['parent_alone_bytes'] / 1e6:.1f} MB",
+                           f"{m['all_submodels_one_copy_bytes'] / 1e6:.1f} MB", f"{m['one_copy_vs_parent']}x",
+                           f"{m['separate_models_bytes'] / 1e6:.1f} MB", f"{m['separate_vs_parent']}x"))
     L += ["", "## Where one decode step goes (the parent)", ""]
     for label, p in profile.items():
-        L += [f"**{label}**: {p['ms_per_step']} ms per step.", "", "| part | ms per step | share |", "|---|---|---|"]
+        L += [f"**{label}**: {p['ms_per_step']} ms per step.", "", *table_head("part", "ms per step", "share")]
         for part, ms in p["parts_ms"].items():
-            L.append(f"| {part} | {ms:.3f} | {100 * ms / p['ms_per_step']:.0f}% |")
+            L.append(table_row(part, f"{ms:.3f}", f"{100 * ms / p['ms_per_step']:.0f}%"))
         L.append("")
     L += ["## Elastic against standard budget control (demo task)", "",
           "From `docs/results/demo-eval.json` (`python -m training.evaluate`); the parent answers in every row.", "",
-          "| budget | thinks | kind | accuracy | mean reply latency (ms) |", "|---|---|---|---|---|"]
+          *table_head("budget", "thinks", "kind", "accuracy", "mean reply latency (ms)")]
     for r in demo_eval["budget_control"]:
-        L.append(f"| {r['budget']} | {r['think']} | {r['kind']} | {100 * r['accuracy']:.1f}% | "
-                 f"{r['mean_latency_ms']} |")
+        L.append(table_row(r["budget"], r["think"], r["kind"], f"{100 * r['accuracy']:.1f}%", r["mean_latency_ms"]))
     return "\n".join(L) + "\n"
 
 

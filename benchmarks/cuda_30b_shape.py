@@ -39,6 +39,16 @@ from runtime.store.catalog import load_catalog  # noqa: E402
 GREEDY = SamplingSettings(temperature=0)
 
 
+def cuda_device(dry_run: bool) -> torch.device:
+    """The device a GPU script measures on: the CPU for --cpu-dry-run (a check of the script itself), else
+    the CUDA GPU; without one it stops and says how to run the script anyway."""
+    if dry_run:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU: this script is for a CUDA machine (or pass --cpu-dry-run)")
+    return torch.device("cuda")
+
+
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -192,9 +202,7 @@ def main():
         torch.set_num_threads(1)  # tiny matmuls: threads only contend
         where = "CPU (dry run, scaled-down shape)"
     else:
-        if not torch.cuda.is_available():
-            raise SystemExit("no CUDA GPU: this script is for a CUDA machine (or pass --cpu-dry-run)")
-        device, dtype = torch.device("cuda"), torch.bfloat16
+        device, dtype = cuda_device(dry_run=False), torch.bfloat16
         where = torch.cuda.get_device_name(device)
         torch.cuda.reset_peak_memory_stats()
     subs = parse_elastic(table, cfg)

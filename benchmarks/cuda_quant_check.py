@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from benchmarks.cuda_30b_shape import cuda_device  # noqa: E402
 from runtime import matmul  # noqa: E402
 from runtime.checkpoint.quant_pack import pack_fp8, pack_nvfp4  # noqa: E402
 
@@ -57,10 +58,8 @@ def main():
     global SHAPES
     if args.cpu_dry_run:
         dev, name, cc, SHAPES = torch.device("cpu"), "CPU (dry run)", (0, 0), [(64, 128)]
-    elif not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU: this script is for a CUDA machine (or pass --cpu-dry-run)")
     else:
-        dev = torch.device("cuda")
+        dev = cuda_device(dry_run=False)
         name, cc = torch.cuda.get_device_name(dev), torch.cuda.get_device_capability(dev)
     lines = [f"# Quantized matmul paths on {name} (compute capability {cc[0]}.{cc[1]})", "",
              f"Written by `python benchmarks/cuda_quant_check.py`; torch {torch.__version__}. "

@@ -20,11 +20,12 @@ Prints one JSON line.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
+
+from json_lines import emit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -152,10 +153,7 @@ def main():
     p.add_argument("--json", help="append the result to this JSON-lines file")
     args = p.parse_args()
     result = child(args)
-    print(json.dumps(result))
-    if args.json:
-        with open(args.json, "a") as f:
-            f.write(json.dumps(result) + "\n")
+    emit(result, args.json)
 
 
 if __name__ == "__main__":

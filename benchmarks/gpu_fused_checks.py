@@ -41,7 +41,7 @@ if "--cpu-dry-run" in sys.argv:  # the kernels then run in Triton's interpreter:
 
 import torch  # noqa: E402
 
-from benchmarks.cuda_30b_shape import active_bytes, build, decode, dry_run_shape  # noqa: E402
+from benchmarks.cuda_30b_shape import active_bytes, build, cuda_device, decode, dry_run_shape  # noqa: E402
 from runtime import cli, kernel_check, kernels, matmul  # noqa: E402
 from runtime.checkpoint.quant import QuantSpec  # noqa: E402
 from runtime.checkpoint.submodels import parse_elastic  # noqa: E402
@@ -215,10 +215,8 @@ def main() -> int:
         torch.set_num_threads(1)
         for stage in ESTIMATE:
             ESTIMATE[stage] = 0  # the dry run checks the script, not the time
-    elif not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU: this script is for a CUDA machine (or pass --cpu-dry-run)")
     else:
-        device, dtype = torch.device("cuda"), torch.bfloat16
+        device, dtype = cuda_device(dry_run=False), torch.bfloat16
     subs = parse_elastic(table, cfg)
     bandwidth = kernel_check.streaming_read(device)
     report("device", name=torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU (dry run)",

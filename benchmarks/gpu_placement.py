@@ -27,7 +27,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import torch  # noqa: E402
 
-from benchmarks.cuda_30b_shape import decode, sync  # noqa: E402
+from benchmarks.cuda_30b_shape import cuda_device, decode, sync  # noqa: E402
 from benchmarks.gpu_real_layout import host_memory  # noqa: E402
 from runtime.chat_format import ChatFormat  # noqa: E402
 from runtime.checkpoint.check import inspect_checkpoint  # noqa: E402
@@ -87,9 +87,7 @@ def main():
     args = p.parse_args()
     started = time.time()
     dry = args.cpu_dry_run
-    if not dry and not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU: this script is for a CUDA machine (or pass --cpu-dry-run)")
-    device = torch.device("cpu" if dry else "cuda")
+    device = cuda_device(dry)
     folder = args.folder
     if not (folder / "model.safetensors.index.json").exists():
         generate(folder, Options("nvfp4", "tiny" if dry else "full"), log=print)

@@ -27,7 +27,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 import torch  # noqa: E402
 
-from benchmarks.cuda_30b_shape import active_bytes, copy_bandwidth, decode, sync  # noqa: E402
+from benchmarks.cuda_30b_shape import active_bytes, copy_bandwidth, cuda_device, decode, sync  # noqa: E402
 from runtime.chat_format import ChatFormat  # noqa: E402
 from runtime.model import ElasticModel  # noqa: E402
 from tools.real_layout import Options, generate  # noqa: E402
@@ -64,9 +64,7 @@ def main():
     args = p.parse_args()
     started = time.time()
     dry = args.cpu_dry_run
-    if not dry and not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU: this script is for a CUDA machine (or pass --cpu-dry-run)")
-    device = torch.device("cpu" if dry else "cuda")
+    device = cuda_device(dry)
     folder = args.folder / args.format
     t0 = time.time()
     if not (folder / "model.safetensors.index.json").exists():

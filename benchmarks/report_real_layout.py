@@ -12,6 +12,9 @@ import json
 import platform
 from pathlib import Path
 
+from json_lines import read
+from markdown_table import table_head
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -19,16 +22,10 @@ def gb(n) -> str:
     return f"{n / 1e9:.2f} GB"
 
 
-def read(path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()] if path else []
-
-
 def run_rows(runs: list[dict]) -> list[str]:
-    out = [
-        "| code | threads | peak RSS | anonymous after load | file-backed after load | plan (weights + cache + workspace) "
-        "| load | first token | decode step | tok/s | bandwidth limit | share | load average |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    out = table_head("code", "threads", "peak RSS", "anonymous after load", "file-backed after load",
+                     "plan (weights + cache + workspace)", "load", "first token", "decode step", "tok/s",
+                     "bandwidth limit", "share", "load average")
     for r in runs:
         end, after = r["memory_end"], r["memory_after_load"]
         plan = gb(r["plan"]["need_bytes"]) if r.get("plan") else "(none: sized per parameter)"
@@ -46,12 +43,10 @@ def run_rows(runs: list[dict]) -> list[str]:
 def full_rows(runs: list[dict]) -> list[str]:
     """The full-size file: memory against the plan (private and file-backed apart), first token against
     the bytes its prefill must read."""
-    out = [
-        "| code | RAM left by others | plan: private + file-backed (verdict) | anonymous after load (end) "
-        "| file-backed after load (end) | peak RSS | load | first token | bound: prefill bytes / step bytes "
-        "(experts touched a layer) | decode step | share of limit | load average |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    out = table_head("code", "RAM left by others", "plan: private + file-backed (verdict)",
+                     "anonymous after load (end)", "file-backed after load (end)", "peak RSS", "load", "first token",
+                     "bound: prefill bytes / step bytes (experts touched a layer)", "decode step", "share of limit",
+                     "load average")
     for r in runs:
         plan, after, end = r["plan"], r["memory_after_load"], r["memory_end"]
         planned = (f"{gb(plan['private_bytes'])} + {gb(plan['mapped_bytes'])} ({plan['verdict']})"
@@ -154,11 +149,8 @@ def _need(plan: dict) -> str:
 
 
 def load_rows(loads: list[dict]) -> list[str]:
-    out = [
-        "| checkpoint | files | disk read (buffered, direct) | plan | cold load | warm load | tensors/s (cold, warm) "
-        "| peak RSS (cold) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    out = table_head("checkpoint", "files", "disk read (buffered, direct)", "plan", "cold load", "warm load",
+                     "tensors/s (cold, warm)", "peak RSS (cold)")
     for r in loads:
         name = Path(r["checkpoint"]).name
         disk = f"{r['disk_read_bytes_per_s'] / 1e9:.2f}, {r.get('disk_direct_read_bytes_per_s', 0) / 1e9:.2f} GB/s"

@@ -137,23 +137,31 @@ def make_problem(rng: random.Random, n_numbers: int) -> Problem:
     return Problem(tuple(numbers), tuple(ops))
 
 
+def digit_columns(a: int, b: int) -> list[tuple[int, int]]:
+    """The digits of a and b column by column from the ones, 0 where the shorter number has run out."""
+    da, db = str(a)[::-1], str(b)[::-1]
+    return [(int(da[i]) if i < len(da) else 0, int(db[i]) if i < len(db) else 0)
+            for i in range(max(len(da), len(db)))]
+
+
+def minus_column(x: int, y: int, carry: int) -> tuple[str, int]:
+    """One column of a written subtraction ("11-7=4" when it borrows, "5-1-1=3" when one was borrowed)
+    and the borrow it passes to the next column."""
+    d = x - y - carry
+    return f"{'1' if d < 0 else ''}{x}-{y}{'-1' if carry else ''}={d % 10}", int(d < 0)
+
+
 def column_step(a: int, op: str, b: int) -> str:
     """"45+23: 5+3=8 4+2=6 so 68": the columns from the ones, carry/borrow written out."""
-    da, db = str(a)[::-1], str(b)[::-1]
-    width = max(len(da), len(db))
     columns, carry = [], 0
-    for i in range(width):
-        x = int(da[i]) if i < len(da) else 0
-        y = int(db[i]) if i < len(db) else 0
+    for x, y in digit_columns(a, b):
         if op == "+":
             s = x + y + carry
             columns.append(f"{x}+{y}{'+1' if carry else ''}={s}")
             carry = s // 10
         else:
-            d = x - y - carry
-            borrow = d < 0
-            columns.append(f"{'1' if borrow else ''}{x}-{y}{'-1' if carry else ''}={d + 10 if borrow else d}")
-            carry = int(borrow)
+            text, carry = minus_column(x, y, carry)
+            columns.append(text)
     value = a + b if op == "+" else a - b
     return f"{a}{op}{b}: {' '.join(columns)} so {value}"
 
@@ -419,18 +427,12 @@ def out_of_range_kind(p: Problem) -> str | None:
 
 def negative_step(a: int, b: int) -> str:
     """"60-80: 0-0=0 6-8<0 so below 0": the columns until the top one, which has nothing to borrow from."""
-    da, db = str(a)[::-1], str(b)[::-1]
-    width = max(len(da), len(db))
+    *lower, (x, y) = digit_columns(a, b)
     columns, carry = [], 0
-    for i in range(width):
-        x = int(da[i]) if i < len(da) else 0
-        y = int(db[i]) if i < len(db) else 0
-        d = x - y - carry
-        if i == width - 1:
-            columns.append(f"{x}-{y}{'-1' if carry else ''}<0")
-            break
-        columns.append(f"{'1' if d < 0 else ''}{x}-{y}{'-1' if carry else ''}={d % 10}")
-        carry = int(d < 0)
+    for lx, ly in lower:
+        text, carry = minus_column(lx, ly, carry)
+        columns.append(text)
+    columns.append(f"{x}-{y}{'-1' if carry else ''}<0")
     return f"{a}-{b}: {' '.join(columns)} so below 0"
 
 

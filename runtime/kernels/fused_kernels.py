@@ -65,6 +65,20 @@ def _row_setup(ids_ptr, r, stride_ce, stride_se, stride_s2, ACTIVE: tl.constexpr
 
 
 @triton.jit
+def _lanes(first, BLOCK: tl.constexpr, limit):
+    """BLOCK indices from first (weight rows, tokens, columns or code bytes) and which are below limit."""
+    idx = first + tl.arange(0, BLOCK)
+    return idx, idx < limit
+
+
+@triton.jit
+def _split_range(s, split, length):
+    """The part of the reduced axis (K columns or code bytes, `length` of them) that split s sums."""
+    start = s * split
+    return start, tl.minimum(start + split, length)
+
+
+@triton.jit
 def _store(out_ptr, acc, s, r, rows, row_mask, N, R, SPLIT: tl.constexpr):
     """acc (BLOCK_N,) of output row r: the result, or split s's fp32 partial sum."""
     if SPLIT == 1:
@@ -82,17 +96,14 @@ def nvfp4_rows(x_ptr, codes_ptr, scale_ptr, scale2_ptr, ids_ptr, out_ptr,
     two inputs each; a scale block is 8 bytes)."""
     pid_n, r, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     c_off, s_off, s2_off, x_row = _row_setup(ids_ptr, r, stride_ce, stride_se, stride_s2, ACTIVE, X_PER_ROW)
-    rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = rows < N
+    rows, row_mask = _lanes(pid_n * BLOCK_N, BLOCK_N, N)
     codes = codes_ptr + c_off + rows[:, None] * stride_cn  # (BLOCK_N, 1) row starts
     scales = scale_ptr + s_off + rows[:, None] * stride_sn
     xs = x_ptr + x_row.to(tl.int64) * stride_x
     acc = tl.zeros((BLOCK_N,), tl.float32)
-    start = s * split_bytes
-    stop = tl.minimum(start + split_bytes, KB)
+    start, stop = _split_range(s, split_bytes, KB)
     for b0 in range(start, stop, BB):
-        byte = b0 + tl.arange(0, BB)
-        inside = byte < stop
+        byte, inside = _lanes(b0, BB, stop)
         c = tl.load(codes + byte[None, :], mask=row_mask[:, None] & inside[None, :], other=0)  # (BLOCK_N, BB)
         w = tl.interleave(_e2m1(c & 15), _e2m1(c >> 4))  # (BLOCK_N, 2 BB): low nibble first, in input order
         col = 2 * b0 + tl.arange(0, 2 * BB)
@@ -113,16 +124,13 @@ def fp8_rows(x_ptr, w_ptr, scale_ptr, ids_ptr, out_ptr,
     """out[r, n] = x[row(r)] . w[n] * scale for BLOCK_N rows n, over the columns of split s."""
     pid_n, r, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     w_off, _, s_off, x_row = _row_setup(ids_ptr, r, stride_we, 0, stride_s, ACTIVE, X_PER_ROW)
-    rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = rows < N
+    rows, row_mask = _lanes(pid_n * BLOCK_N, BLOCK_N, N)
     ws = w_ptr + w_off + rows[:, None] * stride_wn
     xs = x_ptr + x_row.to(tl.int64) * stride_x
     acc = tl.zeros((BLOCK_N,), tl.float32)
-    start = s * split_cols
-    stop = tl.minimum(start + split_cols, K)
+    start, stop = _split_range(s, split_cols, K)
     for k0 in range(start, stop, BK):
-        col = k0 + tl.arange(0, BK)
-        inside = col < stop
+        col, inside = _lanes(k0, BK, stop)
         w = tl.load(ws + col[None, :], mask=row_mask[:, None] & inside[None, :], other=0)  # (BLOCK_N, BK) bytes
         x = tl.load(xs + col, mask=inside, other=0).to(tl.float32)
         acc += tl.sum(_e4m3(w) * x[None, :], axis=1)
@@ -138,19 +146,15 @@ def nvfp4_dot(x_ptr, codes_ptr, scale_ptr, scale2_ptr, out_ptr,
     """out[t, n] for BLOCK_T tokens and BLOCK_N rows: each weight tile decoded once, scaled exactly into
     x's dtype, then two tensor-core products (the low nibbles with the even inputs, the high with the odd)."""
     pid_n, pid_t, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = rows < N
-    tokens = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
-    token_mask = tokens < T
+    rows, row_mask = _lanes(pid_n * BLOCK_N, BLOCK_N, N)
+    tokens, token_mask = _lanes(pid_t * BLOCK_T, BLOCK_T, T)
     codes = codes_ptr + rows[:, None] * stride_cn
     scales = scale_ptr + rows[:, None] * stride_sn
     xs = x_ptr + tokens[:, None].to(tl.int64) * stride_x  # (BLOCK_T, 1)
     acc = tl.zeros((BLOCK_T, BLOCK_N), tl.float32)
-    start = s * split_bytes
-    stop = tl.minimum(start + split_bytes, KB)
+    start, stop = _split_range(s, split_bytes, KB)
     for b0 in range(start, stop, BB):
-        byte = b0 + tl.arange(0, BB)
-        inside = byte < stop
+        byte, inside = _lanes(b0, BB, stop)
         c = tl.load(codes + byte[None, :], mask=row_mask[:, None] & inside[None, :], other=0)  # (BLOCK_N, BB)
         sb = b0 // 8 + tl.arange(0, BB // 8)
         sc = tl.load(scales + sb[None, :], mask=row_mask[:, None] & (sb < (stop + 7) // 8)[None, :], other=0)
@@ -176,18 +180,14 @@ def fp8_dot(x_ptr, w_ptr, scale_ptr, out_ptr, T, N, K, stride_x, stride_wn, spli
             F32_DOT: tl.constexpr):
     """out[t, n] for BLOCK_T tokens and BLOCK_N rows: E4M3 weights (exact in bf16/fp16) on tensor cores."""
     pid_n, pid_t, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    rows = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = rows < N
-    tokens = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
-    token_mask = tokens < T
+    rows, row_mask = _lanes(pid_n * BLOCK_N, BLOCK_N, N)
+    tokens, token_mask = _lanes(pid_t * BLOCK_T, BLOCK_T, T)
     ws = w_ptr + rows[:, None] * stride_wn
     xs = x_ptr + tokens[:, None].to(tl.int64) * stride_x
     acc = tl.zeros((BLOCK_T, BLOCK_N), tl.float32)
-    start = s * split_cols
-    stop = tl.minimum(start + split_cols, K)
+    start, stop = _split_range(s, split_cols, K)
     for k0 in range(start, stop, BK):
-        col = k0 + tl.arange(0, BK)
-        inside = col < stop
+        col, inside = _lanes(k0, BK, stop)
         w = tl.load(ws + col[None, :], mask=row_mask[:, None] & inside[None, :], other=0)
         x = tl.load(xs + col[None, :], mask=token_mask[:, None] & inside[None, :], other=0)
         if F32_DOT:
