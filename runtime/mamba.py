@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from . import kernels
 from .cache import MambaState
 from .checkpoint.config import ModelConfig
 from .checkpoint.weights import MambaWeights
@@ -64,14 +65,22 @@ def mamba_step(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelCo
     B, C = u[:gn].view(G, 1, N), u[gn:2 * gn].view(G, 1, N)  # group g's B and C serve heads j*G + g
     xs = u[2 * gn:].view(q, G, P)
     dt = F.softplus(_fp32(per_head[:, 2 * P]) + w.dt_bias).clamp(min=cfg.time_step_min).view(q, G, 1)
-    ssm = state.ssm.view(q, G, P, N)
-    ssm.mul_(torch.exp(dt * w.A.view(q, G, 1)).unsqueeze(-1))
-    ssm.add_((dt * xs).unsqueeze(-1) * B)
-    y = (ssm * C).sum(-1) + w.D.view(q, G, 1) * xs  # (q, G, P)
+    if _fused_state(state.ssm):  # one pass over the state (runtime/kernels/cpu/csrc/ops.cpp)
+        y = kernels.backend("cpu").ssm_step(state.ssm, xs, dt, w.A, B, C, w.D).view(q, G, P)
+    else:
+        ssm = state.ssm.view(q, G, P, N)
+        ssm.mul_(torch.exp(dt * w.A.view(q, G, 1)).unsqueeze(-1))
+        ssm.add_((dt * xs).unsqueeze(-1) * B)
+        y = (ssm * C).sum(-1) + w.D.view(q, G, 1) * xs  # (q, G, P)
     g = y * F.silu(_fp32(per_head[:, :P]).view(q, G, P))  # gated RMSNorm within each group
     g = g * torch.rsqrt(g.pow(2).mean(dim=(0, 2), keepdim=True) + cfg.layer_norm_epsilon)
     out = w.norm_w * g.view(1, H * P)
     return linear(out if out.dtype == x.dtype else out.to(x.dtype), w.out_proj, w.out_bias)
+
+
+def _fused_state(ssm: torch.Tensor) -> bool:
+    """Whether the CPU kernels step this state: a CPU one, where they are built."""
+    return ssm.device.type == "cpu" and kernels.unavailable("cpu", ssm.device) is None
 
 
 def _fp32(t: torch.Tensor) -> torch.Tensor:

@@ -1,10 +1,15 @@
 """`linear(x, w, bias)` for dense and packed weights, and which kernel path actually runs.
 
-Paths for packed weights, chosen once per (device, format) by what the GPU can do:
+Paths for packed weights, chosen once per (device, format) by what the device can do:
 
+    cpu-kernel   the project's C++ kernels (runtime/kernels/cpu/): codes decoded in registers,
+                 read in place; on the CPU wherever they are built. They also take BF16 weights
+                 on the CPU: one token always (a matvec at the memory's speed), several where the
+                 CPU has no native BF16 matmul (PyTorch's emulated one is about 10x slower).
     dequantize   decode the weight exactly into the activation dtype through byte tables, then a
                  normal matmul (dequant.py): on the CPU block by block into buffers that stay in
-                 cache; on a GPU whole (the weight-only fallback, capturable in a CUDA graph).
+                 cache (where the kernels are not built); on a GPU whole (the weight-only
+                 fallback, capturable in a CUDA graph).
     fp8-scaled   FP8 activations (dynamic per-tensor scale) times FP8 weights with
                  torch._scaled_mm, compute capability 8.9 and newer.
     nvfp4-native FP4 activations and weights with torch._scaled_mm's block-scaled FP4 mode,
@@ -21,14 +26,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from . import kernels
 from .checkpoint.quant import PackedFP8, PackedNVFP4
 from .checkpoint.quant_pack import FP8_MAX, pack_fp8, pack_nvfp4, swizzle_block_scales
 from .dequant import linear as dequant_linear
+from .device import cpu_runs_bf16
 
 
 @dataclass(frozen=True)
 class KernelChoice:
-    path: str  # "dequantize", "fp8-scaled" or "nvfp4-native"
+    path: str  # "cpu-kernel", "dequantize", "fp8-scaled" or "nvfp4-native"
     label: str  # what the status shows, e.g. "FP8 scaled matmul" or "NVFP4 weight-only dequantize"
     note: str = ""  # why a faster path is not used, when it is not
 
@@ -38,15 +45,42 @@ _choices: dict[tuple[str, str], KernelChoice] = {}
 
 def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
     if isinstance(w, torch.Tensor):
-        return F.linear(x, w, bias)
-    path = kernel_for(w).path
-    if path == "fp8-scaled":
+        if not _cpu_bf16(x, w):
+            return F.linear(x, w, bias)
+        out = kernels.backend("cpu").linear(x, w)
+    elif (path := kernel_for(w).path) == "cpu-kernel":
+        out = kernels.backend("cpu").linear(x, w)
+    elif path == "fp8-scaled":
         out = _fp8_scaled(x, w)
     elif path == "nvfp4-native":
         out = _nvfp4_native(x, w)
     else:
         out = dequant_linear(x, w)
     return out if bias is None else out + bias
+
+
+def _cpu_bf16(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether a dense BF16 product goes to the CPU kernels (see the module doc)."""
+    if w.dtype != torch.bfloat16 or x.dtype != torch.bfloat16 or x.device.type != "cpu":
+        return False
+    if describe(x.device, "BF16").path != "cpu-kernel":
+        return False
+    return x.numel() == x.shape[-1] or not _native_bf16()
+
+
+_native: list[bool] = []
+
+
+def _native_bf16() -> bool:
+    if not _native:
+        _native.append(cpu_runs_bf16())
+    return _native[0]
+
+
+def reset_choices() -> None:
+    """Forget the paths chosen (tests that build or turn off kernels within one process)."""
+    _choices.clear()
+    _native.clear()
 
 
 def kernel_for(w) -> KernelChoice:
@@ -62,6 +96,13 @@ def describe(device: torch.device, fmt: str) -> KernelChoice:
 
 
 def _choose(device: torch.device, fmt: str) -> KernelChoice:
+    if device.type == "cpu":
+        why = kernels.unavailable("cpu", device)
+        if why is None:
+            return KernelChoice("cpu-kernel", f"{fmt} weights read in registers by the CPU kernels "
+                                              f"({kernels.backend('cpu').path()})")
+        return KernelChoice("dequantize", f"{fmt} weights decoded exactly by byte table + matmul (CPU)",
+                            f"CPU kernels {why}")
     if device.type != "cuda":
         return KernelChoice("dequantize", f"{fmt} weights decoded exactly by byte table + matmul (CPU)")
     major, minor = torch.cuda.get_device_capability(device)

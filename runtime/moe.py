@@ -16,6 +16,10 @@ A large checkpoint on the CPU keeps its experts as per-expert views of the file 
 cannot be gathered by a device index: there the decode step reads the k chosen ids on the host
 and runs those experts one by one (`_by_expert`, as a prefill does). A CPU has no graph to break
 and no device to wait for; on a GPU experts are always stacked, and the step stays sync-free.
+
+Where the CPU kernels are built (runtime/kernels/cpu/), one token's packed experts go to them
+whole (`moe_one_token`: the k chosen experts' up projections in one call, relu2, their down
+projections in another), stacked or per-expert views alike, read in place.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from . import kernels
 from .checkpoint.config import ModelConfig
 from .checkpoint.quant import PackedFP8, PackedNVFP4
 from .checkpoint.weights import MLPWeights, MoEWeights
 from .dequant import dequantize
-from .matmul import linear
+from .matmul import kernel_for, linear
 
 
 def relu2(x: torch.Tensor) -> torch.Tensor:
@@ -125,6 +130,9 @@ def _grouped(x: torch.Tensor, w: MoEWeights, ids: torch.Tensor, weights: torch.T
 def moe_gathered(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
     """x: (T, hidden) -> (T, hidden), each token's k experts run on the device without host sync."""
     ids, weights = route(x, w, cfg)  # (T, k)
+    if x.shape[0] == 1 and _on_cpu_kernels(x, w):
+        routed = kernels.backend("cpu").moe_one_token(x, w.up, w.down, ids, weights)
+        return routed.to(x.dtype) + mlp(x, w.shared)
     if isinstance(w.up, list):  # per-expert views of the file (a large checkpoint on the CPU): read the ids
         return _by_expert(x, w, ids, weights) + mlp(x, w.shared)
     if isinstance(w.up, torch.Tensor) and grouped_experts(x.device, x.dtype):
@@ -136,6 +144,12 @@ def moe_gathered(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tens
     out = torch.bmm(_dense(take(w.down, flat), x.dtype), h).view(T, k, -1)  # (T, k, hidden)
     routed = torch.bmm(weights[:, None, :], out.float())[:, 0]  # (T, hidden) fp32
     return routed.to(x.dtype) + mlp(x, w.shared)
+
+
+def _on_cpu_kernels(x: torch.Tensor, w: MoEWeights) -> bool:
+    """Whether the CPU kernels run these routed experts: packed ones, on a CPU where they are built."""
+    up = w.up[0] if isinstance(w.up, list) else w.up
+    return x.device.type == "cpu" and not isinstance(up, torch.Tensor) and kernel_for(up).path == "cpu-kernel"
 
 
 def moe(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:

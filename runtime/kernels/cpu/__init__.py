@@ -38,11 +38,10 @@ def unavailable(device: torch.device) -> str | None:
 
 def path() -> str:
     """The code path in use ("avx2", ...), with any that failed their self-test."""
-    from .self_test import dropped
-
     module = library.load()
     name = module.isa() if module is not None else "none"
-    return name + (f" ({'; '.join(dropped)})" if dropped else "")
+    failed = library.dropped()
+    return name + (f"; failed its self-test: {'; '.join(failed)}" if failed else "")
 
 
 def _args(w):

@@ -41,7 +41,8 @@ DIR_ENV, OFF_ENV, ISA_ENV = "ELASTIC_CHAT_KERNELS_DIR", "ELASTIC_CHAT_CPU_KERNEL
 BUILD_SECONDS = 900  # a build that takes longer is stopped (about 1-2 min on 2 cores)
 RECORD = "build.json"
 
-_loaded: dict[str, object] = {}  # "module" or "problem", once per process
+_loaded: dict[str, object] = {}  # "module" and "problem", decided once per process (reset() forgets)
+_imported: dict[Path, types.ModuleType] = {}  # a library file is imported once per process
 
 
 def tag() -> str:
@@ -113,6 +114,12 @@ def problem() -> str | None:
     return _loaded["problem"]
 
 
+def dropped() -> list[str]:
+    """The code paths that failed their self-test in this process ("avx512: what failed")."""
+    load()
+    return list(_loaded.get("dropped", []))
+
+
 def reset() -> None:
     """Forget what was loaded (tests that turn the kernels off and on)."""
     _loaded.clear()
@@ -129,9 +136,7 @@ def _load() -> tuple[types.ModuleType | None, str | None]:
             return None, f"not built: {record.get('error', 'the build failed')}"
         return None, "not built (installer/setup.sh builds it; or run python -m runtime.kernels.cpu)"
     try:
-        spec = importlib.util.spec_from_file_location(module_name(), path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = _import(path)
     except Exception as e:  # a library that does not load (a torch upgrade without a rebuild, say)
         return None, f"the built library does not load ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
     asked = os.environ.get(ISA_ENV, "").strip().lower()
@@ -142,10 +147,21 @@ def _load() -> tuple[types.ModuleType | None, str | None]:
         module.set_isa(asked)
     from .self_test import first_good  # the chosen path must agree with the exact reference
 
-    failed = first_good(module)
+    failed, _loaded["dropped"] = first_good(module)
     if failed is not None:
         return None, failed
     return module, None
+
+
+def _import(path: Path) -> types.ModuleType:
+    if path not in _imported:
+        spec = importlib.util.spec_from_file_location(module_name(), path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _imported[path] = module
+    module = _imported[path]
+    module.set_isa(module.isas()[0])  # the best path, until told otherwise
+    return module
 
 
 # ----------------------------------------------------------------------------- building
@@ -213,7 +229,7 @@ def _child(where: Path) -> None:
     from torch.utils import cpp_extension
 
     msvc = sys.platform == "win32"
-    flags = ["/O2", "/std:c++17"] if msvc else ["-O3", "-std=c++17", "-fno-math-errno"]
+    flags = ["/O2"] if msvc else ["-O3", "-fno-math-errno"]  # torch adds its own C++ standard flag
     cpp_extension.load(name=module_name(), sources=[str(SOURCES / f) for f in FILES], extra_cflags=flags,
                        extra_include_paths=[str(SOURCES)], build_directory=str(where), verbose=True)
 

@@ -12,8 +12,6 @@ from ...checkpoint.quant import PackedFP8, PackedNVFP4
 ROWS, COLS = 37, 208  # odd rows; 208 inputs = 128 + 64 + 16, every tail of the NVFP4 kernel
 LIMIT = 0.03  # of the output's largest magnitude: int8 activations stay well within (see tolerance())
 
-dropped: list[str] = []  # "avx512: ..." for each path that failed, in this process
-
 
 def _problems(g: torch.Generator):
     packed = torch.randint(0, 256, (ROWS, COLS // 2), generator=g, dtype=torch.uint8)
@@ -43,14 +41,15 @@ def check(module) -> str | None:
     return None
 
 
-def first_good(module) -> str | None:
-    """Keeps the module on the best path that passes `check`; None, or why none does."""
+def first_good(module) -> tuple[str | None, list[str]]:
+    """Keeps the module on the best path from its current one down that passes `check`. Returns
+    (None, or why no path passes; "path: what failed" for each path dropped)."""
     names = list(module.isas())
-    start = names.index(module.isa())
-    for name in names[start:]:
+    dropped = []
+    for name in names[names.index(module.isa()):]:
         module.set_isa(name)
         problem = check(module)
         if problem is None:
-            return None
+            return None, dropped
         dropped.append(f"{name}: {problem}")
-    return "no kernel path passed its self-test (" + "; ".join(dropped) + ")"
+    return "no kernel path passed its self-test (" + "; ".join(dropped) + ")", dropped

@@ -23,6 +23,11 @@ ISAS = MODULE.isas() if MODULE is not None else []
 TOKENS = (1, 2, 7, 33)
 
 
+@pytest.fixture(autouse=True)
+def seeded():
+    torch.manual_seed(0)  # every random input is the same on every run
+
+
 @pytest.fixture(params=ISAS)
 def isa(request):
     """Each code path this CPU runs, in turn (the best one restored after)."""
@@ -48,6 +53,28 @@ def limit(fmt: str, dtype: torch.dtype, tokens: int, exact: bool) -> float:
     return cpu.tolerance(fmt, dtype)
 
 
+def int8_path(fmt: str, tokens: int, exact: bool) -> bool:
+    return fmt.lower() == "nvfp4" and tokens == 1 and not exact and MODULE.isa() != "portable"
+
+
+def assert_close(got: torch.Tensor, x: torch.Tensor, w, fmt: str, tokens: int, exact: bool):
+    """The exact paths within the output's rounding of the reference; the int8 path within its proven
+    bound, output by output: each activation is rounded by at most half a step, a step being its
+    16-block's largest magnitude / 127, so |error| <= sum over blocks of that half step times the
+    block's sum of |weights| (plus the output's own rounding)."""
+    want = kernel_check.reference(x, w, None)
+    if not int8_path(fmt, tokens, exact):
+        assert rel_err(got, want) <= cpu.EXACT_TOLERANCE[x.dtype]
+        return
+    dense = w.dequantize(torch.float32)
+    T, K = x.shape
+    half_step = x.float().abs().view(T, K // 16, 16).amax(-1) / 254  # (T, blocks)
+    block_mass = dense.abs().view(-1, K // 16, 16).sum(-1)  # (N, blocks)
+    bound = half_step @ block_mass.T * (1 + 1e-4) + want.abs() * (2 ** -8 if got.dtype == torch.bfloat16 else 1e-6)
+    assert ((got.float() - want).abs() <= bound + 1e-30).all()
+    assert rel_err(got, want) <= cpu.tolerance(fmt, x.dtype) or want.numel() < 8  # few outputs: cancellation
+
+
 # ----------------------------------------------------------------------------- shapes
 
 
@@ -58,11 +85,10 @@ def test_real_shapes_a_few_rows(isa, fmt, name, tokens):
     rows, cols = kernel_check.REAL_LINEAR[name]
     w = weight(fmt, rows, cols)[5:5 + 19]  # 19 rows of the real width, starting mid-matrix: a strided view
     x = torch.randn(tokens, cols).to(torch.bfloat16)
-    want = kernel_check.reference(x, w, None)
     for exact in (False, True):
         got = cpu.linear(x, w, exact=exact)
         assert got.dtype == torch.bfloat16 and got.shape == (tokens, 19)
-        assert rel_err(got, want) <= limit(fmt, torch.bfloat16, tokens, exact), (isa, exact)
+        assert_close(got, x, w, fmt, tokens, exact)
 
 
 @pytest.mark.slow
@@ -73,8 +99,7 @@ def test_real_shapes_whole(isa, fmt, name):
     w = weight(fmt, rows, cols, seed=3)
     for tokens in (1, 33):
         x = torch.randn(tokens, cols).to(torch.bfloat16)
-        got = cpu.linear(x, w)
-        assert rel_err(got, kernel_check.reference(x, w, None)) <= limit(fmt, torch.bfloat16, tokens, False)
+        assert_close(cpu.linear(x, w), x, w, fmt, tokens, False)
 
 
 @pytest.mark.parametrize("fmt", ["nvfp4", "fp8"])
@@ -85,9 +110,8 @@ def test_odd_shapes(isa, fmt, rows, cols, tokens, dtype):
     """Widths a multiple of 16 but not of 32 or 64 (every tail of the kernels), odd row counts."""
     w = weight(fmt, rows, cols, seed=rows * cols)
     x = torch.randn(tokens, cols).to(dtype)
-    want = kernel_check.reference(x, w, None)
     for exact in (False, True):
-        assert rel_err(cpu.linear(x, w, exact=exact), want) <= limit(fmt, dtype, tokens, exact), (isa, exact)
+        assert_close(cpu.linear(x, w, exact=exact), x, w, fmt, tokens, exact)
 
 
 @pytest.mark.parametrize("rows, cols", [(1, 7), (9, 16), (33, 100), (64, 2688)])
@@ -122,9 +146,7 @@ def test_submodel_slices_are_read_in_place(isa):
     assert part.packed.stride(0) == 128 and part.packed.data_ptr() == w.packed.data_ptr()
     x = torch.randn(3, 160)
     for tokens in (1, 3):
-        got = cpu.linear(x[:tokens], part)
-        assert rel_err(got, kernel_check.reference(x[:tokens], part, None)) <= limit("nvfp4", torch.float32, tokens,
-                                                                                     False)
+        assert_close(cpu.linear(x[:tokens], part), x[:tokens], part, "nvfp4", tokens, False)
 
 
 @pytest.mark.parametrize("fmt", ["nvfp4", "fp8"])
