@@ -111,6 +111,15 @@ def moe_one_token(x: torch.Tensor, up, down, ids: torch.Tensor, weights: torch.T
     return weights.float() @ out  # (1, H)
 
 
+def ssm_step(state: torch.Tensor, x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+             C: torch.Tensor, D: torch.Tensor) -> torch.Tensor:
+    """One decode step of a Mamba-2 state (H, P, N) in place, in one pass over it; x (H, P) (any view
+    of that size), dt A D (H,), B C (G, N), head h reading group h % G; all fp32. Returns y (H, P)."""
+    H, P, N = state.shape
+    return library.load().ssm_step(state, x.reshape(H, P), dt.reshape(H), A.reshape(H), B.reshape(-1, N),
+                                   C.reshape(-1, N), D.reshape(H))
+
+
 def tolerance(fmt: str, dtype: torch.dtype) -> float:
     module = library.load()
     quantized = fmt.upper() == "NVFP4" and module is not None and module.isa() != "portable"

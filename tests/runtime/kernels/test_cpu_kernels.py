@@ -315,3 +315,22 @@ def test_stacked_helpers_agree():
     ids = torch.tensor([[2, 0]])
     assert torch.equal(cpu.experts(x, st, ids), cpu.experts(x, ws, ids))
     assert math.isclose(float(st.scale2[2]), float(ws[2].scale2))
+
+
+@pytest.mark.parametrize("G", [1, 8])
+def test_the_fused_state_step_is_the_recurrence(G):
+    """ops.cpp's one-pass Mamba state step against mamba.py's reference step (ssm_step), head h in
+    group h % G as the rank-major layout puts it."""
+    from runtime.mamba import ssm_step
+
+    H, P, N = 16, 8, 24
+    g = torch.Generator().manual_seed(G)
+    state = torch.randn(H, P, N, generator=g)
+    x, dt = torch.randn(H, P, generator=g), torch.rand(H, generator=g)
+    A, D = -torch.rand(H, generator=g) * 4, torch.randn(H, generator=g)
+    B, C = torch.randn(G, N, generator=g), torch.randn(G, N, generator=g)
+    group = torch.arange(H) % G
+    want_state = state.clone()
+    want = ssm_step(x, dt, A, B[group], C[group], D, want_state)
+    got = cpu.ssm_step(state, x, dt, A, B, C, D)
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-5) and torch.allclose(state, want_state, rtol=1e-6, atol=1e-6)
