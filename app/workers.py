@@ -24,6 +24,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
+from runtime import threads
 from runtime.options import CONTEXT
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ class EngineWorker(QObject):
             before = hw_plan[0] if hw_plan is not None else _ram_probe()  # memory free before the weights
             if hw_plan is not None and not resident:
                 resident = self._largest_that_fits(hw_plan)
+            threads.apply()  # the engine's CPU thread count: runtime/threads.py
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
                                       device="cpu" if is_demo else None, table=folder_table(folder),
                                       progress=self._progress, cancelled=self.cancel_requested.is_set,

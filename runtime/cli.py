@@ -20,7 +20,7 @@ import logging
 import math
 import sys
 
-from . import options
+from . import options, threads
 from .depth import level_names
 from .errors import ElasticError, UsageError, one_line, printable
 from .options import (
@@ -226,6 +226,7 @@ def _score(args) -> int:
     ids = [int(t) for t in parts if t != ""]
     if len(ids) < 2:
         raise UsageError("--token-ids needs at least two tokens (the first one is only context)")
+    threads.apply()  # the rule and why: runtime/threads.py
     model = ElasticModel.load(args.checkpoint, device=args.device, dtype=args.dtype)
     name = args.submodel or model.parent.name
     logprobs = score(model, name, ids, stepwise=args.stepwise)
@@ -275,6 +276,7 @@ def _generate(args) -> int:
     else:
         if args.model or args.api_key:
             raise UsageError("--model and --api-key go with --remote; a local checkpoint is chosen by --checkpoint")
+        threads.apply()
         engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
                              table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit)
 

@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+from .. import threads
 from ..engine_queue import EngineQueue
 from ..errors import UsageError
 from ..options import ALLOW_HOSTS, ALLOW_ORIGINS, PORT, SERVER_LIMITS, OptionError
@@ -224,6 +225,7 @@ def serve_command(args) -> int:
         from ..cli import stderr_progress  # noqa: PLC0415
         from ..store.planner import check_cpu_fit  # noqa: PLC0415
 
+        threads.apply()  # the rule and why: runtime/threads.py
         engine = Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context,
                              table=folder_table(folder), progress=stderr_progress(), preflight=check_cpu_fit)
     except BaseException:
