@@ -1,7 +1,8 @@
-"""Writes docs/benchmarks-real.md (+ .json) from the JSON lines bench_real_layout.py and bench_load.py
-appended, so the page's figures are the measurements themselves.
+"""Writes docs/benchmarks-real.md (+ .json) from the JSON lines bench_real_layout.py, bench_vs_llama_cpp.py
+and bench_load.py appended, so the page's figures are the measurements themselves.
 
-    python benchmarks/report_real_layout.py --runs runs.jsonl --loads loads.jsonl [--out docs/benchmarks-real.md]
+    python benchmarks/report_real_layout.py --runs runs.jsonl [--versus vs.jsonl] [--loads loads.jsonl]
+        [--out docs/benchmarks-real.md]
 """
 
 from __future__ import annotations
@@ -42,6 +43,28 @@ def run_rows(runs: list[dict]) -> list[str]:
     return out
 
 
+def versus_rows(rows: list[dict]) -> list[str]:
+    """bench_vs_llama_cpp.py's per-setting medians: ours and llama.cpp against the same limit."""
+    out = [
+        "| code | threads | busy processes beside | read limit (this thread count) | ours: decode | llama.cpp: decode "
+        "| ours / llama.cpp | prefill of 64 tokens: ours, llama.cpp | load average |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "summary" not in r:
+            continue
+        limit = f"{r['read_limit_gb_per_s']:.1f} GB/s"
+        ours = f"{r['ours_decode_tok_per_s']:.2f} tok/s ({100 * r['ours_share_of_limit']:.0f}%)"
+        llama = (f"{r['llama_decode_tok_per_s']:.2f} tok/s ({100 * r['llama_share_of_limit']:.0f}%)"
+                 if "llama_decode_tok_per_s" in r else "-")
+        ratio = f"{r['decode_ratio']:.2f}x" if "decode_ratio" in r else "-"
+        prefill = f"{r['ours_prefill_tok_per_s']:.1f}, " + (f"{r['llama_prefill_tok_per_s']:.1f} tok/s"
+                                                             if "llama_prefill_tok_per_s" in r else "-")
+        out.append(f"| {r['label']} | {r['threads']} | {r['busy']} | {limit} | {ours} | {llama} | {ratio} | {prefill} | "
+                   f"{r['load_average']:.1f} |")
+    return out
+
+
 def load_rows(loads: list[dict]) -> list[str]:
     out = [
         "| checkpoint | files | disk read (buffered, direct) | plan | cold load | warm load | tensors/s (cold, warm) "
@@ -68,9 +91,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", required=True)
     p.add_argument("--loads")
+    p.add_argument("--versus", help="bench_vs_llama_cpp.py's JSON lines")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-real.md"))
     args = p.parse_args()
-    runs, loads = read(args.runs), read(args.loads)
+    runs, loads, versus = read(args.runs), read(args.loads), read(args.versus)
     last = runs[-1]
     lines = [
         "# The real layout on this CPU: memory, first token, decode cost, load",
@@ -84,31 +108,51 @@ def main():
         "## Memory, first token and decode (8 experts)",
         "",
         "`python benchmarks/bench_real_layout.py --checkpoint DIR --tokens 6 --threads N --label L --profile "
-        "--json runs.jsonl`, once on the code before this work (a checkout of 7f9704b with this script copied in) "
-        "and once after. A one-word chat prompt, greedy; the decode step is the median of the timed ones. The "
-        "bandwidth limit is this machine's streaming read with both cores, measured in the same process, over "
-        f"the {gb(last['step_read_bytes'])} of stored weights one step reads (every tensor but the embedding "
-        "table, of which one row, and 6 of the 8 experts).",
+        "--json runs.jsonl`: PyTorch's path (`ELASTIC_CHAT_CPU_KERNELS=0`, what ran before the CPU kernels) and "
+        "the CPU kernels (`runtime/kernels/cpu/`). A one-word chat prompt, greedy; the decode step is the median "
+        "of the timed ones. The bandwidth limit is this machine's streaming read (a sum over a touched 1 GiB "
+        "buffer) at the run's own thread count, measured in the same process before the load and after the "
+        f"decode (the better of the two), over the {gb(last['step_read_bytes'])} of stored weights one step reads "
+        "(every tensor but the embedding table, of which one row, and 6 of the 8 experts). This page used to "
+        "divide by 4.3 GB/s, a two-core figure taken while other work held the cores; one core alone reads "
+        "14-21 GB/s here, and two cores add little (this virtual machine's memory is the bound).",
         "",
     ]
     lines += run_rows(runs)
     lines += [
         "",
-        "Where the last run's decode step went (self time by ATen op, ms): "
+        "Where the last run's decode step went (self time by ATen op, ms; the CPU kernels are not ATen ops, "
+        "so this is what is left around them): "
         + ", ".join(f"{k} {v}" for k, v in last.get("step_ms_by_op", {}).items())
         + ".",
-        "",
-        "What bounds it: decoding, not reading. Each packed weight is touched a few times by PyTorch's "
-        "generic kernels (`copy_` builds the table indices, `index_select` looks the values up, `bmm`/`mm` "
-        "multiply the decoded block), each at one or a few bytes per weight, where the bandwidth limit "
-        "counts 0.56. A kernel that decoded in registers would approach the limit; PyTorch has none for "
-        "NVFP4 or FP8 on a CPU, and `torch.compile`'s generated code for the same decode measured slower "
-        "than these kernels here. The first token of the 16-token prompt costs more than one step because "
-        "its tokens reach all 8 experts (a step reads 6) and several tokens take the scaled-pairs decode "
-        "(the one-token partial-sum path does less work per weight). Two threads gain nothing on this "
-        "shared machine, and without `OMP_WAIT_POLICY=PASSIVE` they lose badly (OpenMP threads spinning "
-        "at every barrier against other processes): the rows above are one thread, or two with PASSIVE.",
     ]
+    if versus:
+        lines += [
+            "",
+            "## Decode and prefill against the read limit and llama.cpp (8 experts)",
+            "",
+            "`python benchmarks/bench_vs_llama_cpp.py --checkpoint DIR --gguf FILE --llama-bin BIN --threads 1 2 "
+            "--rounds 3 [--busy N] --label L --json vs.jsonl`: the same weights in both engines (llama.cpp's own "
+            "`convert_hf_to_gguf.py` of the checkpoint keeps NVFP4 as GGML type NVFP4 and BF16 as BF16: 3.82 GB "
+            "either way), built from the sources vendored in the llama-cpp-python 0.3.36 sdist "
+            "(`-DGGML_NATIVE=ON`). Per round, alternately: the read limit at that thread count, this engine's "
+            "prefill of 64 random tokens and 8 greedy decode steps (the median step), then `llama-bench -p 0 -n 8` "
+            "and `-p 64 -n 0` (one repetition after its warm-up). Medians of the rounds; the share of the limit "
+            "is tok/s times the bytes a step reads over the limit. `busy` processes are `python3 -c 'while True: "
+            "pass'` beside the run.",
+            "",
+        ]
+        lines += versus_rows(versus)
+        lines += [
+            "",
+            "What bounds it now: reading, at about two thirds of a plain sum's speed for the packed weights and "
+            "three quarters for BF16 ones (each byte is decoded and multiplied, not just added), plus the "
+            "Python and small PyTorch ops of 52 layers per token. The kernels prefetch a page ahead: the "
+            "hardware prefetchers stop at 4 KiB page boundaries, and without it the NVFP4 product read memory "
+            "at a third of a sum's speed. On this 2-core machine two threads add little to one (the memory is "
+            "the bound) and, with busy processes beside them, lose nothing: work is handed out in chunks from a "
+            "shared counter and OpenMP threads sleep at barriers.",
+        ]
     if loads:
         lines += [
             "",
@@ -126,7 +170,8 @@ def main():
         ]
         lines += load_rows(loads)
     Path(args.out).write_text("\n".join(lines) + "\n")
-    Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "loads": loads}, indent=2) + "\n")
+    Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "versus": versus, "loads": loads},
+                                                              indent=2) + "\n")
     print("\n".join(lines))
 
 

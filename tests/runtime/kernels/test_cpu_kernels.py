@@ -334,3 +334,20 @@ def test_the_fused_state_step_is_the_recurrence(G):
     want = ssm_step(x, dt, A, B[group], C[group], D, want_state)
     got = cpu.ssm_step(state, x, dt, A, B, C, D)
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-5) and torch.allclose(state, want_state, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "fp8"])
+def test_kernel_check_runs_the_cpu_kernels(capsys, monkeypatch, fmt):
+    """`kernel-check --kernel cpu`: the contract's JSON, within the backend's stated tolerance."""
+    import json
+
+    from runtime import cli
+
+    monkeypatch.setattr(kernel_check, "STREAM_BYTES", 1 << 20)  # speed is not tested here
+    monkeypatch.setattr(kernel_check, "MIN_SECONDS", 0.0)
+    monkeypatch.setattr(kernel_check, "streaming_read", lambda device: 10.0)
+    for argv in (["--rows", "33", "--cols", "208", "--tokens", "1"], ["--rows", "40", "--cols", "96", "--experts", "9",
+                                                                      "--active", "4", "--tokens", "3"]):
+        assert cli.main(["kernel-check", "--format", fmt, "--kernel", "cpu", *argv, "--json"]) == 0
+        for row in (json.loads(line) for line in capsys.readouterr().out.splitlines()):
+            assert row["kernel"] == "cpu" and row["ok"] and row["max_rel_err"] <= row["tolerance"]
