@@ -15,7 +15,7 @@ import os
 # engine imports torch; a user's own setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .errors import CheckpointError, ElasticError, UsageError  # noqa: E402
-from .model import ElasticModel  # noqa: E402
+from .errors import CheckpointError, ElasticError, UsageError
+from .model import ElasticModel
 
 __all__ = ["ElasticModel", "ElasticError", "CheckpointError", "UsageError"]

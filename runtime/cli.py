@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--submodel", help="default: every submodel")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or meta")
     add_flag(p, STEPS)
+    p.add_argument("--kernel", choices=("auto", "triton", "torch"),
+                   help="packed matmuls: auto (the engine's choice), triton (the fused kernels, also on meta), "
+                        "torch (dequantize on CUDA); default: ELASTIC_CHAT_KERNEL, else auto")
 
     p = sub.add_parser("kernel-check", help="a packed-weight kernel against the exact reference, and its GB/s")
     p.add_argument("--format", required=True, choices=("nvfp4", "fp8"))
@@ -254,13 +257,11 @@ def _serve(args) -> int:
 
 
 def _generate(args) -> int:
+    from .command_load import load_engine
     from .depth import find_level
-    from .engine import Engine
     from .events import Done, InvalidToolCall, Switch, Token, ToolCall
-    from .generate import ChatRequest, stream_chat
+    from .generate import ChatRequest
     from .sampling import SamplingSettings
-    from .store.planner import check_cpu_fit
-    from .store.submodel_tables import folder_table
 
     tools, strict = _read_tools(args.tools) if args.tools else (None, False)  # before the load: fail fast
     if args.mcp_config:
@@ -272,16 +273,10 @@ def _generate(args) -> int:
         servers = read_servers(args.mcp_config)
     if args.remote:
         engine = _remote_engine(args)
-        stream = engine.stream
     else:
         if args.model or args.api_key:
             raise UsageError("--model and --api-key go with --remote; a local checkpoint is chosen by --checkpoint")
-        threads.apply()
-        engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                             table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit)
-
-        def stream(request):
-            return stream_chat(engine, request)
+        engine = load_engine(args)
     parent = engine.submodels_by_size()[-1]
     think, answer, budget, escalation = args.submodel or parent, args.submodel or parent, None, None
     if args.depth:
@@ -300,8 +295,8 @@ def _generate(args) -> int:
                           transplant=args.transplant, escalation=escalation, tools=tools, strict_tools=strict)
     printer = _JsonPrinter() if args.json else _TextPrinter()
     if args.mcp_config:
-        return generate_with_tools(lambda r, c: stream_chat(engine, r, c), request, servers, args, printer)
-    for event in stream(request):
+        return generate_with_tools(engine.stream, request, servers, args, printer)
+    for event in engine.stream(request):
         if isinstance(event, Token):
             printer.token(event)
         elif isinstance(event, Switch):
@@ -352,27 +347,6 @@ def _remote_engine(args):
         ids = ", ".join(printable(i) for i in choices(list_models(server))[:12])
         raise UsageError(f"--remote needs --model: the server at {server.address} has {ids}")
     return RemoteEngine.connect(server, args.model)
-
-
-def stderr_progress(every_s: float = 1.0):
-    """A load-progress callback that prints `LoadProgress.line()` on stderr at most once a second and
-    when the load ends: in place on a terminal, one line each otherwise; stdout is left alone."""
-    import time
-
-    state = {"at": None}
-    tty = sys.stderr.isatty()
-
-    def report(p):
-        now = time.monotonic()
-        last = p.tensors_read >= p.tensors_total
-        if not last and state["at"] is not None and now - state["at"] < every_s:
-            return
-        state["at"] = now
-        if tty:
-            print("\r" + p.line().ljust(78), end="\n" if last else "", file=sys.stderr, flush=True)
-        else:
-            print(p.line(), file=sys.stderr, flush=True)
-    return report
 
 
 class _JsonPrinter:

@@ -33,9 +33,9 @@ def cpu_keeps_bf16() -> bool:
     """Whether BF16 weights can stay BF16 on this CPU at speed (see the module doc)."""
     if cpu_runs_bf16():
         return True
-    from . import kernels  # the CPU kernels' library loads on first use
+    from .kernels import unavailable  # the CPU kernels' library loads on first use
 
-    return kernels.unavailable("cpu", torch.device("cpu")) is None
+    return unavailable("cpu", torch.device("cpu")) is None
 
 
 def pick_device(device: str | None = None, dtype: str | None = None, stored_bf16_bytes: int = 0

@@ -17,8 +17,9 @@ reference output (x @ dequantized weight, from quant.py's slow reference decoder
 compares cases of any scale; ok is max_rel_err <= the backend's stated tolerance. gb_per_s is packed
 weight bytes read per second (the chosen experts' only), over a set of weights larger than the
 caches; bandwidth_gb_per_s is a sum over a touched 1 GiB buffer on the same device at the same
-thread count, measured in this process just before; read_share is their ratio. Speeds under Triton's
-interpreter measure the interpreter, not a GPU.
+thread count, measured in this process just before; read_share is their ratio; timing says how the
+calls were timed ("cuda graph": one pass captured and replayed, on CUDA; else "eager"). Speeds under
+Triton's interpreter measure the interpreter, not a GPU.
 """
 
 from __future__ import annotations
@@ -157,17 +158,40 @@ def check(case: Case, fmt: str, kernel, device: torch.device, dtype: torch.dtype
     got = call(0)
     abs_err, rel_err = errors(got, reference(xs[0], weights[0], ids_list[0]))
     per_pass = sum(read_bytes(w, ids) for w, ids in zip(weights, ids_list))
+
+    def one_pass():
+        for i in range(len(weights)):
+            call(i)
+
+    run, timing = graphed(one_pass, device)
     times, spent = [], 0.0
     while len(times) < (1 if interpreted else 3) or spent < (0 if interpreted else MIN_SECONDS):
         _sync(device)
         t0 = time.perf_counter()
-        for i in range(len(weights)):
-            call(i)
+        run()
         _sync(device)
         times.append(time.perf_counter() - t0)
         spent += times[-1]
     return {"shape": list(shape), "tokens": tokens, **({"active": case.active} if case.experts else {}),
-            "max_abs_err": abs_err, "max_rel_err": rel_err, "gb_per_s": per_pass / statistics.median(times) / 1e9}
+            "max_abs_err": abs_err, "max_rel_err": rel_err, "gb_per_s": per_pass / statistics.median(times) / 1e9,
+            "timing": timing}
+
+
+def graphed(fn, device: torch.device):
+    """`fn` as a replayed CUDA graph on CUDA, as the engine's decode step runs its matmuls (a decode-sized
+    matmul reads its weight in about as long as Python takes to launch it, so eager timing would measure
+    the launch); eager elsewhere, or where capture fails. Returns (callable, "cuda graph" or "eager")."""
+    if device.type != "cuda":
+        return fn, "eager"
+    try:
+        fn()  # compiled and warm before capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        return graph.replay, "cuda graph"
+    except Exception:  # not capturable: time it eagerly (the "timing" field says so)
+        torch.cuda.synchronize(device)
+        return fn, "eager"
 
 
 def main(args) -> int:

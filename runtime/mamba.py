@@ -14,10 +14,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import kernels
 from .cache import MambaState
 from .checkpoint.config import ModelConfig
 from .checkpoint.weights import MambaWeights
+from .kernels import backend, unavailable
 from .matmul import linear
 
 
@@ -66,7 +66,7 @@ def mamba_step(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelCo
     xs = u[2 * gn:].view(q, G, P)
     dt = F.softplus(_fp32(per_head[:, 2 * P]) + w.dt_bias).clamp(min=cfg.time_step_min).view(q, G, 1)
     if _fused_state(state.ssm):  # one pass over the state (runtime/kernels/cpu/csrc/ops.cpp)
-        y = kernels.backend("cpu").ssm_step(state.ssm, xs, dt, w.A, B, C, w.D).view(q, G, P)
+        y = backend("cpu").ssm_step(state.ssm, xs, dt, w.A, B, C, w.D).view(q, G, P)
     else:
         ssm = state.ssm.view(q, G, P, N)
         ssm.mul_(torch.exp(dt * w.A.view(q, G, 1)).unsqueeze(-1))
@@ -80,7 +80,7 @@ def mamba_step(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelCo
 
 def _fused_state(ssm: torch.Tensor) -> bool:
     """Whether the CPU kernels step this state: a CPU one, where they are built."""
-    return ssm.device.type == "cpu" and kernels.unavailable("cpu", ssm.device) is None
+    return ssm.device.type == "cpu" and unavailable("cpu", ssm.device) is None
 
 
 def _fp32(t: torch.Tensor) -> torch.Tensor:

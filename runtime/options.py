@@ -226,7 +226,7 @@ class NameList:
 
 def _web_rule(name: str):
     def entry(value):  # the server's own rule (server/web_rules.py has no web library in it)
-        from .server import web_rules  # noqa: PLC0415 (runtime/server imports this module)
+        from .server import web_rules  # runtime/server imports this module
 
         return getattr(web_rules, name)(value)
     return entry

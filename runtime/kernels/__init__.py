@@ -33,7 +33,8 @@ import types
 
 import torch
 
-BACKENDS = {"torch": "runtime.kernels.torch_path", "cpu": "runtime.kernels.cpu", "triton": "runtime.kernels.triton"}
+BACKENDS = {"torch": "runtime.kernels.torch_path", "cpu": "runtime.kernels.cpu",
+            "triton": "runtime.kernels.triton_fused"}
 
 
 def backend(name: str) -> types.ModuleType:

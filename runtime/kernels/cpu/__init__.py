@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import torch
 
-from ...checkpoint.quant import PackedFP8, PackedNVFP4
 from . import library
+from .calls import NVFP4, args, call
 
-NVFP4, FP8, BF16 = 0, 1, 2
 # int8 activations (NVFP4, one token) against the exact fp32 reference: the rounding error of each
 # block is at most half a step of its largest value / 127; measured max_rel_err (kernel_check.py's
 # measure) stays below 1e-2 at the real shapes with random inputs.
@@ -44,26 +43,6 @@ def path() -> str:
     return name + (f"; failed its self-test: {'; '.join(failed)}" if failed else "")
 
 
-def _args(w):
-    """(format, data, block scales or None, per-matrix scale) of a weight, as the library takes them."""
-    if isinstance(w, PackedNVFP4):
-        return NVFP4, w.packed, w.scale, w.scale2
-    if isinstance(w, PackedFP8):
-        return FP8, w.weight, None, w.scale
-    if isinstance(w, torch.Tensor) and w.dtype == torch.bfloat16:
-        return BF16, w, None, _ONE
-    raise TypeError(f"the CPU kernels take NVFP4, FP8 or BF16 weights, not {type(w).__name__}")
-
-
-_ONE = torch.ones(())
-
-
-def call(module, x: torch.Tensor, w, exact: bool = False) -> torch.Tensor:
-    """x (T, K) @ w.T in fp32 through `module` (the loaded library)."""
-    fmt, data, scales, scale2 = _args(w)
-    return module.linear(x, fmt, data, scales, scale2, exact)
-
-
 def linear(x: torch.Tensor, w, exact: bool = False) -> torch.Tensor:
     """x (..., K) @ w.T for an NVFP4, FP8 or BF16 weight (N, K), in x.dtype."""
     N, K = w.shape
@@ -77,12 +56,12 @@ def matvecs(x: torch.Tensor, w, ids: torch.Tensor, exact: bool = False) -> torch
     module = library.load()
     if isinstance(w, list):
         chosen = [w[i] for i in ids.tolist()]
-        fmt, _, _, _ = _args(chosen[0])
-        datas = [_args(c)[1] for c in chosen]
+        fmt, _, _, _ = args(chosen[0])
+        datas = [args(c)[1] for c in chosen]
         scales = [c.scale for c in chosen] if fmt == NVFP4 else []
-        scale2 = torch.stack([_args(c)[3].reshape(()) for c in chosen])
+        scale2 = torch.stack([args(c)[3].reshape(()) for c in chosen])
         return module.matvecs(x, fmt, datas, scales, scale2, exact)
-    fmt, data, scales, scale2 = _args(w)
+    fmt, data, scales, scale2 = args(w)
     return module.matvecs_stacked(x, fmt, data, scales, scale2, ids, exact)
 
 

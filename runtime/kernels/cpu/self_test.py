@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ...checkpoint.quant import PackedFP8, PackedNVFP4
+from .calls import call
 
 ROWS, COLS = 37, 208  # odd rows; 208 inputs = 128 + 64 + 16, every tail of the NVFP4 kernel
 LIMIT = 0.03  # of the output's largest magnitude: int8 activations stay well within (see tolerance())
@@ -25,8 +26,6 @@ def _problems(g: torch.Generator):
 
 def check(module) -> str | None:
     """None when the module's current path agrees with the reference, else what went wrong."""
-    from . import call
-
     g = torch.Generator().manual_seed(7)
     for fmt, w in _problems(g):
         want_w = w.float() if isinstance(w, torch.Tensor) else w.dequantize(torch.float32)

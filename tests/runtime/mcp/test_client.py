@@ -68,10 +68,9 @@ def test_stop_abandons_a_call_in_flight(manager, calc_stdio):
     manager.start(calc_stdio)
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
-    started = time.monotonic()
     outcome = manager.call("hang", {}, cancelled=stop.is_set)
+    # the Stop ended it, not the timeout (which says "did not answer within")
     assert outcome.stopped and outcome.is_error and "stopped by the user" in outcome.content
-    assert time.monotonic() - started < 4  # well before the 5 s timeout: the Stop ended it
     assert manager.call("add_numbers", {"a": 1, "b": 2}).content == "3"
 
 
