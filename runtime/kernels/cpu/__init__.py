@@ -6,8 +6,15 @@ Packed weights are read in place, codes decoded in registers, never unpacked who
     one token   NVFP4: activations rounded to int8 per 16-input block (ggml's Q8 idea), byte dot
                 products of the codes (a 16-entry table and a byte shuffle), each block's int32 sum
                 scaled once by its E4M3 scale; FP8 and BF16: decoded to fp32 in registers, fp32 FMA.
-    several     rows decoded exactly (the reference's fp32 values) into cache-sized panels, then an
-                fp32 product with the activations (prefill chunks; `exact=True` for one token too).
+    several     NVFP4: the same int8 arithmetic, each row's codes decoded once per 4 tokens and
+                multiplied with all of them from registers (prefill chunks: about 1.5-3x the exact
+                panels' speed). FP8 and BF16 (and NVFP4 with `exact=True`, one token too): rows
+                decoded exactly (the reference's fp32 values) into cache-sized panels, then an fp32
+                product with the activations.
+
+Threads: torch's count (torch.set_num_threads), but the kernels' own workers (csrc/work_pool.h),
+not OpenMP's: a call returns when its chunks are done, never waiting for a thread that another
+program kept from starting.
 
 Code paths by the CPU's features, chosen at load (cpuid) and self-tested (self_test.py): avx512
 (AVX2 code with AVX512-VNNI dot products), avx2 (AVX2 + FMA), portable (plain C++, exact).
@@ -22,9 +29,9 @@ import torch
 from . import library
 from .calls import NVFP4, args, call
 
-# int8 activations (NVFP4, one token) against the exact fp32 reference: the rounding error of each
-# block is at most half a step of its largest value / 127; measured max_rel_err (kernel_check.py's
-# measure) stays below 1e-2 at the real shapes with random inputs.
+# int8 activations (NVFP4, any number of tokens) against the exact fp32 reference: the rounding
+# error of each activation is at most half a step of its 16-block's largest value / 127; measured
+# max_rel_err (kernel_check.py's measure) stays below 1e-2 at the real shapes with random inputs.
 Q8_TOLERANCE = 2e-2
 EXACT_TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}  # the output's rounding
 

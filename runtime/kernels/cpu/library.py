@@ -35,8 +35,8 @@ from pathlib import Path
 import torch
 
 SOURCES = Path(__file__).resolve().parent / "csrc"
-FILES = ("ops.cpp", "isa_portable.cpp", "isa_avx2.cpp", "isa_avx512.cpp", "cpu_features.cpp")
-HEADERS = ("kernels.h", "isa_x86.inc")
+FILES = ("ops.cpp", "work_pool.cpp", "isa_portable.cpp", "isa_avx2.cpp", "isa_avx512.cpp", "cpu_features.cpp")
+HEADERS = ("kernels.h", "work_pool.h", "isa_x86.inc")
 DIR_ENV, OFF_ENV, ISA_ENV = "ELASTIC_CHAT_KERNELS_DIR", "ELASTIC_CHAT_CPU_KERNELS", "ELASTIC_CHAT_CPU_ISA"
 BUILD_SECONDS = 600  # a build that takes longer is stopped (it takes 1-2 min on 2 idle cores)
 RECORD = "build.json"

@@ -7,6 +7,9 @@ dequantization as the outside oracle. Skipped, with the reason, where the librar
 from __future__ import annotations
 
 import math
+import threading
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -46,15 +49,15 @@ def rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
 
 
 def limit(fmt: str, dtype: torch.dtype, tokens: int, exact: bool) -> float:
-    """What the backend promises: its stated tolerance; the exact panel path (several tokens, or
-    exact=True) is held to the output's rounding alone."""
-    if tokens > 1 or exact:
-        return cpu.EXACT_TOLERANCE[dtype]
-    return cpu.tolerance(fmt, dtype)
+    """What the backend promises: its stated tolerance; the exact paths (FP8, exact=True, the
+    portable code) are held to the output's rounding alone."""
+    return cpu.tolerance(fmt, dtype) if int8_path(fmt, tokens, exact) else cpu.EXACT_TOLERANCE[dtype]
 
 
 def int8_path(fmt: str, tokens: int, exact: bool) -> bool:
-    return fmt.lower() == "nvfp4" and tokens == 1 and not exact and MODULE.isa() != "portable"
+    """NVFP4 rounds activations to int8 per 16-input block, one token or several, except exact=True
+    and on the portable path."""
+    return fmt.lower() == "nvfp4" and not exact and MODULE.isa() != "portable"
 
 
 def assert_close(got: torch.Tensor, x: torch.Tensor, w, fmt: str, tokens: int, exact: bool):
@@ -124,16 +127,97 @@ def test_bf16_weights(isa, rows, cols, tokens):
     assert rel_err(got, x.float() @ w.float().T) <= cpu.EXACT_TOLERANCE[torch.bfloat16]
 
 
-def test_the_int8_activations_are_measured_not_assumed():
-    """The one-token NVFP4 path rounds activations to int8 per block: its error is real (so the
-    exact reference can see it) and within the stated tolerance, at the real width."""
+@pytest.mark.parametrize("tokens", [1, 6])
+def test_the_int8_activations_are_measured_not_assumed(tokens):
+    """The NVFP4 path rounds activations to int8 per block: its error is real (so the exact
+    reference can see it) and within the stated tolerance, at the real width."""
     if MODULE.isa() == "portable":
         pytest.skip("the portable path is exact")
     w = weight("nvfp4", 256, 2688, seed=9)
-    x = torch.randn(1, 2688)
+    x = torch.randn(tokens, 2688)
     want = kernel_check.reference(x, w, None)
     quantized, exact = rel_err(cpu.linear(x, w), want), rel_err(cpu.linear(x, w, exact=True), want)
     assert exact < 1e-5 < quantized <= cpu.tolerance("NVFP4", torch.float32)
+
+
+@pytest.mark.parametrize("cols", [208, 1856, 2688])
+@pytest.mark.parametrize("tokens", [2, 3, 4, 5, 9, 70])
+def test_several_tokens_take_the_one_token_arithmetic(isa, cols, tokens):
+    """A prefill chunk's NVFP4 rows (each row's codes decoded once per few tokens) give what each
+    token alone gives: the same int8 rounding and block sums, to fp32 rounding; token counts past
+    4 (the kernel's tile), and past the 64-token block the rows are read once per, included."""
+    w = weight("nvfp4", 67, cols, seed=cols)
+    x = torch.randn(tokens, cols)
+    alone = torch.cat([cpu.linear(x[t:t + 1], w) for t in range(tokens)])
+    assert torch.allclose(cpu.linear(x, w), alone, rtol=1e-6, atol=1e-6 * alone.abs().max().item())
+
+
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_any_thread_count_gives_the_same_outputs(threads):
+    """Work is split in chunks among the kernels' own threads: every output computed once, by one
+    chunk, whichever thread takes it, so more threads change nothing, bit for bit (more threads
+    than cores too), call after call."""
+    before = torch.get_num_threads()
+    w = weight("nvfp4", 300, 2688, seed=1)
+    xs = [torch.randn(t, 2688) for t in (1, 1, 7, 1, 70)]
+    torch.set_num_threads(1)
+    want = [cpu.linear(x, w) for x in xs] + [cpu.linear(xs[2], w, exact=True)]
+    torch.set_num_threads(threads)
+    try:
+        for _ in range(20):
+            got = [cpu.linear(x, w) for x in xs] + [cpu.linear(xs[2], w, exact=True)]
+            assert all(torch.equal(a, b) for a, b in zip(got, want))
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread states from Linux's /proc")
+def test_idle_workers_sleep():
+    """Between calls the kernels' workers wait on a condition variable, never spinning against the
+    user's other programs: after calls on 3 threads, every thread but this one is asleep."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        w = weight("nvfp4", 300, 2688, seed=2)
+        for tokens in (1, 7, 1):
+            cpu.linear(torch.randn(tokens, 2688), w)
+    finally:
+        torch.set_num_threads(before)
+    me = threading.get_native_id()
+    for _ in range(3):
+        time.sleep(0.1)  # a worker that finished its last chunk has gone to sleep well within this
+        running = [t.name for t in Path("/proc/self/task").iterdir()
+                   if int(t.name) != me and (t / "stat").read_text().rsplit(")", 1)[1].split()[0] == "R"]
+        assert running == []
+
+
+def _linear_in_a_child(queue):
+    torch.set_num_threads(2)
+    w = weight("nvfp4", 64, 256)
+    queue.put(float(cpu.linear(torch.ones(3, 256), w).sum()))
+
+
+def test_a_forked_child_starts_its_own_threads():
+    """The workers of the parent do not exist in a forked child: its calls start their own instead
+    of waiting for them forever."""
+    import multiprocessing
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        w = weight("nvfp4", 64, 256)
+        want = float(cpu.linear(torch.ones(3, 256), w).sum())  # the parent's workers exist now
+        ctx = multiprocessing.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_linear_in_a_child, args=(queue,))
+        child.start()
+        child.join(timeout=120)  # a deadlock guard, not a speed check
+        alive = child.is_alive()
+        if alive:
+            child.kill()
+        assert not alive and child.exitcode == 0 and queue.get(timeout=5) == want
+    finally:
+        torch.set_num_threads(before)
 
 
 # ----------------------------------------------------------------------------- views read in place

@@ -15,7 +15,7 @@
 
 namespace ec {
 namespace {
-const Isa AVX2 = {"avx2", prepared_bytes, prepare, matvec, decode, permute, gemm};
+const Isa AVX2 = {"avx2", prepared_bytes, prepare, matvec, decode, permute, gemm, matmul};
 }
 }  // namespace ec
 

@@ -16,7 +16,7 @@
 
 namespace ec {
 namespace {
-const Isa AVX512 = {"avx512", prepared_bytes, prepare, matvec, decode, permute, gemm};
+const Isa AVX512 = {"avx512", prepared_bytes, prepare, matvec, decode, permute, gemm, matmul};
 }
 }  // namespace ec
 

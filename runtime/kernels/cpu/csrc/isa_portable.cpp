@@ -87,7 +87,7 @@ void gemm(const float* X, int64_t T, const float* P, int64_t R, int64_t K, float
         for (int64_t r = 0; r < R; r++) out[t * ldo + r] = dot(X + t * K, P + r * K, K);
 }
 
-const Isa PORTABLE = {"portable", prepared_bytes, prepare, matvec, decode, permute, gemm};
+const Isa PORTABLE = {"portable", prepared_bytes, prepare, matvec, decode, permute, gemm, nullptr};
 
 }  // namespace
 

@@ -41,6 +41,11 @@ struct Isa {
     void (*permute)(int fmt, const float* x, int64_t K, float* out);
     // out[t * ldo + r] = sum_k X[t * K + k] * P[r * K + k] for t < T, r < R (fp32 throughout).
     void (*gemm)(const float* X, int64_t T, const float* P, int64_t R, int64_t K, float* out, int64_t ldo);
+    // Several tokens in the matvec's arithmetic (prepared activations `xs` bytes apart, T of them):
+    // out[t * ldo + (r - r0)] = row r . token t for rows [r0, r1). Null where the ISA has no rounded
+    // path (portable: exact panels instead).
+    void (*matmul)(int fmt, const void* prepared, int64_t xs, int64_t T, int64_t K, const WeightView* w, int64_t r0,
+                   int64_t r1, float* out, int64_t ldo);
 };
 
 const Isa* isa_portable();

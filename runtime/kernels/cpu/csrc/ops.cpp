@@ -1,14 +1,15 @@
 // The torch side of the CPU kernels: checks every tensor it is handed, reads packed weights in
 // place as WeightViews (any row stride, so submodel slices and per-expert views of a mapped file
-// need no copy), and runs the chosen ISA's kernels on ATen's thread pool.
+// need no copy), and runs the chosen ISA's kernels on the kernels' own workers (work_pool.h), as
+// many threads as torch is set to use.
 //
-// Work is cut into chunks that the pool's threads take from a shared counter, so a thread that
-// another process holds back leaves its share to the others instead of making them all wait.
-#include <ATen/Parallel.h>
+// Work is cut into chunks that the threads take from a shared counter, so a thread that another
+// process holds back leaves its share to the others, and a call never waits for a thread that
+// never started.
+#include <ATen/Parallel.h>  // at::get_num_threads: torch's thread count is the kernels' too
 #include <torch/extension.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #endif
 
 #include "kernels.h"
+#include "work_pool.h"
 
 namespace {
 
@@ -71,14 +73,12 @@ struct KeepDenormals {
 #endif
 };
 
+// f(c) for every chunk c in [0, chunks), on this thread and the kernels' workers (work_pool.h):
+// torch's thread count, taken from a shared counter.
 template <class F>
 void for_chunks(int64_t chunks, const F& f) {
-    std::atomic<int64_t> next{0};
-    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), chunks));
-    at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
-        KeepDenormals keep;
-        for (int64_t c; (c = next.fetch_add(1)) < chunks;) f(c);
-    });
+    KeepDenormals keep;
+    ec::run_chunks(chunks, at::get_num_threads(), [](void* ctx, int64_t c) { (*(const F*)ctx)(c); }, (void*)&f);
 }
 
 int64_t width(int fmt, const at::Tensor& data) { return fmt == ec::NVFP4 ? 2 * data.size(-1) : data.size(-1); }
@@ -116,6 +116,17 @@ at::Tensor activations(const at::Tensor& x, int64_t K) {
     return rows.to(at::kFloat).contiguous();
 }
 
+// Prepared activations of X tokens (rows of x), each `*bytes` apart (a multiple of 64), 64-byte aligned.
+uint8_t* prepare_all(const ec::Isa* k, int fmt, const at::Tensor& x, int64_t K, std::vector<uint8_t>& buf,
+                     int64_t* bytes) {
+    const int64_t X = x.size(0);
+    *bytes = ((int64_t)k->prepared_bytes(fmt, K) + 63) & ~(int64_t)63;
+    buf.resize((size_t)(*bytes * X + 64));
+    uint8_t* base = (uint8_t*)(((uintptr_t)buf.data() + 63) & ~(uintptr_t)63);
+    for (int64_t i = 0; i < X; i++) k->prepare(fmt, x.data_ptr<float>() + i * K, K, base + i * *bytes);
+    return base;
+}
+
 // out[j] (N,) = views[j] . x[j or 0], one token per weight.
 void matvecs(int fmt, const std::vector<WeightView>& views, const at::Tensor& x, int64_t K, int64_t N, float* out,
              bool exact) {
@@ -123,10 +134,9 @@ void matvecs(int fmt, const std::vector<WeightView>& views, const at::Tensor& x,
     const int64_t J = (int64_t)views.size(), X = x.size(0);  // X is 1 for a shared input
     const float* xs = x.data_ptr<float>();
     if (!exact) {
-        const int64_t bytes = ((int64_t)k->prepared_bytes(fmt, K) + 63) & ~(int64_t)63;
-        std::vector<uint8_t> prepared((size_t)(bytes * X + 64));
-        uint8_t* base = (uint8_t*)(((uintptr_t)prepared.data() + 63) & ~(uintptr_t)63);
-        for (int64_t i = 0; i < X; i++) k->prepare(fmt, xs + i * K, K, base + i * bytes);
+        std::vector<uint8_t> buf;
+        int64_t bytes;
+        const uint8_t* base = prepare_all(k, fmt, x, K, buf, &bytes);
         const int64_t per = (N + MATVEC_ROWS - 1) / MATVEC_ROWS;
         for_chunks(J * per, [&](int64_t c) {
             const int64_t j = c / per, r0 = (c % per) * MATVEC_ROWS, r1 = std::min(N, r0 + MATVEC_ROWS);
@@ -144,6 +154,22 @@ void matvecs(int fmt, const std::vector<WeightView>& views, const at::Tensor& x,
         const int64_t j = c / per, r0 = (c % per) * R, r1 = std::min(N, r0 + R);
         k->decode(fmt, &views[j], K, r0, r1, panel.data());
         k->gemm(permuted.data() + (X == 1 ? 0 : j) * K, 1, panel.data(), r1 - r0, K, out + j * N + r0, N);
+    });
+}
+
+// out (T, N) = x (T, K) . w^T, several tokens in the one-token arithmetic (NVFP4: int8 activations):
+// chunks of rows x a block of tokens, so a row's bytes come from memory once per token block.
+void rounded_gemm(int fmt, const WeightView& w, const at::Tensor& x, int64_t K, int64_t N, float* out) {
+    const ec::Isa* k = isa();
+    const int64_t T = x.size(0);
+    std::vector<uint8_t> buf;
+    int64_t bytes;
+    const uint8_t* base = prepare_all(k, fmt, x, K, buf, &bytes);
+    const int64_t panels = (N + MATVEC_ROWS - 1) / MATVEC_ROWS, blocks = (T + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
+    for_chunks(panels * blocks, [&](int64_t c) {
+        const int64_t r0 = (c / blocks) * MATVEC_ROWS, r1 = std::min(N, r0 + MATVEC_ROWS);
+        const int64_t t0 = (c % blocks) * TOKEN_BLOCK, t1 = std::min(T, t0 + TOKEN_BLOCK);
+        k->matmul(fmt, base + t0 * bytes, bytes, t1 - t0, K, &w, r0, r1, out + t0 * N + r0, N);
     });
 }
 
@@ -167,7 +193,8 @@ void gemm(int fmt, const WeightView& w, const at::Tensor& x, int64_t K, int64_t 
 
 void check_format(int64_t fmt) { TORCH_CHECK(fmt >= ec::NVFP4 && fmt <= ec::BF16, "unknown weight format ", fmt); }
 
-// x (T, K) @ w.T as fp32 (T, N). One token takes the matvec path unless `exact`.
+// x (T, K) @ w.T as fp32 (T, N). One token takes the matvec path unless `exact`; several NVFP4 ones
+// its arithmetic too (int8 activations) where the ISA has it, else exact panels.
 at::Tensor linear(const at::Tensor& x, int64_t fmt, const at::Tensor& data, const std::optional<at::Tensor>& scales,
                   const at::Tensor& scale2, bool exact) {
     check_format(fmt);
@@ -179,6 +206,8 @@ at::Tensor linear(const at::Tensor& x, int64_t fmt, const at::Tensor& data, cons
     if (x.size(0) == 0 || N == 0) return out;
     if (x.size(0) == 1)
         matvecs((int)fmt, {w}, xf, K, N, out.data_ptr<float>(), exact);
+    else if (fmt == ec::NVFP4 && !exact && isa()->matmul != nullptr)
+        rounded_gemm((int)fmt, w, xf, K, N, out.data_ptr<float>());
     else
         gemm((int)fmt, w, xf, K, N, out.data_ptr<float>());
     return out;
