@@ -8,7 +8,8 @@ the streaming-read limit measured in the same process at the same thread count.
 The GGUF is llama.cpp's own conversion of the checkpoint (its convert_hf_to_gguf.py keeps NVFP4 as
 GGML type NVFP4 and BF16 as BF16, so both engines read the same bytes per token). Per thread count
 and round, alternately: the streaming-read limit (a sum over a touched 1 GiB buffer, this process,
-these threads), our decode (the median of --tokens steps after a --prompt-tokens prefill, greedy),
+these threads), our decode (the median of --tokens steps after a --prompt-tokens prefill, greedy;
+the first token's wait in decode steps is the prefill's time over the median step),
 then `llama-bench -p 0 -n N -t T` (decode) and `-p P -n 0` (prefill), each one repetition after its
 warm-up. A round prints one JSON line: tok/s of each, the share of the limit (its GB/s divided by
 the bytes one decode step reads, from the checkpoint's headers), the ratio ours / llama.cpp and the
@@ -141,11 +142,13 @@ def run(args, binary: Path | None) -> None:
                    "read_limit_gb_per_s": round(limit_gbs, 2), "limit_tok_per_s": round(limit_gbs * 1e9 / reads, 3),
                    "step_read_bytes": reads, "ours_decode_tok_per_s": round(decode, 3),
                    "ours_prefill_tok_per_s": round(prefill, 2),
+                   "ours_first_token_in_decode_steps": round(args.prompt_tokens * decode / prefill, 2),
                    "ours_share_of_limit": round(decode * reads / (limit_gbs * 1e9), 4)}
             if binary is not None and args.gguf:
                 llama = llama_bench(binary, args.gguf, threads, 0, args.tokens)
                 llama_pp = llama_bench(binary, args.gguf, threads, args.prompt_tokens, 0)
                 row.update({"llama_decode_tok_per_s": round(llama, 3), "llama_prefill_tok_per_s": round(llama_pp, 2),
+                            "llama_first_token_in_decode_steps": round(args.prompt_tokens * llama / llama_pp, 2),
                             "llama_share_of_limit": round(llama * reads / (limit_gbs * 1e9), 4),
                             "decode_ratio": round(decode / llama, 3), "prefill_ratio": round(prefill / llama_pp, 3)})
             row["load_average"] = round(os.getloadavg()[0], 2)
@@ -155,8 +158,9 @@ def run(args, binary: Path | None) -> None:
         mine = [r for r in rows if r["threads"] == threads]
         summary = {"label": args.label, "threads": threads, "busy": args.busy, "summary": "median of rounds"}
         for key in ("read_limit_gb_per_s", "ours_decode_tok_per_s", "ours_share_of_limit", "ours_prefill_tok_per_s",
-                    "llama_decode_tok_per_s", "llama_share_of_limit", "llama_prefill_tok_per_s", "decode_ratio",
-                    "prefill_ratio", "load_average"):
+                    "ours_first_token_in_decode_steps", "llama_decode_tok_per_s", "llama_share_of_limit",
+                    "llama_prefill_tok_per_s", "llama_first_token_in_decode_steps", "decode_ratio", "prefill_ratio",
+                    "load_average"):
             if key in mine[0]:
                 summary[key] = statistics.median(r[key] for r in mine)
         emit(summary, args.json)

@@ -46,13 +46,16 @@ def run_rows(runs: list[dict]) -> list[str]:
 def versus_rows(rows: list[dict]) -> list[str]:
     """bench_vs_llama_cpp.py's per-setting medians: ours and llama.cpp against the same limit."""
     out = [
-        "| code | threads | busy processes beside | read limit (this thread count) | ours: decode | llama.cpp: decode "
-        "| ours / llama.cpp | prefill of 64 tokens: ours, llama.cpp | load average |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| code | threads | busy processes beside | rounds | read limit (this thread count) | ours: decode "
+        "| llama.cpp: decode "
+        "| ours / llama.cpp | prefill of 64 tokens: ours, llama.cpp | its wait in decode steps: ours, llama.cpp "
+        "| load average |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "summary" not in r:
             continue
+        rounds = sum(1 for o in rows if "summary" not in o and all(o[k] == r[k] for k in ("label", "threads", "busy")))
         limit = f"{r['read_limit_gb_per_s']:.1f} GB/s"
         ours = f"{r['ours_decode_tok_per_s']:.2f} tok/s ({100 * r['ours_share_of_limit']:.0f}%)"
         llama = (f"{r['llama_decode_tok_per_s']:.2f} tok/s ({100 * r['llama_share_of_limit']:.0f}%)"
@@ -60,9 +63,21 @@ def versus_rows(rows: list[dict]) -> list[str]:
         ratio = f"{r['decode_ratio']:.2f}x" if "decode_ratio" in r else "-"
         prefill = f"{r['ours_prefill_tok_per_s']:.1f}, " + (f"{r['llama_prefill_tok_per_s']:.1f} tok/s"
                                                              if "llama_prefill_tok_per_s" in r else "-")
-        out.append(f"| {r['label']} | {r['threads']} | {r['busy']} | {limit} | {ours} | {llama} | {ratio} | {prefill} | "
-                   f"{r['load_average']:.1f} |")
+        steps = ", ".join(f"{r[key]:.1f}" if key in r else "-"
+                          for key in ("ours_first_token_in_decode_steps", "llama_first_token_in_decode_steps"))
+        out.append(f"| {r['label']} | {r['threads']} | {r['busy']} | {rounds} | {limit} | {ours} | {llama} | {ratio} | {prefill} | "
+                   f"{steps} | {r['load_average']:.1f} |")
     return out
+
+
+def ratio_spread(rounds: list[dict]) -> str:
+    """The widest range of ours / llama.cpp among rounds of one setting (label, threads, busy)."""
+    groups: dict[tuple, list[float]] = {}
+    for r in rounds:
+        if "decode_ratio" in r:
+            groups.setdefault((r["label"], r["threads"], r["busy"]), []).append(r["decode_ratio"])
+    lo, hi = max(((min(v), max(v)) for v in groups.values()), key=lambda p: p[1] - p[0], default=(0, 0))
+    return f"{lo:.2f}x-{hi:.2f}x"
 
 
 def load_rows(loads: list[dict]) -> list[str]:
@@ -132,7 +147,7 @@ def main():
             "## Decode and prefill against the read limit and llama.cpp (8 experts)",
             "",
             "`python benchmarks/bench_vs_llama_cpp.py --checkpoint DIR --gguf FILE --llama-bin BIN --threads 1 2 "
-            "--rounds 3 [--busy N] --label L --json vs.jsonl`: the same weights in both engines (llama.cpp's own "
+            "--rounds R [--busy N] --label L --json vs.jsonl`: the same weights in both engines (llama.cpp's own "
             "`convert_hf_to_gguf.py` of the checkpoint keeps NVFP4 as GGML type NVFP4 and BF16 as BF16: 3.82 GB "
             "either way), built from the sources vendored in the llama-cpp-python 0.3.36 sdist "
             "(`-DGGML_NATIVE=ON`). Per round, alternately: the read limit at that thread count, this engine's "
@@ -143,15 +158,25 @@ def main():
             "",
         ]
         lines += versus_rows(versus)
+        rounds = [r for r in versus if "summary" not in r]
+        load_avgs = [r["load_average"] for r in rounds]
+        limits = [r["read_limit_gb_per_s"] for r in rounds]
         lines += [
+            "",
+            f"These rounds ran at load averages {min(load_avgs):.0f}-{max(load_avgs):.0f} on the 2 cores (other work beside "
+            f"them), and the read limit itself moved between {min(limits):.1f} and {max(limits):.1f} GB/s from round "
+            f"to round: rows taken minutes apart differ by the load as much as by the code; even the ratio to "
+            f"llama.cpp (measured a minute after ours in the same round) spanned {ratio_spread(rounds)} between "
+            "rounds of one setting. A quiet rerun decides the rest.",
             "",
             "What bounds it now: reading, at about two thirds of a plain sum's speed for the packed weights and "
             "three quarters for BF16 ones (each byte is decoded and multiplied, not just added), plus the "
             "Python and small PyTorch ops of 52 layers per token. The kernels prefetch a page ahead: the "
             "hardware prefetchers stop at 4 KiB page boundaries, and without it the NVFP4 product read memory "
-            "at a third of a sum's speed. On this 2-core machine two threads add little to one (the memory is "
-            "the bound) and, with busy processes beside them, lose nothing: work is handed out in chunks from a "
-            "shared counter and OpenMP threads sleep at barriers.",
+            "at a third of a sum's speed. The kernels' work is handed out in chunks from a shared counter to their own workers "
+            "(`csrc/work_pool.cpp`): a call returns when its chunks are done, never waiting at a barrier for a "
+            "thread that a busy process holds back, and idle workers sleep. Prefill chunks take the decode's "
+            "int8 arithmetic, each row decoded once per 4 tokens and read once per 64.",
         ]
     if loads:
         lines += [
