@@ -48,6 +48,7 @@ from runtime.api import (
     RemoteServer,
     SamplingSettings,
     UsageError,
+    apply_threads,
     check_cpu_fit,
     check_destination,
     describe,
@@ -213,6 +214,7 @@ class EngineWorker(QObject):
             placement = None
             if hw_plan is not None and not resident:
                 resident, placement = self._largest_that_fits(hw_plan)
+            apply_threads()  # the engine's CPU thread count: runtime/threads.py
             self.engine = Engine.load(folder, resident=resident or None, max_context=self.max_context,
                                       device="cpu" if is_demo else None, table=folder_table(folder),
                                       progress=self._progress, cancelled=self.cancel_requested.is_set,

@@ -7,8 +7,9 @@ plan, first-token time and decode speed against the bandwidth limit measured in 
 Each measurement runs in a fresh child process (so peak RSS is the load's own): it loads the
 checkpoint, reads its memory (peak RSS = VmHWM; resident, anonymous (private copies) and
 file-backed pages from /proc/self/status), prefills a one-word chat prompt (the first token), then
-decodes greedily. The bandwidth limit is this machine's streaming-read speed (a sum over a 1 GiB
-buffer, best of 3, measured in the same child before the load) divided by the bytes one decode
+decodes greedily. The bandwidth limit is this machine's streaming-read speed (a sum over a touched
+1 GiB buffer, best of 3, at the run's thread count, measured in the same child before the load
+and again after the decode steps: the better of the two) divided by the bytes one decode
 step must read in the checkpoint's stored form: every tensor once except the embedding table (one
 row) and the routed experts not chosen (k of E), read from the file headers. Prints one JSON line.
 """
@@ -32,12 +33,11 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 def bandwidth(gib: float = 1.0, runs: int = 3) -> tuple[float, float]:
-    """This machine's memory bandwidth with every core: bytes/s of a streaming read (torch.sum over a
-    1 GiB fp32 buffer) and of a copy (bytes read per second), best of `runs` each."""
+    """This machine's memory bandwidth at the current thread count (the decode's: one core reads
+    less than two): bytes/s of a streaming read (torch.sum over a touched 1 GiB fp32 buffer) and of a
+    copy (bytes read per second), best of `runs` each."""
     import torch
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(os.cpu_count() or 1)
     buf = torch.ones(int(gib * (1 << 30)) // 4)
     dst = torch.empty_like(buf)
     read = copy = 0.0
@@ -49,7 +49,6 @@ def bandwidth(gib: float = 1.0, runs: int = 3) -> tuple[float, float]:
         dst.copy_(buf)
         copy = max(copy, buf.nbytes / (time.perf_counter() - t0))
     del buf, dst
-    torch.set_num_threads(threads)
     return read, copy
 
 
@@ -206,6 +205,7 @@ def child(args) -> dict:
             step.forward_token(token)
         ops = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
         where = {e.key: round(e.self_cpu_time_total / 1000, 1) for e in ops[:6]}
+    read_bw = max(read_bw, bandwidth()[0])  # again after the decode (the load changes); after `end`: peaks stay the run's
     reads = step_bytes(folder)
     prefill_reads = prefill_bytes(folder, len(prompt), touched.layers)
     limit = read_bw / reads

@@ -1,8 +1,8 @@
 """Writes docs/benchmarks-real.md (+ .json) from the JSON lines bench_real_layout.py and bench_load.py
 appended, so the page's figures are the measurements themselves.
 
-    python benchmarks/report_real_layout.py --runs runs.jsonl --loads loads.jsonl [--full full.jsonl]
-        [--narrow narrow.jsonl] [--first first.jsonl] [--out docs/benchmarks-real.md]
+    python benchmarks/report_real_layout.py --runs runs.jsonl [--versus vs.jsonl] [--loads loads.jsonl]
+        [--full full.jsonl] [--narrow narrow.jsonl] [--first first.jsonl] [--out docs/benchmarks-real.md]
 """
 
 from __future__ import annotations
@@ -148,6 +148,39 @@ def _need(plan: dict) -> str:
     return gb(plan["need_bytes"])
 
 
+def versus_rows(rows: list[dict]) -> list[str]:
+    """bench_vs_llama_cpp.py's per-setting medians: ours and llama.cpp against the same limit."""
+    out = table_head("code", "threads", "busy processes beside", "rounds", "read limit (this thread count)",
+                     "ours: decode", "llama.cpp: decode", "ours / llama.cpp", "prefill of 64 tokens: ours, llama.cpp",
+                     "its wait in decode steps: ours, llama.cpp", "load average")
+    for r in rows:
+        if "summary" not in r:
+            continue
+        rounds = sum(1 for o in rows if "summary" not in o and all(o[k] == r[k] for k in ("label", "threads", "busy")))
+        limit = f"{r['read_limit_gb_per_s']:.1f} GB/s"
+        ours = f"{r['ours_decode_tok_per_s']:.2f} tok/s ({100 * r['ours_share_of_limit']:.0f}%)"
+        llama = (f"{r['llama_decode_tok_per_s']:.2f} tok/s ({100 * r['llama_share_of_limit']:.0f}%)"
+                 if "llama_decode_tok_per_s" in r else "-")
+        ratio = f"{r['decode_ratio']:.2f}x" if "decode_ratio" in r else "-"
+        prefill = f"{r['ours_prefill_tok_per_s']:.1f}, " + (f"{r['llama_prefill_tok_per_s']:.1f} tok/s"
+                                                             if "llama_prefill_tok_per_s" in r else "-")
+        steps = ", ".join(f"{r[key]:.1f}" if key in r else "-"
+                          for key in ("ours_first_token_in_decode_steps", "llama_first_token_in_decode_steps"))
+        out.append(f"| {r['label']} | {r['threads']} | {r['busy']} | {rounds} | {limit} | {ours} | {llama} | {ratio} | {prefill} | "
+                   f"{steps} | {r['load_average']:.1f} |")
+    return out
+
+
+def ratio_spread(rounds: list[dict]) -> str:
+    """The widest range of ours / llama.cpp among rounds of one setting (label, threads, busy)."""
+    groups: dict[tuple, list[float]] = {}
+    for r in rounds:
+        if "decode_ratio" in r:
+            groups.setdefault((r["label"], r["threads"], r["busy"]), []).append(r["decode_ratio"])
+    lo, hi = max(((min(v), max(v)) for v in groups.values()), key=lambda p: p[1] - p[0], default=(0, 0))
+    return f"{lo:.2f}x-{hi:.2f}x"
+
+
 def load_rows(loads: list[dict]) -> list[str]:
     out = table_head("checkpoint", "files", "disk read (buffered, direct)", "plan", "cold load", "warm load",
                      "tensors/s (cold, warm)", "peak RSS (cold)")
@@ -174,10 +207,13 @@ def main():
     p.add_argument("--full", help="JSON lines of bench_real_layout.py on the full-size file")
     p.add_argument("--narrow", help="JSON lines of bench_narrow.py")
     p.add_argument("--first", help="JSON lines of first_token_bound.py on the full-size file")
+    p.add_argument("--versus", help="bench_vs_llama_cpp.py's JSON lines")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-real.md"))
     args = p.parse_args()
     runs, loads, full, narrow = read(args.runs), read(args.loads), read(args.full), read(args.narrow)
-    first = read(args.first)
+    first, versus = read(args.first), read(args.versus)
+    args = p.parse_args()
+    runs, loads, versus = read(args.runs), read(args.loads), read(args.versus)
     last = runs[-1]
     lines = [
         "# The real layout on this CPU: memory, first token, decode cost, load",
@@ -191,31 +227,61 @@ def main():
         "## Memory, first token and decode (8 experts)",
         "",
         "`python benchmarks/bench_real_layout.py --checkpoint DIR --tokens 6 --threads N --label L --profile "
-        "--json runs.jsonl`, once on the code before this work (a checkout of 7f9704b with this script copied in) "
-        "and once after. A one-word chat prompt, greedy; the decode step is the median of the timed ones. The "
-        "bandwidth limit is this machine's streaming read with both cores, measured in the same process, over "
-        f"the {gb(last['step_read_bytes'])} of stored weights one step reads (every tensor but the embedding "
-        "table, of which one row, and 6 of the 8 experts).",
+        "--json runs.jsonl`: PyTorch's path (`ELASTIC_CHAT_CPU_KERNELS=0`, what ran before the CPU kernels) and "
+        "the CPU kernels (`runtime/kernels/cpu/`). A one-word chat prompt, greedy; the decode step is the median "
+        "of the timed ones. The bandwidth limit is this machine's streaming read (a sum over a touched 1 GiB "
+        "buffer) at the run's own thread count, measured in the same process before the load and after the "
+        f"decode (the better of the two), over the {gb(last['step_read_bytes'])} of stored weights one step reads "
+        "(every tensor but the embedding table, of which one row, and 6 of the 8 experts). This page used to "
+        "divide by 4.3 GB/s, a two-core figure taken while other work held the cores; one core alone reads "
+        "14-21 GB/s here, and two cores add little (this virtual machine's memory is the bound).",
         "",
     ]
     lines += run_rows(runs)
     lines += [
         "",
-        "Where the last run's decode step went (self time by ATen op, ms): "
+        "Where the last run's decode step went (self time by ATen op, ms; the CPU kernels are not ATen ops, "
+        "so this is what is left around them): "
         + ", ".join(f"{k} {v}" for k, v in last.get("step_ms_by_op", {}).items())
         + ".",
-        "",
-        "What bounds it: decoding, not reading. Each packed weight is touched a few times by PyTorch's "
-        "generic kernels (`copy_` builds the table indices, `index_select` looks the values up, `bmm`/`mm` "
-        "multiply the decoded block), each at one or a few bytes per weight, where the bandwidth limit "
-        "counts 0.56. A kernel that decoded in registers would approach the limit; PyTorch has none for "
-        "NVFP4 or FP8 on a CPU, and `torch.compile`'s generated code for the same decode measured slower "
-        "than these kernels here. The first token of the 16-token prompt costs more than one step because "
-        "its tokens reach all 8 experts (a step reads 6) and several tokens take the scaled-pairs decode "
-        "(the one-token partial-sum path does less work per weight). Two threads gain nothing on this "
-        "shared machine, and without `OMP_WAIT_POLICY=PASSIVE` they lose badly (OpenMP threads spinning "
-        "at every barrier against other processes): the rows above are one thread, or two with PASSIVE.",
     ]
+    if versus:
+        lines += [
+            "",
+            "## Decode and prefill against the read limit and llama.cpp (8 experts)",
+            "",
+            "`python benchmarks/bench_vs_llama_cpp.py --checkpoint DIR --gguf FILE --llama-bin BIN --threads 1 2 "
+            "--rounds R [--busy N] --label L --json vs.jsonl`: the same weights in both engines (llama.cpp's own "
+            "`convert_hf_to_gguf.py` of the checkpoint keeps NVFP4 as GGML type NVFP4 and BF16 as BF16: 3.82 GB "
+            "either way), built from the sources vendored in the llama-cpp-python 0.3.36 sdist "
+            "(`-DGGML_NATIVE=ON`). Per round, alternately: the read limit at that thread count, this engine's "
+            "prefill of 64 random tokens and 8 greedy decode steps (the median step), then `llama-bench -p 0 -n 8` "
+            "and `-p 64 -n 0` (one repetition after its warm-up). Medians of the rounds; the share of the limit "
+            "is tok/s times the bytes a step reads over the limit. `busy` processes are `python3 -c 'while True: "
+            "pass'` beside the run.",
+            "",
+        ]
+        lines += versus_rows(versus)
+        rounds = [r for r in versus if "summary" not in r]
+        load_avgs = [r["load_average"] for r in rounds]
+        limits = [r["read_limit_gb_per_s"] for r in rounds]
+        lines += [
+            "",
+            f"These rounds ran at load averages {min(load_avgs):.0f}-{max(load_avgs):.0f} on the 2 cores (other work beside "
+            f"them), and the read limit itself moved between {min(limits):.1f} and {max(limits):.1f} GB/s from round "
+            f"to round: rows taken minutes apart differ by the load as much as by the code; even the ratio to "
+            f"llama.cpp (measured a minute after ours in the same round) spanned {ratio_spread(rounds)} between "
+            "rounds of one setting. A quiet rerun decides the rest.",
+            "",
+            "What bounds it now: reading, at about two thirds of a plain sum's speed for the packed weights and "
+            "three quarters for BF16 ones (each byte is decoded and multiplied, not just added), plus the "
+            "Python and small PyTorch ops of 52 layers per token. The kernels prefetch a page ahead: the "
+            "hardware prefetchers stop at 4 KiB page boundaries, and without it the NVFP4 product read memory "
+            "at a third of a sum's speed. The kernels' work is handed out in chunks from a shared counter to their own workers "
+            "(`csrc/work_pool.cpp`): a call returns when its chunks are done, never waiting at a barrier for a "
+            "thread that a busy process holds back, and idle workers sleep. Prefill chunks take the decode's "
+            "int8 arithmetic, each row decoded once per 4 tokens and read once per 64.",
+        ]
     if full:
         lines += full_section(full, narrow, first)
     if loads:
@@ -235,8 +301,9 @@ def main():
         ]
         lines += load_rows(loads)
     Path(args.out).write_text("\n".join(lines) + "\n")
-    Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "loads": loads, "full": full,
-                                                               "narrow": narrow, "first": first}, indent=2) + "\n")
+    Path(args.out).with_suffix(".json").write_text(json.dumps({"runs": runs, "versus": versus, "loads": loads,
+                                                               "full": full, "narrow": narrow, "first": first},
+                                                              indent=2) + "\n")
     print("\n".join(lines))
 
 

@@ -107,6 +107,23 @@ if (-not (Test-Path $Stamp) -or (Get-Content $Stamp) -ne $Want) {
 }
 
 Set-Location $Root
+# The CPU kernels for packed weights (runtime/kernels/cpu/), compiled with the MSVC Build Tools when
+# they are installed (their vcvars64.bat sets up cl.exe); without them the build records why and the
+# app runs PyTorch's slower path, saying so in its status.
+Say "building the CPU kernels (skipped when a current build is there)"
+$VsWhere = Join-Path ${env:ProgramFiles(x86)} "Microsoft Visual Studio\Installer\vswhere.exe"
+$VcVars = $null
+if (Test-Path $VsWhere) {
+    $VsPath = & $VsWhere -latest -products * -requires Microsoft.VisualStudio.Component.VC.Tools.x86.x64 -property installationPath
+    if ($VsPath) { $VcVars = Join-Path $VsPath "VC\Auxiliary\Build\vcvars64.bat" }
+}
+if ($VcVars -and (Test-Path $VcVars)) {
+    cmd /c "`"$VcVars`" >nul && `"$VPy`" -m runtime.kernels.cpu"
+} else {
+    & $VPy -m runtime.kernels.cpu
+}
+if ($LASTEXITCODE -ne 0) { Say "the CPU kernels were not built (the line above says why); the app runs without them" }
+
 if ($Test) {
     $env:QT_QPA_PLATFORM = "offscreen"
     $env:HF_HUB_OFFLINE = "1"

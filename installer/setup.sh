@@ -137,6 +137,11 @@ if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]]; then
 fi
 
 cd "$ROOT"
+# The CPU kernels for packed weights (runtime/kernels/cpu/): compiled once per torch and source
+# version with the system's C++ compiler (a minute or two; stopped after ten). Without a compiler,
+# or if the build fails, the app runs PyTorch's slower path and its status says why.
+say "building the CPU kernels (skipped when a current build is there)"
+"$VPY" -m runtime.kernels.cpu || say "the CPU kernels were not built (the line above says why); the app runs without them"
 if [[ "$MODE" == "test" ]]; then
     # The launcher test validates the .desktop file with Debian's desktop-file-utils; on a CI
     # machine (root, apt) fetch it, elsewhere that one test is skipped and says why.

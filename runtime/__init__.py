@@ -7,6 +7,14 @@ how every submodel is a view into one resident copy); `store/` manages models on
 `server/` serves the engine over HTTP; `cli.py` is the command line (`python -m runtime`).
 """
 
+import os
+
+# PyTorch's CPU threads are OpenMP's, and OpenMP threads spin at every barrier unless told to sleep:
+# beside one other busy process, two spinning threads ran about 10x slower than one on a 2-core PC.
+# libgomp reads this once, when `import torch` loads it, so it is set here, before anything of the
+# engine imports torch; a user's own setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from .errors import CheckpointError, ElasticError, UsageError
 from .model import ElasticModel
 

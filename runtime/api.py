@@ -96,6 +96,7 @@ from .store.nesting.slice_check import catalog_slices, check_catalog_slices, che
 from .store.planner import NO, check_cpu_fit, checkpoint_sizing, fit_submodel, make_plan, plan_checkpoint
 from .store.remote_sources import add_source, is_spec, load_sources, parse_spec, read_key, remove_source, where_keys_go
 from .store.submodel_tables import folder_table
+from .threads import apply as apply_threads
 from .tool_loop import (
     ALLOW_IN_CHAT,
     ALLOW_ONCE,
@@ -119,7 +120,8 @@ __all__ = [
     "JsonFileError", "LoadCancelled", "LoadProgress", "McpConfig", "McpError", "McpManager", "MetadataStopped",
     "Option", "OptionError", "PendingCall", "PortTaken", "Progress", "RemoteEngine", "RemoteServer",
     "SamplingSettings", "ServerConfig", "ServerThread", "Switch", "Token", "TokenCounter", "UsageError",
-    "add_source", "annotations", "bundled_calculator", "cache_bytes", "catalog_slices", "check_catalog_slices",
+    "add_source", "annotations", "apply_threads", "bundled_calculator", "cache_bytes", "catalog_slices",
+    "check_catalog_slices",
     "check_cpu_fit", "check_destination", "check_slice", "checkpoint_sizing", "data_dir", "default_models_dir",
     "delete", "describe", "describe_arguments", "download_dir", "find_level", "fit_submodel", "folder_table",
     "format_bytes", "hub_token", "import_folder", "instance_name", "is_loopback", "is_panic", "is_spec",

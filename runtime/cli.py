@@ -20,7 +20,7 @@ import logging
 import math
 import sys
 
-from . import options
+from . import options, threads
 from .depth import level_names
 from .errors import ElasticError, UsageError, one_line, printable
 from .options import (
@@ -240,6 +240,7 @@ def _score(args) -> int:
     ids = [int(t) for t in parts if t != ""]
     if len(ids) < 2:
         raise UsageError("--token-ids needs at least two tokens (the first one is only context)")
+    threads.apply()  # the rule and why: runtime/threads.py
     model = ElasticModel.load(args.checkpoint, device=args.device, dtype=args.dtype)
     name = args.submodel or model.parent.name
     logprobs = score(model, name, ids, stepwise=args.stepwise)

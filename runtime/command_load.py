@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import threads
 from .device import pick_device
 from .engine import Engine
 from .errors import UsageError
@@ -26,6 +27,7 @@ def load_engine(args) -> Engine:
     folder = Path(args.checkpoint)
     if not folder.is_dir():
         raise UsageError(f"--checkpoint {args.checkpoint} is not a folder; point it at a checkpoint folder")
+    threads.apply()  # the engine's CPU thread count: the rule and why in runtime/threads.py
     return Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context,
                        table=folder_table(folder), progress=stderr_progress(), preflight=check_cpu_fit,
                        placement=expert_placement(args))

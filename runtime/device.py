@@ -2,10 +2,12 @@
 
 Default: CUDA in bfloat16 when an NVIDIA GPU is usable, else the CPU in float32 (fp32 keeps the
 CPU path an exact reference), except for a large checkpoint whose dense weights are stored in BF16
-on a CPU with native BF16 matmuls (AVX512-BF16/AMX): it runs in bfloat16, so those weights stay as
-stored, views of the file, instead of fp32 copies twice their size. On a CPU without them such a
-checkpoint runs in float32 but keeps those weights as stored all the same (`keeps_narrow`): each
-matmul widens them block by block (widen.py), which is exact.
+on a CPU that multiplies BF16 at speed: native BF16 matmuls (AVX512-BF16/AMX), or the project's CPU
+kernels (runtime/kernels/cpu/, whose BF16 matvec and panel product read BF16 weights as stored).
+It runs in bfloat16, so those weights stay as stored, views of the file, instead of fp32 copies
+twice their size that every token would read. On a CPU without either such a checkpoint runs in
+float32 but keeps those weights as stored all the same (`keeps_narrow`): each matmul widens them
+block by block (widen.py), which is exact.
 """
 
 from __future__ import annotations
@@ -35,6 +37,15 @@ def keeps_narrow(device: torch.device, dtype: torch.dtype, stored_bf16_bytes: in
     return torch.device(device).type == "cpu" and dtype == torch.float32 and 2 * stored_bf16_bytes > CPU_FP32_LIMIT
 
 
+def cpu_keeps_bf16() -> bool:
+    """Whether BF16 weights can stay BF16 on this CPU at speed (see the module doc)."""
+    if cpu_runs_bf16():
+        return True
+    from .kernels import unavailable  # the CPU kernels' library loads on first use
+
+    return unavailable("cpu", torch.device("cpu")) is None
+
+
 def pick_device(device: str | None = None, dtype: str | None = None, stored_bf16_bytes: int = 0
                 ) -> tuple[torch.device, torch.dtype]:
     """The device and compute dtype. `stored_bf16_bytes`: the checkpoint's dense weights stored in BF16
@@ -50,7 +61,7 @@ def pick_device(device: str | None = None, dtype: str | None = None, stored_bf16
     if dtype in (None, "auto"):
         if dev.type == "cpu":
             large = 2 * stored_bf16_bytes > CPU_FP32_LIMIT
-            return dev, torch.bfloat16 if large and cpu_runs_bf16() else torch.float32
+            return dev, torch.bfloat16 if large and cpu_keeps_bf16() else torch.float32
         return dev, torch.bfloat16 if dev.type == "cuda" else torch.float32
     if dtype not in DTYPES:
         raise UsageError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")

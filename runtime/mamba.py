@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from .cache import MambaState
 from .checkpoint.config import ModelConfig
 from .checkpoint.weights import MambaWeights
+from .kernels import backend, unavailable
 from .matmul import linear
 
 
@@ -64,14 +65,22 @@ def mamba_step(x: torch.Tensor, w: MambaWeights, state: MambaState, cfg: ModelCo
     B, C = u[:gn].view(G, 1, N), u[gn:2 * gn].view(G, 1, N)  # group g's B and C serve heads j*G + g
     xs = u[2 * gn:].view(q, G, P)
     dt = F.softplus(_fp32(per_head[:, 2 * P]) + w.dt_bias).clamp(min=cfg.time_step_min).view(q, G, 1)
-    ssm = state.ssm.view(q, G, P, N)
-    ssm.mul_(torch.exp(dt * w.A.view(q, G, 1)).unsqueeze(-1))
-    ssm.add_((dt * xs).unsqueeze(-1) * B)
-    y = (ssm * C).sum(-1) + w.D.view(q, G, 1) * xs  # (q, G, P)
+    if _fused_state(state.ssm):  # one pass over the state (runtime/kernels/cpu/csrc/ops.cpp)
+        y = backend("cpu").ssm_step(state.ssm, xs, dt, w.A, B, C, w.D).view(q, G, P)
+    else:
+        ssm = state.ssm.view(q, G, P, N)
+        ssm.mul_(torch.exp(dt * w.A.view(q, G, 1)).unsqueeze(-1))
+        ssm.add_((dt * xs).unsqueeze(-1) * B)
+        y = (ssm * C).sum(-1) + w.D.view(q, G, 1) * xs  # (q, G, P)
     g = y * F.silu(_fp32(per_head[:, :P]).view(q, G, P))  # gated RMSNorm within each group
     g = g * torch.rsqrt(g.pow(2).mean(dim=(0, 2), keepdim=True) + cfg.layer_norm_epsilon)
     out = w.norm_w * g.view(1, H * P)
     return linear(out if out.dtype == x.dtype else out.to(x.dtype), w.out_proj, w.out_bias)
+
+
+def _fused_state(ssm: torch.Tensor) -> bool:
+    """Whether the CPU kernels step this state: a CPU one, where they are built."""
+    return ssm.device.type == "cpu" and unavailable("cpu", ssm.device) is None
 
 
 def _fp32(t: torch.Tensor) -> torch.Tensor:
@@ -79,10 +88,18 @@ def _fp32(t: torch.Tensor) -> torch.Tensor:
 
 
 def causal_conv(u: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, window: torch.Tensor) -> torch.Tensor:
-    """Depthwise causal conv + SiLU over u (T, C), continuing from `window` (C, K-1), which is updated."""
+    """Depthwise causal conv + SiLU over u (T, C), continuing from `window` (C, K-1), which is updated.
+    Returns fp32 (T, C). The K taps (4) are K shifted multiply-adds in fp32: PyTorch's grouped
+    conv1d has no fast CPU kernel for BF16 (140 ms a layer for 16 tokens at the real width)."""
     full = torch.cat([window, u.T.to(window.dtype)], dim=1)  # (C, K-1+T)
     window.copy_(full[:, full.shape[1] - window.shape[1]:])
-    out = F.conv1d(full[None], weight[:, None, :], bias, groups=weight.shape[0])[0]  # (C, T)
+    T, K = u.shape[0], weight.shape[1]
+    f, w = full.float(), weight.float()
+    out = f[:, :T] * w[:, :1]  # (C, T)
+    for k in range(1, K):
+        out.addcmul_(f[:, k:k + T], w[:, k:k + 1])
+    if bias is not None:
+        out += bias.float()[:, None]
     return F.silu(out.T)
 
 
@@ -111,6 +128,7 @@ def ssm_chunked(x, dt, A, B, C, D, state, chunk: int):
     only the states at chunk ends are carried.
     """
     T, H, P = x.shape
+    chunk = min(chunk, T)  # the result does not depend on it: a short prompt is one chunk, unpadded
     pad = (-T) % chunk
     n = (T + pad) // chunk
     xd = F.pad(x * dt[..., None], (0, 0, 0, 0, 0, pad)).view(n, chunk, H, P)  # discretised input

@@ -1,10 +1,16 @@
 """`linear(x, w, bias)` for dense and packed weights, and which kernel path actually runs.
 
-Paths for packed weights, chosen once per (device, format) by what the GPU can do:
+Paths for packed weights, chosen once per (device, format) by what the device can do:
 
+    cpu-kernel   the project's C++ kernels (runtime/kernels/cpu/): codes decoded in registers,
+                 read in place, every row count; on the CPU wherever they are built. They also
+                 take BF16 weights on the CPU: one token always (a matvec at the memory's speed),
+                 several where the CPU has no native BF16 matmul (PyTorch's emulated one is about
+                 10x slower).
     dequantize   decode the weight exactly into the activation dtype through byte tables, then a
                  normal matmul (dequant.py): on the CPU block by block into buffers that stay in
-                 cache; on a GPU whole (the weight-only fallback, capturable in a CUDA graph).
+                 cache (where the kernels are not built); on a GPU whole (the weight-only
+                 fallback, capturable in a CUDA graph).
     fused        Triton kernels that decode the packed bytes in registers and multiply, each byte
                  read once (kernels/triton_fused.py): any CUDA GPU where triton imports and the
                  kernels pass their self-test; decode (up to FUSED_MAX_TOKENS rows) and the
@@ -14,13 +20,15 @@ Paths for packed weights, chosen once per (device, format) by what the GPU can d
     nvfp4-native FP4 activations and weights with torch._scaled_mm's block-scaled FP4 mode,
                  compute capability 10.x and 12.0, when this torch build supports it.
 
+On the CPU: the CPU kernels where they load and pass their self-test, else dequantize, the
+reason in the note (not built, turned off by ELASTIC_CHAT_CPU_KERNELS=0, ...).
 On CUDA each role takes the first path that passes its self-test at the shapes it runs:
 decode rows (up to FUSED_MAX_TOKENS): native, else fused, else dequantize; prefill chunks:
 native, else dequantize (a chunk of many rows amortises the decode); gathered experts: fused,
 else dequantize (a native matmul has no gathered form). A path that fails keeps its reason,
 shown in the engine status (KernelChoice.label and .note). Nothing falls back silently.
 ELASTIC_CHAT_KERNEL=triton (or `force("triton")`) takes the fused kernels wherever they run (on
-meta: their shape functions, for decode-check); =torch takes the dequantize path on CUDA.
+meta: their shape functions, for decode-check); =torch takes the dequantize path on CUDA and CPU.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import torch.nn.functional as F
 from .checkpoint.quant import PackedFP8, PackedNVFP4
 from .checkpoint.quant_pack import FP8_MAX, pack_fp8, pack_nvfp4, swizzle_block_scales
 from .dequant import linear as dequant_linear
+from .device import cpu_runs_bf16
 from .errors import UsageError
 from .kernels import backend, unavailable
 from .widen import widened_linear
@@ -50,7 +59,7 @@ PREFILL_SHAPES = ((FUSED_MAX_TOKENS + 1, 2688, 1856), (300, 1856, 2688))
 
 @dataclass(frozen=True)
 class KernelChoice:
-    path: str  # decode rows (<= FUSED_MAX_TOKENS): "dequantize", "fused", "fp8-scaled" or "nvfp4-native"
+    path: str  # decode rows (<= FUSED_MAX_TOKENS): "cpu-kernel", "dequantize", "fused", "fp8-scaled", "nvfp4-native"
     label: str  # what the status shows, e.g. "NVFP4 fused Triton kernels (decode, experts); ..."
     note: str = ""  # why a faster path is not used, when it is not
     prefill: str = ""  # the path of more rows (prefill chunks); "" = the same as `path`
@@ -81,11 +90,15 @@ def forced_kernel() -> str:
 
 def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor:
     if isinstance(w, torch.Tensor):
-        if w.dtype != x.dtype:  # a weight kept as stored, narrower than the compute dtype (widen.py)
+        if _cpu_bf16(x, w):
+            out = backend("cpu").linear(x, w)
+        elif w.dtype != x.dtype:  # a weight kept as stored, narrower than the compute dtype (widen.py)
             return widened_linear(x, w, bias)
-        return F.linear(x, w, bias)
-    path = kernel_for(w).for_rows(x.numel() // x.shape[-1])
-    if path == "fp8-scaled":
+        else:
+            return F.linear(x, w, bias)
+    elif (path := kernel_for(w).for_rows(x.numel() // x.shape[-1])) == "cpu-kernel":
+        out = backend("cpu").linear(x, w)
+    elif path == "fp8-scaled":
         out = _fp8_scaled(x, w)
     elif path == "nvfp4-native":
         out = _nvfp4_native(x, w)
@@ -94,6 +107,30 @@ def linear(x: torch.Tensor, w, bias: torch.Tensor | None = None) -> torch.Tensor
     else:
         out = dequant_linear(x, w)
     return out if bias is None else out + bias
+
+
+def _cpu_bf16(x: torch.Tensor, w: torch.Tensor) -> bool:
+    """Whether a dense BF16 product goes to the CPU kernels (see the module doc)."""
+    if w.dtype != torch.bfloat16 or x.dtype != torch.bfloat16 or x.device.type != "cpu":
+        return False
+    if describe(x.device, "BF16").path != "cpu-kernel":
+        return False
+    return x.numel() == x.shape[-1] or not _native_bf16()
+
+
+_native: list[bool] = []
+
+
+def _native_bf16() -> bool:
+    if not _native:
+        _native.append(cpu_runs_bf16())
+    return _native[0]
+
+
+def reset_choices() -> None:
+    """Forget the paths chosen (tests that build or turn off kernels within one process)."""
+    _choices.clear()
+    _native.clear()
 
 
 def experts_fused(w) -> bool:
@@ -129,6 +166,8 @@ def _choose(device: torch.device, fmt: str, forced: str) -> KernelChoice:
                                 experts="fused")
         if device.type == "cuda":
             return KernelChoice("dequantize", fallback, f"{ENV}=triton, but {why}")
+    if device.type == "cpu":
+        return _choose_cpu(fmt, forced)
     if device.type != "cuda":
         return KernelChoice("dequantize", f"{fmt} weights decoded exactly by byte table + matmul (CPU)")
     if forced == "torch":
@@ -149,6 +188,18 @@ def _choose(device: torch.device, fmt: str, forced: str) -> KernelChoice:
     notes.append(f"fused Triton kernels: {fused_problem}" if fused_problem else "")
     return KernelChoice(decode, _label(fmt, {"decode": decode, "prefill": prefill, "experts": fused}),
                         "; ".join(n for n in notes if n), prefill, fused)
+
+
+def _choose_cpu(fmt: str, forced: str) -> KernelChoice:
+    exact = f"{fmt} weights decoded exactly by byte table + matmul (CPU)"
+    if forced != "auto":
+        return KernelChoice("dequantize", exact, f"chosen by {ENV}={forced}" if forced == "torch"
+                            else f"{ENV}={forced}, but {unavailable(forced, torch.device('cpu'))}")
+    why = unavailable("cpu", torch.device("cpu"))
+    if why is not None:
+        return KernelChoice("dequantize", exact, f"CPU kernels {why}")
+    return KernelChoice("cpu-kernel", f"{fmt} weights read in registers by the CPU kernels "
+                                      f"({backend('cpu').path()})")
 
 
 def _label(fmt: str, roles: dict[str, str]) -> str:

@@ -20,6 +20,10 @@ and runs those experts one by one (`_by_expert`, as a prefill does). A CPU has n
 and no device to wait for; on a GPU experts are always stacked, and the step stays sync-free,
 except where a placement keeps them in RAM (placement.py): `in_ram` sends the activations and the
 routing to the CPU, which runs the chosen experts there as on a CPU load, and the sum comes back.
+
+Where the CPU kernels are built (runtime/kernels/cpu/), one token's packed experts go to them
+whole (the k chosen experts' up projections in one call, relu2, their down projections in
+another), stacked or per-expert views alike, read in place; experts kept in RAM beside a GPU too.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from .checkpoint.config import ModelConfig
 from .checkpoint.quant import PackedFP8, PackedNVFP4
 from .checkpoint.weights import MLPWeights, MoEWeights
 from .dequant import dequantize
-from .matmul import experts_fused, fused_experts, linear
+from .kernels import backend
+from .matmul import experts_fused, fused_experts, kernel_for, linear
 
 
 def relu2(x: torch.Tensor) -> torch.Tensor:
@@ -132,6 +137,8 @@ def moe_gathered(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tens
     ids, weights = route(x, w, cfg)  # (T, k)
     if w.host_up is not None:
         return in_ram(x, w, ids, weights) + mlp(x, w.shared)
+    if x.shape[0] == 1 and _on_cpu_kernels(x, w.up):
+        return _one_token_on_cpu_kernels(x, w.up, w.down, ids, weights) + mlp(x, w.shared)
     if isinstance(w.up, list):  # per-expert views of the file (a large checkpoint on the CPU): read the ids
         return _by_expert(x, w.up, w.down, ids, weights) + mlp(x, w.shared)
     if isinstance(w.up, torch.Tensor) and grouped_experts(x.device, x.dtype):
@@ -154,6 +161,12 @@ def _gathered(x: torch.Tensor, up, down, ids: torch.Tensor, weights: torch.Tenso
     return routed.to(x.dtype)
 
 
+def _on_cpu_kernels(x: torch.Tensor, up) -> bool:
+    """Whether the CPU kernels run these routed experts: packed ones, on a CPU where they are built."""
+    up = up[0] if isinstance(up, list) else up
+    return x.device.type == "cpu" and not isinstance(up, torch.Tensor) and kernel_for(up).path == "cpu-kernel"
+
+
 def moe(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tensor:
     """x: (T, hidden) -> (T, hidden): the weighted sum of each token's k experts, plus the shared expert."""
     if x.shape[0] == 1 or x.device.type == "meta":
@@ -174,9 +187,16 @@ def in_ram(x: torch.Tensor, w: MoEWeights, ids: torch.Tensor, weights: torch.Ten
     xh, ih, wh = x.to(host), ids.to(host), weights.to(host)
     if host.type == "meta":  # shapes only (decode-check): the routing has no values to group by
         routed = _gathered(xh, w.host_up, w.host_down, ih, wh)
+    elif xh.shape[0] == 1 and _on_cpu_kernels(xh, w.host_up):
+        routed = _one_token_on_cpu_kernels(xh, w.host_up, w.host_down, ih, wh)
     else:
         routed = _by_expert(xh, w.host_up, w.host_down, ih, wh)
     return routed.to(x.device)
+
+
+def _one_token_on_cpu_kernels(x: torch.Tensor, up, down, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """One token's routed experts in one kernel call each way (each chosen expert's bytes read once)."""
+    return backend("cpu").moe_one_token(x, up, down, ids, weights).to(x.dtype)
 
 
 def _device_of(experts) -> torch.device:

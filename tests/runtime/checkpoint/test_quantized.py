@@ -151,7 +151,15 @@ def test_quantized_demo_stays_close_to_full_precision(fmt, bound, fp8_demo):
 
 
 def test_status_names_the_path():
-    assert ElasticModel.load(DEMO_NVFP4).compute_path() == "NVFP4 weights decoded exactly by byte table + matmul (CPU)"
+    """The CPU kernels where they run (and which code path), else the byte tables and why not."""
+    from runtime import kernels
+
+    why = kernels.unavailable("cpu", torch.device("cpu"))
+    path = ElasticModel.load(DEMO_NVFP4).compute_path()
+    if why is None:
+        assert path == f"NVFP4 weights read in registers by the CPU kernels ({kernels.backend('cpu').path()})"
+    else:
+        assert path == f"NVFP4 weights decoded exactly by byte table + matmul (CPU) (CPU kernels {why})"
     assert ElasticModel.load(DEMO).compute_path() == "CPU, float32 weights (reference)"
 
 

@@ -63,6 +63,9 @@ def test_every_variant_checks_loads_and_decodes(folders, name):
     model = ElasticModel.load(folder, dtype="float32")
     assert list(model.views) == ["30B", "23B", "12B"]
     ids = [10, 300, 301, 302, 303, 304, 305, 306]
+    # the CPU kernels round activations to int8 per block, in the prefill and each step separately
+    # (each moved these logits by up to about 3e-3 from the exact path): 1e-2 between the two there
+    tol = 1e-2 if "CPU kernels" in model.compute_path() else 2e-3
     for sub in ("30B", "12B"):
         cache = model.new_cache(sub, 32)
         full = model.forward(sub, cache, ids, all_logits=True)
@@ -70,7 +73,7 @@ def test_every_variant_checks_loads_and_decodes(folders, name):
         stepped = model.new_cache(sub, 32)
         model.forward(sub, stepped, ids[:4])
         last = [model.forward(sub, stepped, [t]) for t in ids[4:]][-1]
-        assert torch.allclose(last[0], full[-1], atol=2e-3, rtol=2e-3), sub  # decode steps agree with the prefill
+        assert torch.allclose(last[0], full[-1], atol=tol, rtol=tol), sub  # decode steps agree with the prefill
     assert not (folder / "EXECUTED").exists()
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from .library import main
+
+sys.exit(main())
