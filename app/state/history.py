@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runtime.private_files import make_file_private
+from runtime.private_files import private_before_open
 
 from .attachments import as_context, valid_attachments
 from .settings import check_sampling
@@ -150,12 +150,6 @@ class History:
         self.read_only = ""  # why writes are refused; "" while the history is writable
         self.moved_aside: Path | None = None  # where an unreadable file went
         self.db = self._open()
-        if not self.read_only:  # the chats are the user's alone: 0600, like every file of the data folder
-            for suffix in ("", "-wal", "-shm"):
-                try:
-                    make_file_private(Path(f"{self.path}{suffix}"))
-                except OSError as e:
-                    log.warning("could not make %s private: %s", f"{self.path.name}{suffix}", e)
         self._note_bad_json()
 
     def close(self) -> None:
@@ -205,6 +199,10 @@ class History:
                                         "The details are in elastic-chat.log; please report them.")
 
     def _open_writable(self) -> sqlite3.Connection:
+        try:  # the chats are the user's alone (0600); done before SQLite holds a lock, never after
+            private_before_open(self.path)
+        except OSError as e:
+            log.warning("could not make %s private: %s", self.path.name, e)
         db = sqlite3.connect(str(self.path), isolation_level=None, timeout=5)  # explicit transactions
         try:  # read-only checks first: a file that is not ours must reach the side unchanged, byte for byte
             _check_pages(db)
