@@ -100,7 +100,9 @@ class HistoryFull(HistoryReadOnly):
 
 
 MAX_SHOWN_CHARS = 200_000  # of one message's text read to show; the rest stays in the file (export_text has all)
-READ_SECONDS = 30.0  # a hostile file's query (a recursive view, a huge table) is stopped after this
+# A hostile file's queries (a recursive view, a huge table) are stopped after this many steps of
+# SQLite's virtual machine: about 30 s of CPU on a busy 2-core PC, counted as work, not wall clock.
+READ_STEPS, STEPS_PER_CHECK = 1_000_000_000, 10_000
 
 
 class _Damaged(Exception):
@@ -740,10 +742,15 @@ def _is_full(e: BaseException) -> bool:
     return getattr(e, "sqlite_errorname", "") == "SQLITE_FULL" or "disk is full" in str(e).lower()
 
 
-def _bound_reads(db: sqlite3.Connection, seconds: float = READ_SECONDS) -> None:
-    """Interrupts any statement on `db` (a hostile file's copy) once `seconds` have passed."""
-    deadline = time.monotonic() + seconds
-    db.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
+def _bound_reads(db: sqlite3.Connection) -> None:
+    """Interrupts any statement on `db` (a hostile file's copy) once its statements together have run
+    READ_STEPS virtual-machine steps (SQLite calls the handler every STEPS_PER_CHECK of them)."""
+    left = [READ_STEPS // STEPS_PER_CHECK]
+
+    def count() -> int:
+        left[0] -= 1
+        return 1 if left[0] < 0 else 0
+    db.set_progress_handler(count, STEPS_PER_CHECK)
 
 
 def _version(db: sqlite3.Connection) -> int:

@@ -14,10 +14,12 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
+from app.state import history as history_module
 from app.state.history import MIGRATIONS, History
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,3 +200,49 @@ def test_no_lock_of_this_app_is_one_that_closing_another_descriptor_drops():
             offenders += [f"{source.relative_to(ROOT)}: {w}" for w in ("lockf(", "F_SETLK", "F_OFD_SETLK")
                           if w in text]
     assert offenders == []
+
+
+def _newer_history(path: Path, chats: int, messages: int) -> None:
+    """A history written by a newer Elastic Chat: this version shows an in-memory copy of it."""
+    History(path).close()
+    db = sqlite3.connect(str(path))
+    db.executemany("INSERT INTO conversations (id, title, created, updated) VALUES (?, ?, 1, 1)",
+                   [(c + 1, f"chat {c}") for c in range(chats)])
+    db.executemany("INSERT INTO messages (conversation_id, role, content, created, parent_id)"
+                   " VALUES (?, 'user', ?, 1, 0)",
+                   [(c + 1, f"message {m} " * 20) for c in range(chats) for m in range(messages)])
+    db.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+
+
+def _copied(path: Path) -> tuple[int, list[str]]:
+    h = History(path)
+    try:
+        assert "newer Elastic Chat" in h.read_only
+        return h.db.execute("SELECT count(*) FROM messages").fetchone()[0], h.notices
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize("chats, messages", [(1, 20_000), (200, 100), (10_000, 1)])
+def test_reading_a_copy_is_bounded_by_work_not_by_the_clock(tmp_path, monkeypatch, chats, messages):
+    """The copy of a history opened read-only is read whole however the wall clock moves (before, a
+    30-second wall-clock limit cut it short on a busy PC)."""
+    path = tmp_path / "history.sqlite3"
+    _newer_history(path, chats, messages)
+    start, steps = time.monotonic(), iter(range(10**9))
+    monkeypatch.setattr(time, "monotonic", lambda: start + 10.0 * next(steps))  # a very busy PC
+    copied, notices = _copied(path)
+    assert copied == chats * messages and not any("could not be read" in n for n in notices), notices
+
+
+@pytest.mark.parametrize("steps", [0, 10_000, 100_000])
+def test_reading_a_hostile_size_is_cut_short_by_its_work_alone(tmp_path, monkeypatch, steps):
+    path = tmp_path / "history.sqlite3"
+    _newer_history(path, 1, 20_000)
+    now = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: now)  # only work can stop it
+    monkeypatch.setattr(history_module, "READ_STEPS", steps)
+    copied, notices = _copied(path)
+    assert copied < 20_000 and any("Some parts of it could not be read" in n for n in notices), notices
