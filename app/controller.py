@@ -992,6 +992,7 @@ class ChatController(QObject):
         self.persist_timer.stop()
         for r in self.replies.values():
             r.controls.stop()
+        self.worker.cancel_load()  # a load or its warm-up in flight stops too (it held the quit 12-19 s)
         stop_thread(self.thread)  # the decode loop sees the stop flag within a token, then the thread ends
         self.count_timer.stop()
         self.tasks.shutdown()
