@@ -133,6 +133,15 @@ def _qt_messages_to_log() -> None:
     qInstallMessageHandler(handler)
 
 
+def stop_qt_messages() -> None:
+    """Qt's own handler again, at the end of main: no Python is called once the interpreter winds down."""
+    try:
+        from PySide6.QtCore import qInstallMessageHandler
+    except ImportError:
+        return
+    qInstallMessageHandler(None)
+
+
 def begin_session(data_dir: Path, log_path: Path) -> str:
     """Marks this session as running; returns a line for the user when the last one did not end cleanly:
     its marker was left behind, or it crashed after its clean exit (while the interpreter tore down),
