@@ -23,6 +23,7 @@ so a server that hangs or dies is one line of error, never a blocked caller:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import json
 import logging
@@ -30,12 +31,14 @@ import os
 import re
 import threading
 import time
+import weakref
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import ElasticError, one_line
 from ..options import TOOL_TIMEOUT
+from . import process_group
 from .config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,7 @@ MAX_RESULT_CHARS = 16_000  # what one result may add to the conversation
 MAX_LIST_PAGES = 8
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
+LAST_WORDS_S = 5.0  # the longest wait for a dead server's last stderr line (it is there within milliseconds)
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # the MCP spec's tool names
 _POLL_S = 0.05
 
@@ -90,7 +94,16 @@ class _Running:
     tools: tuple[McpTool, ...] = ()
     problems: list[str] = field(default_factory=list)
     stderr_tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=5))
+    stderr_done: threading.Event = field(default_factory=threading.Event)  # its stderr reached its end
     dead: str = ""  # why it stopped, once it has
+    pid: int | None = None  # a stdio server's process, which leads a process group of its own
+
+    def last_words(self, wait_s: float = 0.0) -> str:
+        """Its last line on stderr, quoted; after waiting up to `wait_s` for the stderr of a server that
+        died to end (it is read by another thread: the line may not have arrived yet)."""
+        if wait_s:
+            self.stderr_done.wait(wait_s)
+        return _quote(self.stderr_tail)
 
 
 class McpManager:
@@ -103,6 +116,8 @@ class McpManager:
         self._running: dict[str, _Running] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        manager = weakref.ref(self)
+        atexit.register(lambda: (m := manager()) is not None and m._end_all())  # even without close()
 
     # ------------------------------------------------------------------ the loop thread
 
@@ -133,14 +148,16 @@ class McpManager:
             return running.tools
         if running is not None:
             self.stop(server.name)
+        asked = time.monotonic()
         ready = self._submit(self._launch(server))
         try:
             running = ready.result(self.start_timeout_s)
         except TimeoutError:
             ready.cancel()
-            self.stop(server.name)
-            raise McpError(f"the MCP server {server.name!r} did not start within {self.start_timeout_s:g} s"
-                           f"{self._last_words(server.name)}") from None
+            said = self._last_words(server.name)
+            self.stop(server.name)  # its whole process group ends: a hung server is never left running
+            raise McpError(f"the MCP server {server.name!r} did not start within "
+                           f"{time.monotonic() - asked:.0f} s{said}") from None
         return running.tools
 
     async def _launch(self, server: ServerConfig) -> _Running:
@@ -170,6 +187,8 @@ class McpManager:
             why = _reason(e)
             running.dead = why
             if not started.done():
+                if not isinstance(e, asyncio.CancelledError):  # it died: its last line may be on its way
+                    await asyncio.to_thread(running.stderr_done.wait, LAST_WORDS_S)
                 started.set_exception(McpError(f"the MCP server {server.name!r} could not start: {why}"
                                                f"{_quote(running.stderr_tail)}"))
             elif not running.stop.is_set():
@@ -192,10 +211,14 @@ class McpManager:
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        errlog = _stderr_to_log(server.name, running.stderr_tail)
+        errlog = _stderr_to_log(server.name, running.stderr_tail, running.stderr_done)
         stack.callback(errlog.close)
         params = StdioServerParameters(command=server.command, args=list(server.args), env=dict(server.env) or None)
+        before = process_group.children()
         streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        running.pid = process_group.spawned_since(before)
+        if os.name == "posix":  # the server has its own copy: its stderr ends when it (and its group) does
+            errlog.close()
         return streams[0], streams[1]
 
     def _taken(self, name: str) -> set[str]:
@@ -203,24 +226,43 @@ class McpManager:
         return {t.name for n, r in list(self._running.items()) if n != name and not r.dead for t in r.tools}
 
     def stop(self, name: str) -> None:
-        """Stops one server (its process ends; waits at most STOP_TIMEOUT_S)."""
+        """Stops one server: a running one is asked to end (the SDK closes its stdin, then ends its
+        process tree; waits at most STOP_TIMEOUT_S); one that never finished starting has its process
+        group ended at once (it would never reach the SDK's end); either way its group is ended after."""
         running = self._running.pop(name, None)
-        if running is None or self._loop is None:
+        if running is None:
             return
+        if running.session is None:
+            process_group.end_group(running.pid)
+        if self._loop is not None:
+            self._stop_task(running)
+        process_group.end_group(running.pid)  # whatever outlived the SDK's end (a child that ignored it)
+
+    def _stop_task(self, running: _Running) -> None:
+        name = running.server.name
 
         async def stop():
             running.stop.set()
-            if running.task is not None:
-                try:
-                    await asyncio.wait_for(asyncio.shield(running.task), STOP_TIMEOUT_S)
-                except (asyncio.TimeoutError, asyncio.CancelledError):
-                    running.task.cancel()
-                except Exception:
-                    pass
+            task = running.task
+            if task is None:
+                return
+            if running.session is None:  # still starting: it would never look at `stop`
+                task.cancel()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_S)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                task.cancel()
+            except Exception:
+                pass
         try:
             self._submit(stop()).result(STOP_TIMEOUT_S + 2)
         except Exception:
             log.warning("MCP server %s did not stop cleanly", name)
+
+    def _end_all(self) -> None:
+        """At the interpreter's exit: every server's process group ends, whatever state it is in."""
+        for running in list(self._running.values()):
+            process_group.end_group(running.pid, grace_s=0.5)
 
     def close(self) -> None:
         """Stops every server and the loop thread."""
@@ -291,27 +333,32 @@ class McpManager:
             running = self._running.get(tool.server)
             if running is not None:
                 running.dead = "connection closed"
-            return f"the MCP server {tool.server!r} stopped during the call{self._last_words(tool.server)}"
+            said = self._last_words(tool.server, LAST_WORDS_S)
+            return f"the MCP server {tool.server!r} stopped during the call{said}"
         return f"the tool {tool.name!r} of {tool.server!r} failed: {reason}"
 
-    def _last_words(self, name: str) -> str:
+    def _last_words(self, name: str, wait_s: float = 0.0) -> str:
         running = self._running.get(name)
-        return _quote(running.stderr_tail) if running else ""
+        return running.last_words(wait_s) if running else ""
 
 
 # ----------------------------------------------------------------------------- helpers
 
-def _stderr_to_log(name: str, tail: collections.deque):
-    """A file the server's stderr is written to; a thread logs each line (and keeps the last few)."""
+def _stderr_to_log(name: str, tail: collections.deque, done: threading.Event):
+    """A file the server's stderr is written to; a thread logs each line (and keeps the last few), and
+    sets `done` at its end."""
     read_fd, write_fd = os.pipe()
 
     def pump():
-        with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as src:
-            for line in src:
-                line = one_line(line.rstrip("\n"), 500)
-                if line:
-                    tail.append(line)
-                    log.info("[mcp %s] %s", name, line)
+        try:
+            with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as src:
+                for line in src:
+                    line = one_line(line.rstrip("\n"), 500)
+                    if line:
+                        tail.append(line)
+                        log.info("[mcp %s] %s", name, line)
+        finally:
+            done.set()
     threading.Thread(target=pump, name=f"mcp-stderr-{name}", daemon=True).start()
     return os.fdopen(write_fd, "w", encoding="utf-8")
 
