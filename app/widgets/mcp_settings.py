@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from runtime.errors import one_line, printable
+from runtime.errors import for_approval, one_line
 from runtime.mcp.config import ConfigError, bundled_calculator, parse_server
 
 
@@ -187,7 +187,7 @@ class McpSettingsBox(QWidget):
         for server in self.tools.config.servers:
             approved = self.tools.approvals.is_approved(server)
             status = self.tools.status.get(server.name, "")
-            text = f"{printable(server.name)} — {'approved' if approved else 'not approved'}" + (
+            text = f"{for_approval(server.name)} — {'approved' if approved else 'not approved'}" + (
                 f" · {one_line(status, 120)}" if status and approved else "")
             item = QListWidgetItem(text)
             item.setData(Qt.ItemDataRole.UserRole, server.name)
@@ -203,7 +203,7 @@ class McpSettingsBox(QWidget):
     def _show_selected(self, *_) -> None:
         server = self.selected()
         approved = bool(server) and self.tools.approvals.is_approved(server)
-        self.command.setPlainText(printable(server.command_line(reveal=self.reveal.isChecked())) if server else "")
+        self.command.setPlainText(for_approval(server.command_line(reveal=self.reveal.isChecked())) if server else "")
         status = self.tools.status.get(server.name, "not started yet").rstrip(".…") if server else ""
         self.state.setText("" if not server else
                            (f"Approved; {status}." if approved else
@@ -218,8 +218,8 @@ class McpSettingsBox(QWidget):
         if approved:
             always = self.tools.approvals.always_allowed(server)
             for tool in (t for t in self.tools.known_tools() if t.server == server.name):
-                item = QListWidgetItem(printable(tool.name))
-                item.setToolTip(printable(tool.description))
+                item = QListWidgetItem(for_approval(tool.name))
+                item.setToolTip(for_approval(tool.description))
                 item.setData(Qt.ItemDataRole.UserRole, tool.name)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
                 item.setCheckState(Qt.CheckState.Checked if tool.name in always else Qt.CheckState.Unchecked)

@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
 
-from runtime.errors import one_line, printable
+from runtime.errors import for_approval, one_line, printable
 from runtime.tool_loop import describe_arguments
 
 SHOWN_RESULT_CHARS = 4000
@@ -42,9 +42,9 @@ def _plain(text: str, object_name: str = "", mono: bool = False) -> QLabel:
 def call_summary(call: dict) -> str:
     """ "✓ add_numbers · calc · 12 ms" or "✗ fetch · web · 30.0 s: the tool did not answer ..." """
     mark, word = STATUS.get(call.get("status", ""), ("?", str(call.get("status", ""))))
-    parts = [printable(call.get("name") or "(no name)")]
+    parts = [for_approval(call.get("name") or "(no name)")]
     if call.get("server"):
-        parts.append(printable(call["server"]))
+        parts.append(for_approval(call["server"]))
     ms = call.get("ms") or 0
     if call.get("status") not in ("pending", "asking", "running", "declined", "limit", "invalid", "stopped") or ms:
         parts.append(f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s")
@@ -77,7 +77,7 @@ class ToolCallView(QFrame):
         column = QVBoxLayout(self.body)
         column.setContentsMargins(16, 0, 0, 4)
         column.addWidget(_plain("Arguments", "toolCallHeading"))
-        column.addWidget(_plain(printable(describe_arguments(call.get("arguments") or {}), keep_newlines=True),
+        column.addWidget(_plain(for_approval(describe_arguments(call.get("arguments") or {}), keep_newlines=True),
                                 "toolCallArguments", mono=True))
         if call.get("status") not in ("pending", "asking", "running"):
             content = str(call.get("content", ""))
