@@ -216,21 +216,23 @@ class McpSettingsBox(QWidget):
         self.tool_list.blockSignals(True)
         self.tool_list.clear()
         if approved:
-            always = self.tools.approvals.always_allowed(server)
             for tool in (t for t in self.tools.known_tools() if t.server == server.name):
                 item = QListWidgetItem(for_approval(tool.name))
                 item.setToolTip(for_approval(tool.description))
                 item.setData(Qt.ItemDataRole.UserRole, tool.name)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-                item.setCheckState(Qt.CheckState.Checked if tool.name in always else Qt.CheckState.Unchecked)
+                allowed = self.tools.approvals.is_always_allowed(server, tool)
+                item.setCheckState(Qt.CheckState.Checked if allowed else Qt.CheckState.Unchecked)
                 self.tool_list.addItem(item)
         self.tool_list.blockSignals(False)
 
     def _tool_changed(self, item: QListWidgetItem) -> None:
         server = self.selected()
-        if server is not None and self.tools.approvals.is_approved(server):
-            self.tools.approvals.set_always_allowed(server, item.data(Qt.ItemDataRole.UserRole),
-                                                    item.checkState() == Qt.CheckState.Checked)
+        name = item.data(Qt.ItemDataRole.UserRole)
+        tool = next((t for t in self.tools.known_tools() if server and t.server == server.name and t.name == name),
+                    None)
+        if server is not None and tool is not None and self.tools.approvals.is_approved(server):
+            self.tools.approvals.set_always_allowed(server, tool, item.checkState() == Qt.CheckState.Checked)
 
     def _act(self, action) -> None:
         server = self.selected()

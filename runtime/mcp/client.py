@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import collections
+import hashlib
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ import threading
 import time
 import weakref
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..errors import ElasticError, one_line
@@ -70,6 +71,15 @@ class McpTool:
     name: str
     description: str
     input_schema: dict
+    origin: str = ""  # the fingerprint of the server's definition it was listed by (ServerConfig.fingerprint)
+
+    @property
+    def definition(self) -> str:
+        """A digest of what the user consents to besides the name: the description and the schema. A server
+        that changes them after a consent (MCP's "rug pull") is asked about again (runtime/tool_loop.py)."""
+        text = json.dumps({"description": self.description, "input_schema": self.input_schema}, sort_keys=True,
+                          ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def as_tool(self) -> dict:
         """The tool as offered to the model (OpenAI's function form, which the chat template renders)."""
@@ -178,7 +188,8 @@ class McpManager:
 
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
-                running.tools, running.problems = await _list_tools(session, server.name, self._taken(server.name))
+                tools, running.problems = await _list_tools(session, server.name, self._taken(server.name))
+                running.tools = tuple(replace(t, origin=server.fingerprint()) for t in tools)
                 for problem in running.problems:
                     log.warning("MCP server %s: %s", server.name, problem)
                 running.session = session
