@@ -92,8 +92,7 @@ def longest_context(folder, probe, resident: str, on_cpu: bool) -> int:
     down to a whole 1,024 tokens; CONTEXT.low when not even that fits. Raises what the planner raises."""
     from pathlib import Path
 
-    from runtime.options import CONTEXT
-    from runtime.store.planner import NO, checkpoint_sizing, fit_submodel
+    from runtime.api import CONTEXT, NO, checkpoint_sizing, fit_submodel
 
     cfg, subs, packing, _ = checkpoint_sizing(Path(folder))
     sub = next((s for s in subs if s.name == resident), subs[0])

@@ -24,7 +24,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from runtime.private_files import open_append, read_tail, write_private
+from runtime.api import open_append, read_tail, write_private
 
 log = logging.getLogger("elastic-chat")
 MARKER = "session.running"
@@ -76,7 +76,7 @@ def show_message(message: str) -> None:
         if app is not None and _relay is not None:  # another thread: the relay's slot runs on the GUI thread
             _relay.sig_message.emit(message)
             return
-    except Exception as e:  # noqa: BLE001 (reporting a crash must not raise another)
+    except Exception as e:  # reporting a crash must not raise another
         log.warning("could not show the crash dialog: %s", e)
     print(message, file=sys.stderr)
 
@@ -223,7 +223,7 @@ class LoadRecord:
         return ""
 
     def _read(self, name: str) -> dict:
-        from runtime.json_file import JsonFileError, read_json_file
+        from runtime.api import JsonFileError, read_json_file
 
         try:
             data = read_json_file(self.folder / name, 64 << 10)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from runtime.json_file import JsonFileError, read_json_file
+from runtime.api import JsonFileError, read_json_file
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[1]

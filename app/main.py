@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -34,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from runtime.paths import data_dir, log_file
+    from runtime.api import data_dir, log_file, use_models_dir
 
     from . import crash
     from .state.data_files import check_data_files, prepare_data_folder
@@ -66,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.load(settings_path)
     if args.theme:
         settings.theme = args.theme
-    if settings.models_dir:
-        os.environ["ELASTIC_CHAT_MODELS"] = settings.models_dir
+    use_models_dir(settings.models_dir)
     apply_theme(app, settings.theme, settings.font_size)
     check_data_files(data, settings)  # opens (and repairs) the history once; notices go to the window's banner
     notice = crash.begin_session(folder, log_path)
@@ -164,7 +162,7 @@ def _claim_instance(folder: Path):
 def _log_handler(log_path: Path) -> logging.Handler:
     """The log file, appended to without following a link (prepare_data_folder moved a planted one
     aside); stderr when even that fails."""
-    from runtime.private_files import open_append
+    from runtime.api import open_append
 
     try:
         return logging.StreamHandler(open_append(log_path))

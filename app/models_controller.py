@@ -6,7 +6,7 @@ One `ModelsController` lives as long as the app; the model manager dialog only s
 says and asks it to act, so closing the dialog neither stops nor orphans a download, and a
 reopened dialog shows the download where it is. Download progress arrives throttled (about
 10 Hz, see `workers.DownloadWorker`). Probing (NVML), planning and reading checkpoint headers
-run in a worker thread; the GUI thread only formats what they found.
+run in a worker thread; the GUI thread only formats what they found (app/model_texts.py).
 
 "Verify nesting…" checks a checkpoint on this PC against a sliced checkpoint (a folder or a hub
 repo, `runtime.store.nesting.slice_check`) in its own thread, with progress and cancel; a verified slice
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, Signal, Slot
 
-from runtime.options import CONTEXT
-from runtime.units import format_bytes
+from runtime.api import CONTEXT, format_bytes
 
+from .model_texts import FINAL_WORDS, hardware_text, progress_text, size_text, verdict_text, verify_text
 from .nesting_worker import NestingWorker
 from .workers import DownloadWorker, TaskRunner, start_in_thread, stop_thread
 
@@ -33,9 +33,6 @@ log = logging.getLogger(__name__)
 
 ACTIONS = ("Download", "Pause", "Resume", "Cancel", "Verify", "Verify nesting…", "Delete", "Import folder…",
            "Add server…", "Use", "Refresh")
-FINAL_WORDS = {"done": "Download complete and verified.",
-               "paused": "Paused. Resume continues where it stopped, even after a restart.",
-               "cancelled": "Cancelled; the partial files were removed."}
 
 
 @dataclass(frozen=True)
@@ -68,79 +65,6 @@ class Inventory:
     rows: tuple[ModelRow, ...]
 
 
-def size_text(n: int | None) -> str:
-    return format_bytes(n) if n else "–"
-
-
-def hardware_text(hw) -> str:
-    """The probe in one line. Without a GPU, the reason follows a colon: it often ends in the
-    driver's own words in brackets, and `HardwareProbe.summary` would bracket it again."""
-    if hw.gpu is None:
-        return f"No NVIDIA GPU: {hw.no_gpu_reason or 'none found'}; {hw.ram_text()}"
-    return hw.summary()
-
-
-def progress_text(p) -> str:
-    """A download's state in words: "DOWNLOADING: 1.2 GiB of 17.0 GiB, 48.0 MiB/s, 5 min 36 s left"."""
-    speed = f"{format_bytes(p.speed_bps or 0, 'MiB')}/s"
-    eta = f", {int(p.eta_s) // 60} min {int(p.eta_s) % 60} s left" if p.eta_s is not None else ""
-    return (f"{p.state.upper()}: {size_text(p.done_bytes)} of {size_text(p.total_bytes)}, {speed}{eta}"
-            + (f" — {p.message}" if p.message else ""))
-
-
-def verify_text(report) -> str:
-    if not report.ok:
-        return "Problems: " + "; ".join(report.problems)
-    if report.checked == 0:  # an imported folder has no record of the hub's hashes to compare with
-        return (f"{report.folder.name}: its config, tensors and submodel table check out; it has no download "
-                "record, so there were no file hashes to compare.")
-    return f"{report.folder.name} is intact: {report.checked} file hashes match the download record."
-
-
-# What each submodel state means and what to do about it (runtime/checkpoint/submodel_table.py).
-STATE_HELP = {
-    "verified": "checked value by value against a sliced checkpoint (its elastic.json records which one)",
-    "declared": "from the checkpoint's own elastic.json, not checked against a slice; Verify nesting… checks it "
-                "against one",
-    "estimated": "the catalog's estimate, fitted to published parameter counts, not a fact: its replies may be poor "
-                 "and it never thinks by default; select the model and press Verify nesting… to check it against a "
-                 "published slice",
-}
-
-
-def states_text(fits) -> tuple[str, str]:
-    """The nested submodels' states in a word or three ("estimated", "1 of 2 verified": the table is
-    wide already) and a tooltip saying each one's, what it means and what to do; the parent is the
-    checkpoint itself (verified)."""
-    nested = list(fits[1:])
-    if not nested:
-        return ("–", "No nested submodels: only the parent, which is the checkpoint itself." if fits else "")
-    states = [f.state for f in nested]
-    if len(set(states)) == 1:
-        text = states[0]
-    elif "verified" in states:
-        text = f"{states.count('verified')} of {len(states)} verified"
-    else:
-        text = ", ".join(f"{f.name} {f.state}" for f in nested)
-    tip = [f"{f.name}: {f.state} — {STATE_HELP.get(f.state, '')}" for f in nested]
-    return text, "\n".join([f"{fits[0].name}: the parent, the checkpoint itself", *tip])
-
-
-def verdict_text(v) -> str:
-    """One line about one nesting check (runtime.store.nesting.slice_check.SliceVerdict)."""
-    source = v.label or v.slice
-    if v.cancelled:
-        return "Nesting check cancelled; nothing was written."
-    if v.report is None:
-        return f"Nesting not checked against {v.slice}: {v.error}. The submodels' states are unchanged."
-    r = v.report
-    read = format_bytes(r.bytes_read) + (f", {format_bytes(v.slice_bytes)} of them from the hub" if v.hub else "")
-    if r.verified and v.written is not None:
-        return (f"Verified: {r.name} nests in this checkpoint ({r.checked_tensors} tensors of {source} compared, "
-                f"{r.comparison}; {read} read). {r.name} is now verified in its elastic.json.")
-    return f"Refused: {source} does not nest here: {r.problems[0]} ({read} read). Nothing was written."
-
-
 def actions(row: ModelRow | None, downloading: bool, checking: bool = False) -> dict[str, bool]:
     """Which buttons make sense for `row` (None: nothing selected); `checking`: a nesting check runs."""
     if row is None:
@@ -171,14 +95,19 @@ def actions(row: ModelRow | None, downloading: bool, checking: bool = False) -> 
 
 def gather(probe_file: str | None, context: int):
     """Worker thread: probe, plan and list (reads safetensors headers, not weights)."""
-    from runtime.errors import ElasticError
-    from runtime.paths import models_dir
-    from runtime.store.catalog import load_catalog
-    from runtime.store.hardware import load_probe, probe
-    from runtime.store.model_store import list_models
-    from runtime.store.nesting.slice_check import catalog_slices
-    from runtime.store.planner import checkpoint_sizing, make_plan, plan_checkpoint
-    from runtime.store.remote_sources import load_sources
+    from runtime.api import (
+        ElasticError,
+        catalog_slices,
+        checkpoint_sizing,
+        list_models,
+        load_catalog,
+        load_probe,
+        load_sources,
+        make_plan,
+        models_dir,
+        plan_checkpoint,
+        probe,
+    )
 
     hw = load_probe(probe_file) if probe_file else probe(models_dir())
     catalog = load_catalog()
@@ -242,9 +171,9 @@ def remote_rows(remotes, active: str) -> list[ModelRow]:
 
 def probe_server(url: str, api_key: str | None) -> list[str]:
     """Worker thread: the model ids a server lists (runtime/remote), checked."""
-    from runtime.remote.client import RemoteServer
-    from runtime.remote.engine import list_models
-    from runtime.remote.models import choices
+    from runtime.api import RemoteServer
+    from runtime.api import list_server_models as list_models
+    from runtime.api import server_model_choices as choices
 
     return choices(list_models(RemoteServer(url, api_key or None)))
 
@@ -351,7 +280,7 @@ class ModelsController(QObject):
     # ------------------------------------------------------------------ downloads
 
     def download(self, key: str) -> None:
-        from runtime.store.model_store import download_dir
+        from runtime.api import download_dir
 
         r = self.row(key)
         if r is None or r.repo is None or key in self.downloads:
@@ -412,7 +341,7 @@ class ModelsController(QObject):
     # ------------------------------------------------------------------ tasks
 
     def verify(self, key: str) -> None:
-        from runtime.store.model_store import verify
+        from runtime.api import verify
 
         r = self.row(key)
         if r and r.folder:
@@ -421,8 +350,7 @@ class ModelsController(QObject):
 
     def delete(self, key: str) -> None:
         """Deletes a downloaded model or forgets an imported one; the dialog has asked the user."""
-        from runtime.store.model_store import delete
-        from runtime.store.remote_sources import remove_source
+        from runtime.api import delete, remove_source
 
         r = self.row(key)
         if r and r.remote and r.status != "active":
@@ -436,7 +364,7 @@ class ModelsController(QObject):
 
     def add_server(self, url: str, model: str, api_key: str | None) -> None:
         """Adds a server's model as a source (its key to the keyring where there is one) and lists it."""
-        from runtime.store.remote_sources import add_source
+        from runtime.api import add_source
 
         def added(source) -> None:
             self._changed(f"Added {source.model} on {source.address}.")
@@ -444,7 +372,7 @@ class ModelsController(QObject):
         self.tasks.run(add_source, (url, model, api_key), added, self._task_failed)
 
     def import_folder(self, folder) -> None:
-        from runtime.store.model_store import import_folder
+        from runtime.api import import_folder
 
         self._say(f"Checking {folder}…")
         self.tasks.run(import_folder, (Path(folder),), lambda m: self._changed(f"Imported {m.name}."),
@@ -471,7 +399,7 @@ class ModelsController(QObject):
 
     def verify_nesting(self, key: str, where: str, revision: str | None = None) -> None:
         """Checks the row's checkpoint against `where` (a hub repo id or a folder) in a worker thread."""
-        from runtime.store.nesting.slice_check import check_slice
+        from runtime.api import check_slice
 
         r = self.row(key)
         if r is None or not self.actions(key)["Verify nesting…"]:
@@ -483,8 +411,7 @@ class ModelsController(QObject):
 
     def _try_catalog_slices(self, key: str) -> None:
         """After a download: the family's published slices, checked against the new folder."""
-        from runtime.store.model_store import download_dir
-        from runtime.store.nesting.slice_check import check_catalog_slices
+        from runtime.api import check_catalog_slices, download_dir
 
         r = self.row(key)
         if r is None or not r.slices or r.repo is None:

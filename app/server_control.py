@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from runtime.engine_queue import EngineQueue
-from runtime.errors import ElasticError
+from runtime.api import ElasticError, EngineQueue
 
 log = logging.getLogger(__name__)
 POLL_MS = 250
@@ -56,10 +55,24 @@ class ServerControl(QObject):
         self._busy = threading.Lock()  # one start or stop at a time
         self._last: ServerStatus | None = None
         self._wanted = 0  # bumped by every start and stop: a start that finishes late sees it was undone
+        self._served: tuple | None = None  # (host, port, key, names, origins) it was last started with by `apply`
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self._poll)
         self.timer.start()
+
+    def apply(self, s) -> None:
+        """Starts, stops or restarts serving as the settings `s` (app/state/settings.py) now say (a start
+        that failed is tried again); the outcome arrives as `sig_status`."""
+        wanted = (s.server_host, s.server_port, s.server_api_key, tuple(s.server_allow_hosts),
+                  tuple(s.server_allow_origins)) if s.server_enabled else None
+        if wanted == self._served and not self.status().error:
+            return
+        self._served = wanted
+        if wanted is None:
+            self.stop()
+        else:
+            self.start(*wanted)
 
     def start(self, host: str = "127.0.0.1", port: int = 8000, api_key: str = "", allow_hosts=(),
               allow_origins=()) -> None:
@@ -73,7 +86,7 @@ class ServerControl(QObject):
                          name="server start", daemon=True).start()
 
     def _start(self, host: str, port: int, api_key: str | None, web: tuple, wanted: int) -> None:
-        from runtime.server.runner import PortTaken, ServerThread  # noqa: PLC0415 (FastAPI loads only when serving)
+        from runtime.api import PortTaken, ServerThread  # FastAPI loads only when serving
 
         with self._busy:
             if wanted != self._wanted:

@@ -25,7 +25,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtNetwork import QLocalServer, QLocalSocket
 
-from runtime.paths import MAX_SOCKET_PATH, instance_name, socket_file_name, socket_folders
+from runtime.api import MAX_SOCKET_PATH, instance_name, socket_file_name, socket_folders
 
 log = logging.getLogger("elastic-chat")
 MAX_MESSAGE = 64  # the longest command is 7 bytes

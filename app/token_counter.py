@@ -38,7 +38,7 @@ class TokenCounter(QObject):
     @Slot(str)
     def use(self, folder: str) -> None:
         """The model in `folder` is the one to count for ("" : none)."""
-        from runtime.chat_format import ChatFormat
+        from runtime.api import ChatFormat
 
         self.chat = None
         if not folder:

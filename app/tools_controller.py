@@ -7,8 +7,8 @@ server starts, off the GUI thread, when the user approves it in Settings (to sho
 app opens and it is approved already (so its tools are listed and counted before the first reply), or
 when a reply in a chat with tools on needs it, and only while it is approved as defined now.
 
-A reply with tools is a `ToolJob` handed to the engine worker in place of a plain request: in the
-engine thread it starts what it needs, offers the chat's tools and runs runtime/tool_loop.py. When a
+A reply with tools is a `ToolJob` handed to the engine worker where a plain reply is a `PlainReply`: in
+the engine thread it starts what it needs, offers the chat's tools and runs runtime/tool_loop.py. When a
 call needs consent, the loop's `consent` (engine thread) posts the call here and waits; the dialog
 (app/widgets/tool_consent.py) answers through a `Mailbox`. The wait ends on the answer, on the reply's
 Stop, or when the dialog is closed, so no thread waits for ever and the window never blocks.
@@ -24,21 +24,28 @@ from typing import NamedTuple
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from runtime.mcp.approvals import APPROVALS_FILE, Approvals
-from runtime.mcp.client import McpError, McpManager
-from runtime.mcp.config import (
+from runtime.api import (
+    APPROVALS_FILE,
     CONFIG_FILE,
+    DECLINE,
+    MAX_TOOL_CALLS,
+    TOOL_TIMEOUT,
+    Approvals,
+    ChatTools,
     ConfigError,
     McpConfig,
+    McpError,
+    McpManager,
+    PendingCall,
     ServerConfig,
+    consent_key,
     merge_imported,
     read_config,
+    run_tool_loop,
     write_config,
 )
-from runtime.options import MAX_TOOL_CALLS, TOOL_TIMEOUT
-from runtime.tool_loop import DECLINE, ChatTools, PendingCall, consent_key, run_tool_loop
 
-from .workers import TaskRunner
+from .workers import PlainReply, ReplyJob, TaskRunner
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +92,8 @@ class Mailbox:
 
 @dataclass
 class ToolJob:
-    """A reply with tools, run by the engine worker (EngineWorker.generate calls `run`)."""
+    """A reply with tools, run by the engine worker (EngineWorker.generate calls `run`): a
+    workers.ReplyJob, as a PlainReply is."""
     request: object  # runtime.generate.ChatRequest
     manager: McpManager
     servers: tuple[ServerConfig, ...]
@@ -241,12 +249,13 @@ class ToolsController(QObject):
             return None
         return [t.as_tool() for t in self.manager.tools() if t.name not in off] or None
 
-    def job(self, request_id: int, cid: int, request, chat_settings: dict, max_calls: int | None = None):
-        """The reply as a ToolJob, or None when this chat offers no tools (switched off, none approved)."""
+    def job(self, request_id: int, cid: int, request, chat_settings: dict, max_calls: int | None = None) -> ReplyJob:
+        """The reply as the engine worker runs it: a ToolJob, or a PlainReply when this chat offers no tools
+        (switched off, none approved)."""
         on, off = chat_tool_settings(chat_settings)
         servers = self.approved_servers()
         if not on or not servers:
-            return None
+            return PlainReply(request)
         chat = self.chats.setdefault(cid, ChatTools())
         chat.always_allowed = frozenset()  # set once the servers run (ToolJob.prepare): keyed on their tools
 

@@ -1,11 +1,12 @@
 """Workers that keep the GUI thread free: each lives in its own QThread.
 
-- `EngineWorker` owns the engine: loads a checkpoint, streams replies. Events cross threads as
-  the runtime's frozen dataclasses, tagged with a request id so the GUI can drop late events
-  of a reply it stopped. Stop does not queue behind the decode loop: the GUI sets the
-  thread-safe `Controls` flag directly. The engine sits in an `EngineQueue` shared with the
-  local server (app/server_control.py): each chat reply waits its turn in that one line, and
-  loading or unloading holds it alone, so the server never runs on a model being replaced.
+- `EngineWorker` owns the engine (`runtime.api.ChatEngine`: a model on this PC, or one on another
+  server, held the same way): loads or connects, streams replies. Events cross threads as the
+  runtime's frozen dataclasses, tagged with a request id so the GUI can drop late events of a reply
+  it stopped. Stop does not queue behind the decode loop: the GUI sets the thread-safe `Controls`
+  flag directly. The engine sits in an `EngineQueue` shared with the local server
+  (app/server_control.py): each chat reply waits its turn in that one line, and loading or unloading
+  holds it alone, so the server never runs on a model being replaced.
 - `DownloadWorker` runs one download; pause and cancel go straight to the thread-safe
   `Download` object.
 - `TaskWorker` runs one blocking function (verify, import, probe) and reports its result.
@@ -19,12 +20,51 @@ import logging
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QMetaObject, QObject, Qt, QThread, Signal, Slot
 
-from runtime.options import CONTEXT
+from runtime.api import (
+    CANCELLED,
+    CONTEXT,
+    PAUSED,
+    ChatEngine,
+    ChatRequest,
+    Controls,
+    Download,
+    DownloadProgress,
+    ElasticError,
+    Engine,
+    EngineQueue,
+    Event,
+    HardwareProbe,
+    LoadCancelled,
+    MetadataStopped,
+    RemoteEngine,
+    RemoteServer,
+    SamplingSettings,
+    UsageError,
+    check_cpu_fit,
+    check_destination,
+    describe,
+    folder_table,
+    hub_token,
+    is_panic,
+    is_spec,
+    load_probe,
+    models_dir,
+    parse_spec,
+    plan_checkpoint,
+    probe,
+    read_key,
+    resolve,
+    stream_in_turn,
+)
+
+from .context_fit import KEEP_SYSTEM, fit_messages, longest_context, reply_room
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +72,48 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class LoadedModel:
     """What the GUI needs to know about the engine it cannot touch."""
-    folder: str
+    folder: str  # a checkpoint folder, or a server's model spec (runtime/store/remote_sources.py)
     name: str
-    status: object  # runtime.engine.EngineStatus
+    status: object  # runtime.engine.EngineStatus, or runtime.remote.engine.RemoteStatus
     levels: tuple  # runtime.depth.DepthLevel, for the slider
     submodels: tuple[str, ...]  # every submodel, smallest first
-    loaded: tuple[str, ...]  # those in memory
+    loaded: tuple[str, ...]  # those that can run
     is_demo: bool
     reasons: tuple[tuple[str, str], ...] = ()  # (submodel, why it is not in memory): the planner's one-liners
-    default_depth: str = ""  # Engine.default_depth(): never a level whose thinker's widths are only estimated
-    thinking_ceiling: int = 0  # Engine.thinking_ceiling: the Max level's budget, "Think longer"'s unit
+    default_depth: str = ""  # ChatEngine.default_depth(): never a level whose thinker's widths are only estimated
+    thinking_ceiling: int = 0  # ChatEngine.thinking_ceiling: the Max level's budget, "Think longer"'s unit
     context_ceiling: int = 0  # the longest context the memory plan allows (0: no plan could be made)
+
+    @classmethod
+    def of(cls, engine: ChatEngine, folder: str, name: str, is_demo: bool = False, reasons=(),
+           context_ceiling: int = 0) -> LoadedModel:
+        return cls(folder, name, engine.status(), tuple(engine.depth_levels()), tuple(engine.all_submodels_by_size()),
+                   tuple(engine.submodels_by_size()), is_demo, tuple(reasons), engine.default_depth(),
+                   engine.thinking_ceiling, context_ceiling)
+
+
+class ReplyJob(Protocol):
+    """What `EngineWorker.generate` runs: a plain reply (`PlainReply`) or one with tools
+    (app/tools_controller.py `ToolJob`), given the stream that takes a turn on the engine."""
+    request: ChatRequest
+
+    def prepare(self) -> Event | None:
+        """Readies the reply in the engine thread (a ToolJob starts its servers); an event to show, or None."""
+
+    def run(self, stream: Callable[[ChatRequest, Controls], Iterator[Event]], controls: Controls) -> Iterator[Event]:
+        """The reply's events, each round through `stream`."""
+
+
+@dataclass(frozen=True)
+class PlainReply:
+    """A reply with no tools: one turn of the stream."""
+    request: ChatRequest
+
+    def prepare(self) -> None:
+        return None
+
+    def run(self, stream, controls: Controls) -> Iterator[Event]:
+        return stream(self.request, controls)
 
 
 def start_in_thread(worker: QObject, name: str) -> QThread:
@@ -75,12 +146,9 @@ class EngineWorker(QObject):
     def __init__(self, max_context: int = CONTEXT.default, probe_file: str | None = None, load_record=None):
         """`load_record`: an app.crash.LoadRecord, told when a checkpoint (not the demo) starts and ends
         loading, so a model that failed or crashed the process is not loaded again without asking."""
-        from runtime.engine_queue import EngineQueue
-
         super().__init__()
         self.load_record = load_record
-        self.engine = None
-        self.remote = None  # a runtime.remote RemoteEngine instead of a local engine (it has no weights here)
+        self.engine: ChatEngine | None = None  # a model on this PC, or a server's (RemoteEngine)
         self.queue = EngineQueue()  # the one line for the engine: chat replies, server requests, loads
         self.max_context = max_context
         self.probe_file = probe_file
@@ -104,56 +172,45 @@ class EngineWorker(QObject):
 
     @Slot(str, str, bool)
     def load(self, folder: str, resident: str, is_demo: bool) -> None:
-        """Plans once (here, off the GUI thread), loads, then warms the engine up with a tiny reply.
-        The whole of it holds the engine queue alone: every reply in flight or waiting (the server's
-        too) is stopped first, and server requests meanwhile get 503 (then wait during the warm-up)."""
-        from runtime.store.remote_sources import is_spec
-
+        """Plans once (here, off the GUI thread), loads, then warms the engine up with a tiny reply; or,
+        for a server's model, connects. The whole of it holds the engine queue alone: every reply in
+        flight or waiting (the server's too) is stopped first, and server requests meanwhile get 503
+        (then wait during the warm-up)."""
         self.cancel_requested.clear()
-        record = self.load_record if not (is_demo or is_spec(folder)) else None
+        remote = is_spec(folder)
+        record = self.load_record if not (is_demo or remote) else None
         if record is not None:
             record.begin(folder)
         error = ""
         try:
-            with self.queue.exclusive(f"the model {folder if is_spec(folder) else Path(folder).name} is loading"):
+            with self.queue.exclusive(f"the model {folder if remote else Path(folder).name} is loading"):
                 self._release()
-                if is_spec(folder):
-                    self._connect(folder)
-                else:
-                    error = self._load(folder, resident, is_demo)
+                error = self._connect(folder) if remote else self._load(folder, resident, is_demo)
         finally:  # a crash (a segfault) never gets here: the record then says it was loading
             if record is not None:
                 record.end(folder, error)
 
-    def _connect(self, spec: str) -> None:
-        """A model on an OpenAI-compatible server (runtime/store/remote_sources.py's spec): probed with
-        /v1/models here, off the GUI thread. The app's own server has no model meanwhile (503)."""
-        from runtime.errors import ElasticError
-        from runtime.remote.client import RemoteServer
-        from runtime.remote.engine import RemoteEngine
-        from runtime.store.remote_sources import parse_spec, read_key
+    def _failed(self, message: str) -> str:
+        self.queue.set_failed(message)
+        self.sig_load_failed.emit(message)
+        return message
 
+    def _connect(self, spec: str) -> str:
+        """A model on an OpenAI-compatible server (runtime/store/remote_sources.py's spec): probed with
+        /v1/models here, off the GUI thread. It is the window's alone: the app's own server has no model
+        meanwhile (503). Returns why it failed ("" when it did not)."""
         try:
             url, model = parse_spec(spec)
-            self.remote = RemoteEngine.connect(RemoteServer(url, read_key(url)), model, self.cancel_requested.is_set)
+            engine = RemoteEngine.connect(RemoteServer(url, read_key(url)), model, self.cancel_requested.is_set)
         except ElasticError as e:
-            self.queue.set_failed(str(e))
-            self.sig_load_failed.emit(str(e))
-            return
-        self.queue.set_engine(None)  # the app's own server answers 503: it has no model on this PC
-        r = self.remote
-        subs = tuple(r.submodels_by_size())
-        self.sig_loaded.emit(LoadedModel(spec, f"{model} on {r.server.address}", r.status(), tuple(r.depth_levels()),
-                                         subs, subs, False, (), r.default_depth(), r.thinking_ceiling))
+            return self._failed(str(e))
+        self.engine = engine
+        self.queue.set_engine(engine, shared=False)
+        self.sig_loaded.emit(LoadedModel.of(engine, spec, f"{model} on {engine.server.address}"))
+        return ""
 
     def _load(self, folder: str, resident: str, is_demo: bool) -> str:
         """Loads and warms up; returns why the load failed ("" when it did not, or was cancelled)."""
-        from runtime.checkpoint.reader import LoadCancelled
-        from runtime.engine import Engine
-        from runtime.errors import ElasticError
-        from runtime.store.planner import check_cpu_fit
-        from runtime.store.submodel_tables import folder_table
-
         try:
             hw_plan = None if is_demo else self._plan(folder)
             before = hw_plan[0] if hw_plan is not None else _ram_probe()  # memory free before the weights
@@ -168,26 +225,19 @@ class EngineWorker(QObject):
             self.sig_load_cancelled.emit()
             return ""
         except ElasticError as e:
-            self.queue.set_failed(str(e))
-            self.sig_load_failed.emit(str(e))
-            return str(e)
+            return self._failed(str(e))
         except BaseException as e:  # out of memory, a driver problem, a native panic: report it, keep the app alive
             if not _caught(e):
                 raise
             log.exception("loading %s failed", folder)
-            self.queue.set_failed(_describe(e))
-            self.sig_load_failed.emit(_describe(e))
-            return _describe(e)
+            return self._failed(_describe(e))
         self.queue.set_engine(self.engine)
         e = self.engine
         loaded = tuple(e.submodels_by_size())
-        missing = [n for n in e.all_submodels_by_size() if n not in loaded]
         by_name = {f.name: f.reason for f in hw_plan[1].submodels} if hw_plan is not None else {}
-        reasons = tuple((n, by_name.get(n, f"{n} is not in memory")) for n in missing)
-        self.sig_loaded.emit(LoadedModel(folder, Path(folder).name, e.status(), tuple(e.depth_levels()),
-                                         tuple(e.all_submodels_by_size()), loaded, is_demo, reasons,
-                                         e.default_depth(), e.thinking_ceiling,
-                                         self._context_ceiling(folder, before)))
+        reasons = [(n, by_name.get(n, f"{n} is not in memory")) for n in e.all_submodels_by_size() if n not in loaded]
+        self.sig_loaded.emit(LoadedModel.of(e, folder, Path(folder).name, is_demo, reasons,
+                                            self._context_ceiling(folder, before)))
         # The window is usable while this runs; a reply sent meanwhile (the chat's or the server's) waits
         # in the queue and starts right after it, warm.
         log.info("warmed up %s in %.0f ms", Path(folder).name, self._warm_up(loaded))
@@ -195,8 +245,6 @@ class EngineWorker(QObject):
 
     def _context_ceiling(self, folder: str, before) -> int:
         """The longest context the memory plan allows the resident submodel (0: no plan could be made)."""
-        from .context_fit import longest_context
-
         try:
             return longest_context(folder, before, self.engine.model.resident.name,
                                    on_cpu=self.engine.model.device.type == "cpu")
@@ -206,9 +254,6 @@ class EngineWorker(QObject):
 
     def _plan(self, folder: str):
         """The fit plan for this checkpoint on this PC (or the recorded probe); None when it cannot be made."""
-        from runtime.store.hardware import load_probe, probe
-        from runtime.store.planner import plan_checkpoint
-
         try:
             hw = load_probe(self.probe_file) if self.probe_file else probe()
             return hw, plan_checkpoint(Path(folder), hw, self.max_context)
@@ -221,8 +266,6 @@ class EngineWorker(QObject):
     @staticmethod
     def _largest_that_fits(hw_plan) -> str:
         """On a GPU where the parent does not fit, load the largest submodel that does."""
-        from runtime.errors import UsageError
-
         hw, plan = hw_plan
         if hw.gpu is None:
             return ""  # the CPU: the user asked for this checkpoint, run its parent
@@ -233,10 +276,6 @@ class EngineWorker(QObject):
     def _warm_up(self, submodels) -> float:
         """One two-token reply per submodel in memory, so the user's first reply does not pay for first-call
         work (allocations, kernel selection, lazy unpacking); returns its milliseconds."""
-        from runtime.controls import Controls
-        from runtime.generate import ChatRequest, stream_chat
-        from runtime.sampling import SamplingSettings
-
         started = time.perf_counter()
         for name in submodels:
             self._warming = controls = Controls()
@@ -246,7 +285,7 @@ class EngineWorker(QObject):
                 break
             request = ChatRequest(({"role": "user", "content": "hi"},), None, name, 0, 2, SamplingSettings(0.0))
             try:
-                for _ in stream_chat(self.engine, request, controls):
+                for _ in self.engine.stream(request, controls):
                     pass
             except BaseException as e:  # a courtesy: the first real reply reports any problem (a panic too)
                 if not _caught(e):
@@ -260,7 +299,6 @@ class EngineWorker(QObject):
     def unload(self) -> None:
         """Drops the engine and frees its memory (the GPU's too), once no reply runs on it: replies in
         flight or waiting (the server's too) are stopped, and this waits for the engine to be free."""
-        self.remote = None
         if self.engine is None:
             return
         with self.queue.exclusive("the model is being unloaded"):
@@ -269,7 +307,6 @@ class EngineWorker(QObject):
 
     def _release(self) -> None:
         """Frees the engine; only while holding the queue alone (inside `queue.exclusive`)."""
-        self.remote = None
         if self.engine is None:
             return
         self.engine.release()
@@ -284,27 +321,22 @@ class EngineWorker(QObject):
             pass
 
     @Slot(int, object, object, str)
-    def generate(self, request_id: int, request, controls, overflow: str = "refuse") -> None:
-        """One chat reply, in its turn: it waits behind server requests that came first (a stop while it
-        waits ends it at once, with nothing generated; with no model loaded it ends with an error).
-        First the chat is fitted to the context under the `overflow` policy (app/context_fit.py):
-        `sig_fitted` says what is sent; a chat that cannot fit gets `sig_overflow` and no reply."""
-        from runtime.engine_queue import stream_in_turn
-
-        def stream(r, c):
-            if self.remote is not None:  # a remote reply needs no turn here: the server keeps its own line
-                return self.remote.stream(r, c)
-            return stream_in_turn(self.queue, r, c, "chat")
-        try:  # a reply with tools (app/tools_controller.py ToolJob) takes a turn per round; its request is fitted
-            job = request if hasattr(request, "run") else None
-            if job is not None:  # its servers start and its tools join the request, which is fitted with them
-                self.sig_event.emit(request_id, job.prepare())
-            fitted = self._fit(request_id, job.request if job else request, overflow)
+    def generate(self, request_id: int, job: ReplyJob, controls: Controls, overflow: str = "refuse") -> None:
+        """One chat reply, in its turn (each round of a reply with tools takes a turn of its own): it waits
+        behind server requests that came first (a stop while it waits ends it at once, with nothing
+        generated; with no model loaded it ends with an error). First the chat is fitted to the context
+        under the `overflow` policy (app/context_fit.py): `sig_fitted` says what is sent; a chat that
+        cannot fit gets `sig_overflow` and no reply."""
+        def stream(request: ChatRequest, c: Controls) -> Iterator[Event]:
+            return stream_in_turn(self.queue, request, c, "chat")
+        try:
+            ready = job.prepare()  # a ToolJob's servers start and its tools join the request, fitted with them
+            if ready is not None:
+                self.sig_event.emit(request_id, ready)
+            fitted = self._fit(request_id, job.request, overflow)
             if fitted is None:
                 return
-            if job is not None:
-                job = dataclasses.replace(job, request=fitted)
-            for event in job.run(stream, controls) if job else stream(fitted, controls):
+            for event in dataclasses.replace(job, request=fitted).run(stream, controls):
                 self.sig_event.emit(request_id, event)
         except BaseException as e:  # bad request values, a native panic: the reply fails, the app does not
             if not _caught(e):
@@ -312,22 +344,14 @@ class EngineWorker(QObject):
             log.exception("reply %s failed", request_id)
             self.sig_reply_failed.emit(request_id, _describe(e))
 
-    def _fit(self, request_id: int, request, overflow: str):
-        """The request with its messages fitted to the engine's context (None: it cannot fit)."""
-        from .context_fit import KEEP_SYSTEM, fit_messages, reply_room
-
+    def _fit(self, request_id: int, request: ChatRequest, overflow: str) -> ChatRequest | None:
+        """The request with its messages fitted to the engine's context (None: it cannot fit). A chat
+        whose tokens cannot be counted here (a server's model) goes as it is; so does one with no model
+        (the queue's turn says "no model is loaded")."""
         engine = self.engine
-        if engine is None:
-            return request  # the queue's turn says "no model is loaded"
-        thinking = request.think_submodel is not None and request.thinking_budget != 0
-
-        tools = list(request.tools) if request.tools else None  # the template renders them: they take room
-
-        def count(messages: list[dict]) -> int:
-            return len(engine.chat.prompt_ids(messages, enable_thinking=thinking,
-                                              truncate_history_thinking=request.truncate_history_thinking,
-                                              tools=tools))
-
+        count = engine.token_counter(request) if engine is not None else None
+        if count is None:
+            return request
         limit = engine.max_context - reply_room(engine.max_context, request.max_new_tokens)
         fit = fit_messages(request.messages, count, limit, overflow)
         if not fit.fits:
@@ -342,8 +366,6 @@ def _ram_probe():
     """This machine's RAM now, as the planner reads it (the CPU's memory plan needs nothing else)."""
     import psutil
 
-    from runtime.store.hardware import HardwareProbe
-
     vm = psutil.virtual_memory()
     return HardwareProbe((), int(vm.total), int(vm.available), 0, "the model runs on the CPU")
 
@@ -351,14 +373,10 @@ def _ram_probe():
 def _caught(e: BaseException) -> bool:
     """What a worker reports instead of dying: any Exception, and a native library's panic
     (runtime/native.py), which is a BaseException that `except Exception` lets through."""
-    from runtime.native import is_panic
-
     return isinstance(e, Exception) or is_panic(e)
 
 
 def _describe(e: BaseException) -> str:
-    from runtime.native import describe, is_panic
-
     text = describe(e, 300) if is_panic(e) else f"{type(e).__name__}: {e}"
     if "out of memory" in text.lower():
         return "out of memory: choose a lower reasoning depth or a smaller model in the model manager"
@@ -385,8 +403,8 @@ PROGRESS_INTERVAL_S = 0.1  # about 10 updates a second cross to the GUI, whateve
 
 
 class DownloadWorker(QObject):
-    sig_progress = Signal(object)  # runtime.store.download.transfer.Progress, throttled to about 10 Hz
-    sig_finished = Signal(object, str)  # final Progress (or None), error message ("" when none)
+    sig_progress = Signal(object)  # runtime.api.DownloadProgress, throttled to about 10 Hz
+    sig_finished = Signal(object, str)  # final DownloadProgress (or None), error message ("" when none)
 
     def __init__(self, repo: str, dest: Path, revision: str | None = None, stall_seconds: float = 30.0):
         super().__init__()
@@ -404,12 +422,6 @@ class DownloadWorker(QObject):
 
     @Slot()
     def run(self) -> None:
-        from runtime.errors import ElasticError
-        from runtime.store.download.destination import check_destination
-        from runtime.store.download.hub_files import MetadataStopped
-        from runtime.store.download.transfer import CANCELLED, PAUSED, Download, Progress, hub_token, resolve
-        from runtime.store.model_store import models_dir
-
         try:
             if self.job is None:
                 check_destination(self.dest, models_dir())
@@ -422,7 +434,8 @@ class DownloadWorker(QObject):
             self.sig_finished.emit(final, "")
         except MetadataStopped:
             state = CANCELLED if self.stopping == "cancelled" else PAUSED
-            self.sig_finished.emit(Progress(state, 0, 0, 0.0, None, message=f"{state} before the download began"), "")
+            stopped = DownloadProgress(state, 0, 0, 0.0, None, message=f"{state} before the download began")
+            self.sig_finished.emit(stopped, "")
         except ElasticError as e:
             self.sig_finished.emit(self.job.progress if self.job else None, str(e))
         except Exception as e:
@@ -499,8 +512,6 @@ class TaskRunner(QObject):
         self.handles: set[_TaskHandle] = set()
 
     def run(self, fn, args: tuple, on_done, on_failed) -> None:
-        from PySide6.QtCore import QMetaObject, Qt
-
         worker = TaskWorker(fn, *args)
         thread = start_in_thread(worker, getattr(fn, "__name__", "task"))
         handle = _TaskHandle(self, worker, thread, on_done, on_failed)

@@ -69,7 +69,7 @@ def main():
     w.controller.set_depth("Max")
     w.input.setPlainText("What is 45 + 23 - 17 + 9 + 12 - 30 + 8?")
     w.send()
-    results["streaming a reply"] = meter.run_until(lambda: not w.controller.busy)
+    results["streaming a reply"] = meter.run_until(lambda: not w.controller.replies.busy)
 
     repo = work / "repo"
     shutil.copytree(ROOT / "assets" / "demo-nvfp4", repo)

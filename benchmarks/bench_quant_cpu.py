@@ -1,7 +1,7 @@
 """The shipped demo in fp32, FP8 and NVFP4 on this machine's CPU: resident weight memory,
 how far each quantized model's log-probabilities are from the fp32 one, and decode speed.
 
-    python benchmarks/bench_quant_cpu.py [--out docs/quantization.md]
+    python benchmarks/bench_quant_cpu.py [--out docs/quantization-cpu.md]
 
 The FP8 export is made on the fly with ModelOpt (the NVFP4 one is shipped in assets/).
 """
@@ -45,7 +45,7 @@ def decode_rate(model, name, prompt, n=64, runs=3):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=str(ROOT / "docs" / "quantization.md"))
+    parser.add_argument("--out", default=str(ROOT / "docs" / "quantization-cpu.md"))
     args = parser.parse_args()
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     from training.export_quantized import export

@@ -34,7 +34,8 @@ import torch  # noqa: E402
 from runtime.engine import Engine  # noqa: E402
 from runtime.events import Token  # noqa: E402
 from runtime.generate import stream_chat  # noqa: E402
-from runtime.server.openai_api import ServedModel, parse_chat  # noqa: E402
+from runtime.server.openai_api import parse_chat  # noqa: E402
+from runtime.server.serving import ServedModel  # noqa: E402
 
 BEGIN, END = "<!-- bench_server: begin -->", "<!-- bench_server: end -->"
 CASES = {  # name: request body fields (greedy)

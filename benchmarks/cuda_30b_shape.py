@@ -160,6 +160,18 @@ def measure(fmt, cfg, subs, device, dtype, quant, args, bandwidth, rows, log):
     return extra
 
 
+def dry_run_shape(cfg):
+    """The 30B-A3B's structure with every width divided by 16 (a CPU dry run): (config, elastic table)."""
+    cfg = replace(cfg, hidden_size=176, mamba_num_heads=8, ssm_state_size=16, n_routed_experts=16,
+                  num_experts_per_tok=2, moe_intermediate_size=112, moe_shared_expert_intermediate_size=224,
+                  vocab_size=2048, num_attention_heads=4, head_dim=32)
+    table = {"format": "elastic-nemotron-h/1", "submodels": [
+        {"name": "30B"}, {"name": "23B", "hidden_size": 160, "mamba_num_heads": 8, "moe_intermediate_size": 96},
+        {"name": "12B", "hidden_size": 128, "mamba_num_heads": 8, "n_routed_experts": 12,
+         "moe_intermediate_size": 64}]}
+    return cfg, table
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks-gpu.md"))
@@ -174,13 +186,7 @@ def main():
     cfg, table = fam.config, fam.elastic
     if args.cpu_dry_run:  # the same structure, every width divided by 16
         device, dtype = torch.device("cpu"), torch.float32
-        cfg = replace(cfg, hidden_size=176, mamba_num_heads=8, ssm_state_size=16, n_routed_experts=16,
-                      num_experts_per_tok=2, moe_intermediate_size=112, moe_shared_expert_intermediate_size=224,
-                      vocab_size=2048, num_attention_heads=4, head_dim=32)
-        table = {"format": "elastic-nemotron-h/1", "submodels": [
-            {"name": "30B"}, {"name": "23B", "hidden_size": 160, "mamba_num_heads": 8, "moe_intermediate_size": 96},
-            {"name": "12B", "hidden_size": 128, "mamba_num_heads": 8, "n_routed_experts": 12,
-             "moe_intermediate_size": 64}]}
+        cfg, table = dry_run_shape(cfg)
         args.tokens, args.eager_tokens, args.thinking = 6, 4, 64
         torch.set_flush_denormal(True)  # decaying random SSM states reach subnormals, which crawl on a CPU
         torch.set_num_threads(1)  # tiny matmuls: threads only contend

@@ -96,7 +96,10 @@ if (-not (Test-Path $Stamp) -or (Get-Content $Stamp) -ne $Want) {
         else { & $VPy -m pip install --quiet "torch==$TorchVersion" }
         if ($LASTEXITCODE -ne 0) { Fail "installing torch failed; check the network and run this script again" }
     }
-    $Extra = if ($Test) { "[test]" } else { "" }
+    $Extras = @()
+    if ($Test) { $Extras += "test" }
+    if ($HasGpu) { $Extras += "gpu" }  # triton-windows: the fused NVFP4/FP8 kernels
+    $Extra = if ($Extras.Count) { "[" + ($Extras -join ",") + "]" } else { "" }
     Say "installing Elastic Chat$Extra"
     & $VPy -m pip install --quiet -e "$Root$Extra"
     if ($LASTEXITCODE -ne 0) { Fail "installing the app failed; check the network and run this script again" }

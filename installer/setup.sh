@@ -125,8 +125,11 @@ if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$WANT" ]]; then
         "$VPY" -m pip install --quiet "torch==$TORCH_VERSION" "${TORCH_ARGS[@]}" ||
             die "installing torch failed; check the network and run this script again (it resumes)"
     fi
+    EXTRAS=()
+    [[ "$MODE" == "test" ]] && EXTRAS+=(test)
+    [[ "$TORCH_KIND" == "cuda" ]] && EXTRAS+=(gpu)  # triton: the fused NVFP4/FP8 kernels
     EXTRA=""
-    [[ "$MODE" == "test" ]] && EXTRA="[test]"
+    (( ${#EXTRAS[@]} )) && EXTRA="[$(IFS=,; echo "${EXTRAS[*]}")]"
     say "installing Elastic Chat$EXTRA"
     "$VPY" -m pip install --quiet -e "$ROOT$EXTRA" ||
         die "installing the app failed; check the network and run this script again"

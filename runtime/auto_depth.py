@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-from .errors import CheckpointError
+from .errors import CheckpointError, show
 
 
 class Signals(NamedTuple):
@@ -74,10 +74,10 @@ def parse_policy(data, where: str, path=None) -> AutoPolicy:
         fail("must be an object such as {\"signal\": \"entropy\", \"threshold\": 0.6}")
     unknown = sorted(set(data) - set(POLICY_KEYS))
     if unknown:
-        fail(f"unknown key {str(unknown[0])[:40]!r}; it takes {', '.join(POLICY_KEYS)}")
+        fail(f"unknown key {show(unknown[0], 40)}; it takes {', '.join(POLICY_KEYS)}")
     signal = data.get("signal", AutoPolicy.signal)
     if signal not in SIGNALS:
-        fail(f"signal {str(signal)[:40]!r} is not one of {', '.join(SIGNALS)}")
+        fail(f"signal {show(signal, 40)} is not one of {', '.join(SIGNALS)}")
     threshold = data.get("threshold", AutoPolicy.threshold)
     top = 1.0 if signal == "doubt" else MAX_THRESHOLD
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold) \

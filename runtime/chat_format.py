@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .chat_template import compile_template, render
 from .checkpoint.config import read_json
-from .errors import CheckpointError, UsageError
+from .errors import CheckpointError, UsageError, show
 from .native import describe, guarded
 from .units import format_bytes
 from .work_bound import STALL_SECONDS, wait_for_work
@@ -150,8 +150,8 @@ class ChatFormat:
         # A local folder with local_files_only never touches the network; no global offline switch
         # (that would also switch off the model downloads in the same process). The class is named,
         # not looked up from the folder, and trust_remote_code is off: nothing asks, nothing runs.
-        from transformers import PreTrainedTokenizerFast  # noqa: PLC0415 (slow import, only when chatting)
-        from transformers.utils import logging as hf_logging  # noqa: PLC0415
+        from transformers import PreTrainedTokenizerFast  # slow import, only when chatting
+        from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
         self.broken = ""  # set when the tokenizer ran past its budget: it is used no more
@@ -202,7 +202,7 @@ class ChatFormat:
         def run():
             try:
                 box["value"] = call()
-            except BaseException as e:  # noqa: BLE001 (a panic is a BaseException; reported below)
+            except BaseException as e:  # a panic is a BaseException; reported below
                 box["error"] = e
         worker = threading.Thread(target=run, name="tokenizer", daemon=True)
         worker.start()
@@ -368,7 +368,7 @@ def _checked_message(message, index: int, protect) -> dict:
         raise UsageError(f"message #{index + 1} is not a {{role, content}} object")
     role = message.get("role")
     if role not in ROLES:
-        raise UsageError(f"message #{index + 1} has the role {str(role)[:20]!r}; expected one of {', '.join(ROLES)}")
+        raise UsageError(f"message #{index + 1} has the role {show(role, 20)}; expected one of {', '.join(ROLES)}")
     out = {"role": role}
     for key in TEXT_FIELDS:
         value = message.get(key)
@@ -415,9 +415,9 @@ def _checked_call(call, index: int, protect) -> dict:
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError:
-            raise UsageError(f"message #{index + 1}: the arguments of {f['name'][:40]!r} are not JSON") from None
+            raise UsageError(f"message #{index + 1}: the arguments of {show(f['name'], 40)} are not JSON") from None
     if not isinstance(arguments, dict):
-        raise UsageError(f"message #{index + 1}: the arguments of {f['name'][:40]!r} must be an object")
+        raise UsageError(f"message #{index + 1}: the arguments of {show(f['name'], 40)} must be an object")
     return {"type": "function", "function": {"name": _protected_data(f["name"], protect),
                                              "arguments": _protected_data(arguments, protect)}}
 

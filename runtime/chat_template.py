@@ -79,7 +79,7 @@ def deep_size(value, limit: int = MAX_CHARS) -> int:
                 stack.extend(v.keys())
                 stack.extend(v.values())
         elif isinstance(v, Namespace):
-            stack.append(v._Namespace__attrs)  # noqa: SLF001 (printing a namespace prints its attributes)
+            stack.append(v._Namespace__attrs)  # printing a namespace prints its attributes
         else:
             total += 1
         if total > limit:
@@ -230,7 +230,7 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             _check_args(right if isinstance(right, tuple) else (right,), {})
         return super().call_binop(context, operator, left, right)
 
-    def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (jinja's own signature)
+    def call(__self, __context, __obj, *args, **kwargs):  # jinja's own signature
         _check_args(args, kwargs)
         target = getattr(__obj, "__wrapped__", __obj)  # the sandbox wraps str.format in its own function
         owner, name = getattr(target, "__self__", None), getattr(target, "__name__", "")
@@ -277,7 +277,7 @@ class _Guard:
     refuses."""
 
     def __init__(self):
-        import psutil  # noqa: PLC0415
+        import psutil
 
         self.process = psutil.Process()
 
@@ -330,7 +330,7 @@ def compile_template(source: str, where: str = "the chat template") -> jinja2.Te
         raise CheckpointError(where, f"the chat template cannot be used: {e}") from None
     except jinja2.TemplateSyntaxError as e:
         raise CheckpointError(where, f"the chat template has a syntax error on line {e.lineno}: {e.message}") from None
-    except Exception as e:  # noqa: BLE001 (anything else from a hostile template is one line)
+    except Exception as e:  # anything else from a hostile template is one line
         raise CheckpointError(where, f"the chat template cannot be compiled ({type(e).__name__}: {e})") from None
 
 
@@ -350,6 +350,6 @@ def render(template: jinja2.Template, **context) -> str:
         raise UsageError(f"the chat template refused this conversation ({e})") from None
     except RecursionError:
         raise UsageError("the chat template recursed too deeply") from None
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise UsageError(f"the chat template failed on this conversation ({type(e).__name__}: {e})") from None
     return "".join(parts)

@@ -6,6 +6,7 @@
     serve     a local OpenAI-compatible server (runtime/server/)
     models    probe | list | download | verify | import | delete (store/models_cli.py)
     decode-check  the replayed decode step on a config alone (decode_check.py)
+    kernel-check  a packed-weight kernel against the exact reference, and its GB/s (kernel_check.py)
 
 Flags and output formats of these commands are a contract other checks rely on. Bad input
 ends with a one-line `error: ...` on stderr and exit status 2.
@@ -26,6 +27,7 @@ from .options import (
     CLI_MAX_NEW_TOKENS,
     CONTEXT,
     ENGINE_CONTEXT,
+    KERNEL_SHAPE,
     MAX_NEW_TOKENS,
     MAX_QUEUE,
     MAX_TOKENS,
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_values(args)
         return {"score": _score, "extract": _extract, "generate": _generate, "serve": _serve,
-                "models": models_cli.run, "decode-check": _decode_check}[args.command](args)
+                "models": models_cli.run, "decode-check": _decode_check,
+                "kernel-check": _kernel_check}[args.command](args)
     except ElasticError as e:
         print(f"error: {one_line(e)}", file=sys.stderr)
         return 2
@@ -173,6 +176,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--submodel", help="default: every submodel")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or meta")
     add_flag(p, STEPS)
+    p.add_argument("--kernel", choices=("auto", "triton", "torch"),
+                   help="packed matmuls: auto (the engine's choice), triton (the fused kernels, also on meta), "
+                        "torch (dequantize on CUDA); default: ELASTIC_CHAT_KERNEL, else auto")
+
+    p = sub.add_parser("kernel-check", help="a packed-weight kernel against the exact reference, and its GB/s")
+    p.add_argument("--format", required=True, choices=("nvfp4", "fp8"))
+    p.add_argument("--kernel", required=True, choices=("cpu", "triton", "torch"))
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="default cpu")
+    for option in KERNEL_SHAPE:  # --rows, --cols, --experts, --active, --tokens, --threads
+        add_flag(p, option, help=True)
+    p.add_argument("--dtype", default="bfloat16", help="activations: bfloat16 (default), float16 or float32")
+    add_flag(p, SEED)
+    p.add_argument("--json", action="store_true", help="one JSON object per case (the contract: docs/cli.md)")
     return parser
 
 
@@ -194,6 +210,12 @@ def _decode_check(args) -> int:
     from .decode_check import main as decode_check
 
     return decode_check(args)
+
+
+def _kernel_check(args) -> int:
+    from .kernel_check import main as kernel_check
+
+    return kernel_check(args)
 
 
 def _score(args) -> int:
@@ -234,13 +256,11 @@ def _serve(args) -> int:
 
 
 def _generate(args) -> int:
+    from .command_load import load_engine
     from .depth import find_level
-    from .engine import Engine
     from .events import Done, InvalidToolCall, Switch, Token, ToolCall
-    from .generate import ChatRequest, stream_chat
+    from .generate import ChatRequest
     from .sampling import SamplingSettings
-    from .store.planner import check_cpu_fit
-    from .store.submodel_tables import folder_table
 
     tools, strict = _read_tools(args.tools) if args.tools else (None, False)  # before the load: fail fast
     if args.mcp_config:
@@ -252,15 +272,10 @@ def _generate(args) -> int:
         servers = read_servers(args.mcp_config)
     if args.remote:
         engine = _remote_engine(args)
-        stream = engine.stream
     else:
         if args.model or args.api_key:
             raise UsageError("--model and --api-key go with --remote; a local checkpoint is chosen by --checkpoint")
-        engine = Engine.load(args.checkpoint, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                             table=folder_table(args.checkpoint), progress=stderr_progress(), preflight=check_cpu_fit)
-
-        def stream(request):
-            return stream_chat(engine, request)
+        engine = load_engine(args)
     parent = engine.submodels_by_size()[-1]
     think, answer, budget, escalation = args.submodel or parent, args.submodel or parent, None, None
     if args.depth:
@@ -279,8 +294,8 @@ def _generate(args) -> int:
                           transplant=args.transplant, escalation=escalation, tools=tools, strict_tools=strict)
     printer = _JsonPrinter() if args.json else _TextPrinter()
     if args.mcp_config:
-        return generate_with_tools(lambda r, c: stream_chat(engine, r, c), request, servers, args, printer)
-    for event in stream(request):
+        return generate_with_tools(engine.stream, request, servers, args, printer)
+    for event in engine.stream(request):
         if isinstance(event, Token):
             printer.token(event)
         elif isinstance(event, Switch):
@@ -331,27 +346,6 @@ def _remote_engine(args):
         ids = ", ".join(printable(i) for i in choices(list_models(server))[:12])
         raise UsageError(f"--remote needs --model: the server at {server.address} has {ids}")
     return RemoteEngine.connect(server, args.model)
-
-
-def stderr_progress(every_s: float = 1.0):
-    """A load-progress callback that prints `LoadProgress.line()` on stderr at most once a second and
-    when the load ends: in place on a terminal, one line each otherwise; stdout is left alone."""
-    import time
-
-    state = {"at": None}
-    tty = sys.stderr.isatty()
-
-    def report(p):
-        now = time.monotonic()
-        last = p.tensors_read >= p.tensors_total
-        if not last and state["at"] is not None and now - state["at"] < every_s:
-            return
-        state["at"] = now
-        if tty:
-            print("\r" + p.line().ljust(78), end="\n" if last else "", file=sys.stderr, flush=True)
-        else:
-            print(p.line(), file=sys.stderr, flush=True)
-    return report
 
 
 class _JsonPrinter:

@@ -2,12 +2,15 @@
 from a config alone (no weights are read: random values, or nothing at all on the meta device).
 
     python -m runtime decode-check --config DIR [--submodel NAME] [--device DEV] [--steps N]
+        [--kernel auto|triton|torch]
 
 DIR holds `config.json` and `elastic.json` (and `hf_quant_config.json` for packed weights).
 A short prefill, then N decode steps through exactly `DecodeStep.send`/`receive` with the
 device sampler, then one JSON line per submodel (the last stdout line is the last submodel's):
-{"submodel", "layers", "ops_per_step", "device", "decode_path"}. `ops_per_step` counts the ATen
-ops of one step (sampling included) with torch's dispatch mode.
+{"submodel", "layers", "ops_per_step", "device", "decode_path", "matmul_path"}. `ops_per_step`
+counts the ATen ops of one step (sampling included) with torch's dispatch mode; `matmul_path` is
+the packed matmuls' path (matmul.py); `--kernel triton` takes the fused Triton kernels, which on
+meta run as their shape functions.
 
 On `--device meta` tensors have shapes but no values: a host synchronisation (`.item()`,
 `.tolist()`, `nonzero`, a Python branch on a value) or a data-dependent shape raises there, so a
@@ -38,6 +41,7 @@ from .checkpoint.weights import (
 )
 from .device import pick_device
 from .errors import UsageError
+from .matmul import force
 from .model import ElasticModel
 from .sampling import DeviceSampler, SamplingSettings
 from .units import format_bytes
@@ -195,19 +199,24 @@ def check_submodel(model: ElasticModel, name: str, steps: int, sampling: Samplin
     if cache.length != PREFILL + steps:
         raise RuntimeError(f"the cache holds {cache.length} tokens after {PREFILL} + {steps}")
     return {"submodel": name, "layers": cfg.num_layers, "ops_per_step": counted, "device": str(model.device),
-            "decode_path": model.decode_path()}
+            "decode_path": model.decode_path(), "matmul_path": model.compute_path()}
 
 
-def decode_check(folder, submodel: str | None = None, device: str | None = "auto", steps: int = 4) -> list[dict]:
+def decode_check(folder, submodel: str | None = None, device: str | None = "auto", steps: int = 4,
+                 kernel: str | None = None) -> list[dict]:
     if steps < 1:
         raise UsageError("--steps must be at least 1")
-    model = random_model(folder, device)
-    names = [model.submodel(submodel).name] if submodel else list(model.views)
-    with torch.inference_mode():
-        return [check_submodel(model, name, steps) for name in names]
+    force(kernel)
+    try:
+        model = random_model(folder, device)
+        names = [model.submodel(submodel).name] if submodel else list(model.views)
+        with torch.inference_mode():
+            return [check_submodel(model, name, steps) for name in names]
+    finally:
+        force(None)
 
 
 def main(args) -> int:
-    for row in decode_check(args.config, args.submodel, args.device, args.steps):
+    for row in decode_check(args.config, args.submodel, args.device, args.steps, args.kernel):
         print(json.dumps(row), flush=True)
     return 0

@@ -8,12 +8,13 @@ Generation itself (budget control, events) lives in generate.py on top of this.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from . import generate
 from .cache import SequenceCache
 from .chat_format import ChatFormat
 from .checkpoint.config import count_params, read_json
@@ -24,7 +25,8 @@ from .controls import Controls, StopRequested
 from .depth import DepthLevel, default_level, depth_levels, thinking_ceiling
 from .device import pick_device
 from .errors import UsageError
-from .events import Prefill
+from .events import Event, Prefill
+from .generate import ChatRequest
 from .model import ElasticModel
 from .options import ENGINE_CONTEXT
 
@@ -113,6 +115,23 @@ class Engine:
                             self.model.compute_path(),
                             self.model.resident_bytes(), sum(c.nbytes() for c in self.caches.values()),
                             self.max_context, self.model.decode_path())
+
+    # ------------------------------------------------------------------ replies (chat_engine.ChatEngine)
+
+    def stream(self, request: ChatRequest, controls: Controls | None = None) -> Iterator[Event]:
+        """A reply's events (generate.stream_chat), as a remote engine's `stream` gives them."""
+        return generate.stream_chat(self, request, controls)
+
+    def token_counter(self, request: ChatRequest) -> Callable[[list[dict]], int]:
+        """Counts a conversation's tokens as `request`'s prompt renders it: with or without thinking,
+        and with the tools it offers (the template renders them, so they take room too)."""
+        thinking = request.think_submodel is not None and request.thinking_budget != 0
+        tools = list(request.tools) if request.tools else None
+
+        def count(messages: list[dict]) -> int:
+            return len(self.chat.prompt_ids(messages, enable_thinking=thinking,
+                                            truncate_history_thinking=request.truncate_history_thinking, tools=tools))
+        return count
 
     # ------------------------------------------------------------------ caches
 

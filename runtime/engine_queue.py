@@ -2,14 +2,19 @@
 a model load) takes a turn in arrival order.
 
     ticket = queue.enter("POST /v1/chat/completions", controls, bounded=True)  # QueueFull when full
-    engine = queue.wait(ticket)       # blocks until it is this ticket's turn
-    try: ... stream_chat(engine, ...) ...
-    finally: queue.leave(ticket)      # the next ticket's turn
+    for event in reply_in_turn(queue, ticket, request): ...   # waits its turn, replies, lets go
 
-`with queue.turn(controls, "chat") as engine:` does all three. A ticket whose `Controls` are stopped
-while it waits leaves the line (`wait` raises `StopRequested`), so a client that hangs up frees its
-place at once. Only bounded entries (the server's) count against `max_waiting` and get `QueueFull`;
-the chat window's own replies always get in line, behind whoever came first.
+`reply_in_turn` is the one loop that takes turns for a reply (the server's requests use it as it is,
+the window through `stream_in_turn`, which turns a reply that never began into its Done);
+`with queue.turn(controls, "chat") as engine:` holds the engine for anything else (a load). A ticket
+whose `Controls` are stopped while it waits leaves the line (`wait` raises `StopRequested`), so a
+client that hangs up frees its place at once. Only bounded entries (the server's) count against
+`max_waiting` and get `QueueFull`; the chat window's own replies always get in line, behind whoever
+came first.
+
+The engine in the slot is any `chat_engine.ChatEngine`: a model on this PC, which the server's
+requests share, or one on another server, which is the window's alone (`set_engine(engine,
+shared=False)`: the server then answers as if no model were loaded).
 
 Plain threads and a condition variable: no asyncio, no Qt, so the app's engine thread and the
 server's request threads share one line.
@@ -21,14 +26,14 @@ import itertools
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from .controls import Controls, StopRequested
 from .errors import ElasticError
-
-if TYPE_CHECKING:  # the engine module imports torch; this one stays light for the app's start-up
-    from .controls import Controls
+from .events import ERROR, STOPPED, Event, Token
+from .reply_record import ReplyRecord
 
 POLL_S = 0.05  # how often a waiting ticket looks at its stop flag
 
@@ -51,10 +56,11 @@ class EngineUnavailable(ElasticError):
 class Ticket:
     who: str  # shown in the live strip: "chat", "server 127.0.0.1:51234"
     controls: "Controls"
-    bounded: bool
+    bounded: bool  # a server request's: it counts against max_waiting, and runs only on a shared engine
     number: int
     entered: float = field(default_factory=time.monotonic)
-    # Progress written by the holder while it runs (read by `snapshot` for the live strip).
+    began: float | None = None  # time.monotonic() when its turn came (None: it has not)
+    # Progress of its reply, written by `reply_in_turn` while it runs (read by `snapshot` for the live strip).
     tokens: int = 0
     phase: str = ""
     submodel: str = ""
@@ -78,6 +84,7 @@ class EngineQueue:
         self._holder: Ticket | None = None
         self._line: deque[Ticket] = deque()
         self._engine = None
+        self._shared = True
         self._state, self._message = EMPTY, "no model is loaded yet"
 
     # ------------------------------------------------------------------ the engine in the slot
@@ -87,10 +94,13 @@ class EngineQueue:
             self._engine, self._state, self._message = None, LOADING, message
             self._cond.notify_all()
 
-    def set_engine(self, engine) -> None:
+    def set_engine(self, engine, shared: bool = True) -> None:
+        """`engine` in the slot; `shared` False: the window's alone (a model on another server), so the
+        server's requests find no model (EMPTY, 503) as when none is loaded."""
         with self._cond:
-            self._engine = engine
-            self._state, self._message = (READY, "") if engine is not None else (EMPTY, "no model is loaded")
+            self._engine, self._shared = engine, shared
+            ready = engine is not None and shared
+            self._state, self._message = (READY, "") if ready else (EMPTY, "no model is loaded")
             self._cond.notify_all()
 
     def set_failed(self, message: str) -> None:
@@ -114,8 +124,6 @@ class EngineQueue:
     def enter(self, who: str, controls: "Controls | None" = None, bounded: bool = False) -> Ticket:
         """Gets in line (does not wait). Bounded entries raise `QueueFull` when `max_waiting`
         bounded tickets already wait."""
-        from .controls import Controls  # noqa: PLC0415
-
         with self._cond:
             if bounded and sum(t.bounded for t in self._line) >= self.max_waiting:
                 raise QueueFull(f"{len(self._line)} requests are already waiting for the model; "
@@ -126,11 +134,9 @@ class EngineQueue:
             return ticket
 
     def wait(self, ticket: Ticket):
-        """Blocks until `ticket` is first in line and the engine is free; returns the engine (which
-        may be None while loading: the caller decides). Raises `StopRequested`, having left the line,
-        when the ticket's controls are stopped while it waits."""
-        from .controls import StopRequested  # noqa: PLC0415
-
+        """Blocks until `ticket` is first in line and the engine is free; returns the engine (None while
+        loading, and for a bounded ticket while the engine is not shared: the caller decides). Raises
+        `StopRequested`, having left the line, when the ticket's controls are stopped while it waits."""
         with self._cond:
             while self._holder is not None or self._line[0] is not ticket:
                 if ticket.controls.stop_requested:
@@ -139,8 +145,8 @@ class EngineQueue:
                     raise StopRequested
                 self._cond.wait(POLL_S)
             self._line.popleft()
-            self._holder = ticket
-            return self._engine
+            self._holder, ticket.began = ticket, time.monotonic()
+            return self._engine if self._shared or not ticket.bounded else None
 
     def leave(self, ticket: Ticket) -> None:
         """Ends the ticket's turn (or its wait); the next in line goes."""
@@ -190,28 +196,36 @@ class EngineQueue:
             return len(self._line)
 
 
-def stream_in_turn(queue: EngineQueue, request, controls: "Controls", who: str = "chat"):
-    """`stream_chat` on the queue's engine, in turn: waits in line, then yields the reply's events.
-    Like `stream_chat`, the last event is always a Done: stopped while still waiting, it is a Done
-    with finish reason STOPPED and nothing generated; with no engine loaded, ERROR."""
-    from .controls import StopRequested  # noqa: PLC0415
-    from .events import ERROR, STOPPED, Done  # noqa: PLC0415
-    from .generate import stream_chat  # noqa: PLC0415
-
-    def nothing(finish: str, error: str | None = None) -> Done:
-        return Done(finish, "", "", request.think_submodel, request.answer_submodel,
-                    request.thinking_budget if request.think_submodel else 0, error=error)
-
-    ticket = queue.enter(who, controls)
+def reply_in_turn(queue: EngineQueue, ticket: Ticket, request,
+                  started: Callable[[], None] = lambda: None) -> Iterator[Event]:
+    """The one loop that takes turns for a reply: waits for `ticket`'s turn, runs `request` on the
+    engine (`ChatEngine.stream`, with the ticket's controls), keeps the ticket's progress for the live
+    strip, and lets the next ticket go when the reply ends or its reader lets go of it. Before any
+    event it raises what kept the reply from beginning: `StopRequested` (stopped while waiting; it left
+    the line), `EngineUnavailable` (no model to run on) or the engine's refusal of the request (an
+    ElasticError). `started` is called once the engine has accepted the request."""
     try:
-        try:
-            engine = queue.wait(ticket)
-        except StopRequested:
-            yield nothing(STOPPED)
-            return
+        engine = queue.wait(ticket)
         if engine is None:
-            yield nothing(ERROR, "no model is loaded")
-            return
-        yield from stream_chat(engine, request, controls)
+            raise EngineUnavailable(EMPTY, "no model is loaded")
+        events = engine.stream(request, ticket.controls)
+        started()
+        for event in events:
+            if isinstance(event, Token):
+                ticket.tokens, ticket.phase, ticket.submodel = event.progress.tokens, event.phase, event.submodel
+            yield event
     finally:
         queue.leave(ticket)
+
+
+def stream_in_turn(queue: EngineQueue, request, controls: Controls, who: str = "chat") -> Iterator[Event]:
+    """A reply in turn, as the window wants it: the last event is always a Done, as a reply's is.
+    Stopped while still waiting, it is a Done with finish reason STOPPED and nothing generated; with no
+    engine loaded, ERROR. An engine's refusal of the request is raised, as `ChatEngine.stream` raises it."""
+    ticket = queue.enter(who, controls)
+    try:
+        yield from reply_in_turn(queue, ticket, request)
+    except StopRequested:
+        yield ReplyRecord.of(request).done(STOPPED)
+    except EngineUnavailable as e:
+        yield ReplyRecord.of(request).done(ERROR, str(e))

@@ -15,12 +15,20 @@ valid call was made).
 
 from __future__ import annotations
 
-import time
+import math
 from dataclasses import dataclass, field
 
 THINKING, ANSWER = "thinking", "answer"
 END_OF_TURN, LENGTH, STOPPED, STOP_STRING, ERROR = "end_of_turn", "length", "stopped", "stop_string", "error"
 TOOL_CALLS = "tool_calls"  # the reply ended having made valid tool calls (the caller runs them)
+FINISH_REASONS = (END_OF_TURN, TOOL_CALLS, LENGTH, STOPPED, STOP_STRING, ERROR)
+# Why a reply switched submodels: thinking ended, the user moved the depth, Auto climbed, a direct request
+SWITCH_REASONS = ("answer", "depth", "escalate", "request")
+# How a thought ended (Done.thinking_end): the model closed it, its budget did, the user did (Answer now),
+# a tool call began inside it; "" when the reply did not think.
+ENDED_BY_MODEL, ENDED_BY_BUDGET, ENDED_BY_USER, ENDED_BY_TOOL_CALL = "model", "budget", "user", "tool_call"
+THINKING_ENDS = (ENDED_BY_MODEL, ENDED_BY_BUDGET, ENDED_BY_USER, ENDED_BY_TOOL_CALL, "")
+MAX_COUNT = 1 << 30  # more tokens than any reply has: a count past it is not one this program wrote
 
 
 @dataclass(frozen=True)
@@ -51,48 +59,6 @@ class Progress:
                 "thinking_by_submodel": dict(self.thinking_by_submodel),
                 "answer_by_submodel": dict(self.answer_by_submodel), "elapsed_ms": self.elapsed_ms,
                 "thinking_ms": self.thinking_ms, "ttft_ms": self.ttft_ms, "tokens_per_s": self.tokens_per_s}
-
-
-class ReplyTally:
-    """A reply's running totals, kept by whatever produces its events (runtime/generate.py on this PC,
-    runtime/remote/reply.py for a server's model): tokens per phase, per submodel in the order they
-    worked, and the times Progress reports (perf_counter() seconds, None before they happen)."""
-
-    def __init__(self):
-        self.counts = {THINKING: 0, ANSWER: 0}
-        self.by_submodel: dict[str, dict[str, int]] = {THINKING: {}, ANSWER: {}}  # phase -> submodel -> tokens
-        self.started = self.first_at = self.last_at = self.thought_at = None
-        self.thinking_path: list[list] = []  # [submodel, tokens] runs, in order
-
-    @property
-    def tokens(self) -> int:
-        return self.counts[THINKING] + self.counts[ANSWER]
-
-    def count(self, phase: str, submodel: str) -> None:
-        """One more token of `phase`, produced by `submodel`."""
-        self.counts[phase] += 1
-        by = self.by_submodel[phase]
-        by[submodel] = by.get(submodel, 0) + 1
-        if phase == THINKING:
-            if self.thinking_path and self.thinking_path[-1][0] == submodel:
-                self.thinking_path[-1][1] += 1
-            else:
-                self.thinking_path.append([submodel, 1])
-
-    def progress(self, thinking_budget: int | None = None) -> Progress:
-        now, started, first = time.perf_counter(), self.started, self.first_at
-        decode_s = self.last_at - first if first is not None else 0.0
-        return Progress(
-            self.counts[THINKING], self.counts[ANSWER], tuple(self.by_submodel[THINKING].items()),
-            tuple(self.by_submodel[ANSWER].items()), elapsed_ms=_ms(now - started),
-            thinking_ms=_ms(self.thought_at - started) if self.thought_at else 0.0,
-            ttft_ms=_ms(first - started) if first else 0.0,
-            tokens_per_s=round((self.tokens - 1) / decode_s, 3) if decode_s > 0 else 0.0,
-            thinking_budget=thinking_budget, thinking_path=tuple((name, n) for name, n in self.thinking_path))
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 3)
 
 
 @dataclass(frozen=True)
@@ -145,6 +111,17 @@ class Switch:
     def to_dict(self) -> dict:
         return {"type": self.type, "from": self.from_submodel, "to": self.to_submodel,
                 "reprefill_tokens": self.reprefill_tokens, "ms": round(self.ms, 3), "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data) -> Switch | None:
+        """A switch as `to_dict` wrote it, read back from outside (a server's stream, a saved chat) and
+        checked; None when it is not one (a missing reason is "answer", as early versions wrote none)."""
+        if not isinstance(data, dict):
+            return None
+        reason = data.get("reason", "answer")
+        ok = (isinstance(data.get("from"), str) and isinstance(data.get("to"), str) and reason in SWITCH_REASONS
+              and is_count(data.get("reprefill_tokens")) and is_number(data.get("ms")))
+        return cls(data["from"], data["to"], data["reprefill_tokens"], data["ms"], reason=reason) if ok else None
 
 
 @dataclass(frozen=True)
@@ -246,5 +223,36 @@ class Done:
 Event = Prefill | Token | Switch | ToolCall | InvalidToolCall | Done
 
 
+def is_count(value) -> bool:
+    """A token count as an event writes it: a whole number from 0 to MAX_COUNT (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
+def is_number(value) -> bool:
+    """A time or a rate as an event writes it: a finite number from 0 to a billion (not a bool)."""
+    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 <= value <= 1e9)
+
+
 def to_dict(event: Event) -> dict:
     return event.to_dict()
+
+
+# ---------------------------------------------------------------------- the saved record's schema
+
+
+def _json_type(value) -> type | str:
+    """What a field of this value must be when read back from JSON: "number" for counts and times."""
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value)
+
+
+# The fields a reply's saved record (a chat's history, an exported chat) takes from its events, and the JSON
+# type each must have to be read back: the totals (Progress.to_dict) and how it ended (Done.to_dict). Derived
+# from the events' own serialisations, so a reader checks the fields the events write, never a list of its own.
+RECORD_FIELDS: dict[str, type | str] = {
+    key: _json_type(value)
+    for key, value in {**Progress().to_dict(), **Done(END_OF_TURN, "", "", None, "", None).to_dict()}.items()
+    if key != "type"}
+# The text fields of a saved switch (Switch.to_dict): "from", "to", "reason".
+SWITCH_TEXT_FIELDS = tuple(key for key, value in Switch("", "", 0, 0.0).to_dict().items()
+                           if isinstance(value, str) and key != "type")

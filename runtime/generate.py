@@ -8,30 +8,27 @@
                    struggles), forces the end of thinking, switches to the answering submodel
                    (which re-prefills the context it has not seen) and answers. The CLI, the
                    GUI and the server use this layer. Each event carries the reply's running
-                   totals, and each phase's Token texts, joined, are Done's texts (`_token`
+                   totals, and each phase's Token texts, joined, are Done's texts (`ReplyRecord.token`
                    is the one place a text is recorded).
 3. `chat`          returns the finished reply.
 
-Budget semantics follow Nemotron's: once the thinking budget is spent, keep going until a
-token ends a line (or a short grace runs out), then force `</think>`. A natural `</think>`
-ends thinking early; budget 0 turns thinking off; None means unbounded. Tokens are kept in
-reserve so a reply never ends with thinking and no answer.
+The thinking budget's rule and the reply's record (its totals, texts and Done) are
+runtime/reply_record.py's, shared with the remote producer (runtime/remote/reply.py). A natural
+`</think>` ends thinking early; budget 0 turns thinking off; None means unbounded.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
 from .auto_depth import Escalation, Signals, Watch, read_signals, token_signals
 from .controls import Controls, StopRequested
-from .engine import Engine
-from .errors import ElasticError, UsageError
+from .errors import ElasticError, UsageError, show
 from .events import (
     ANSWER,
     END_OF_TURN,
@@ -44,20 +41,20 @@ from .events import (
     Done,
     Event,
     InvalidToolCall,
-    Progress,
-    ReplyTally,
     Switch,
-    Token,
     ToolCall,
 )
 from .grammar import Constraint, answer_grammar, check_grammar, largest_call
 from .native import describe, is_panic
 from .options import MAX_NEW_TOKENS
+from .reply_record import ReplyRecord, ThinkingBudget
 from .sampling import DeviceSampler, SamplingSettings
 from .tool_calls import CALL_OPEN, Text, ToolCallError, ToolCallStream, opening_held, tool_schemas
 
+if TYPE_CHECKING:  # (engine.py imports this module: its `stream` is `stream_chat`)
+    from .engine import Engine
+
 log = logging.getLogger(__name__)
-GRACE_TOKENS = 16  # after the budget, how long to wait for a line to end before forcing </think>
 
 
 @dataclass(frozen=True)
@@ -128,11 +125,6 @@ def decode_steps(engine: Engine, name: str, logits: torch.Tensor, sample, proces
         yield token
 
 
-def reserve_for_answer(max_new_tokens: int) -> int:
-    """Tokens thinking may never use, so an answer always has room."""
-    return max(1, min(256, max_new_tokens // 4))
-
-
 def stream_chat(engine: Engine, request: ChatRequest, controls: Controls | None = None) -> Iterator[Event]:
     """Layer 2: one reply as events: Prefill, Token..., [Switch, Token...], Done (always last)."""
     return _Reply(engine, request, controls or Controls()).run()
@@ -170,18 +162,17 @@ class _Reply:
             raise UsageError(f"the conversation ({len(self.prompt)} tokens) fills the context "
                              f"({engine.max_context}); start a new chat or raise the context length")
         self.max_new = min(request.max_new_tokens, room)  # every token of the reply, forced ones included
-        # Thinking, forced end-of-thinking tokens (at most two) included, must leave the answer its reserve.
-        hard_limit = self.max_new - reserve_for_answer(self.max_new) - 2
-        if thinking and hard_limit < 1:  # too few tokens to think and still answer
-            thinking = False
+        budget = ThinkingBudget.for_reply(request.thinking_budget if thinking else 0, self.max_new)
+        if thinking and not budget.fits:  # too few tokens to think and still answer
+            thinking, budget = False, budget.to(0)
             self.prompt = self._prompt(False)
-        self.think_sub = request.think_submodel if thinking else None
+        # The reply's record: what every event reports and what Done says (runtime/reply_record.py).
+        self.record = ReplyRecord(request.think_submodel if thinking else None, request.answer_submodel, budget,
+                                  answering=request.prompt is not None)  # (a raw prompt's line breaks are its own)
         # Auto: the thinker is watched while there is a larger submodel to climb to.
         self.escalation = request.escalation if thinking else None
         self.watch = Watch(self.escalation.policy) if self.escalation else None
         self.boundary = _last_index(self.prompt, self.special.turn_start)
-        self.think_cap = hard_limit
-        self._set_budget(request.thinking_budget if thinking else 0)
         self.sample = DeviceSampler(request.sampling, engine.model.device)
         # Constrained decoding (a forced call, a response format): the answer only, never the thinking.
         # The grammar is checked now; it is built when the answer starts, knowing the room it has left.
@@ -189,36 +180,21 @@ class _Reply:
         self.constrained, self.constraint = grammar is not None, None
 
         self.context = list(self.prompt)
-        self.phase = THINKING if self.think_sub else ANSWER
-        self.current = self.think_sub or request.answer_submodel
         self.finish: str | None = None
-        # The reply's record: what every event reports (Progress) and Done's texts, kept only here.
-        self.tally = ReplyTally()  # counts per phase and submodel, and the times
-        self.texts = {THINKING: [], ANSWER: []}  # exactly the texts of the Token events yielded
-        self.switches: list[Switch] = []
         self.decoder = self.chat.stream_decoder()
-        self.budget_hit = False
-        self.thinking_end = ""
         self.held = ""  # answer text held back while it could be the start of a stop string
-        # the answer's first text came (the line breaks before it are dropped; a raw prompt's are its own)
-        self.answering = request.prompt is not None
         # Tool calls: the answer's raw text goes through the parser, which keeps calls out of the Tokens.
         self.tool_stream = ToolCallStream(list(self.tools)) if self.tools else None
         self.think_held = ""  # thinking text held back while it could be the start of <tool_call>
         self.carried = ""  # raw answer text not yet parsed (a call that began inside the thinking)
-        self.calls: list[ToolCall] = []
-        self.invalid_calls: list[InvalidToolCall] = []
         if self.phase == ANSWER:
             self._constrain()
         else:
             check_grammar(grammar)  # a bad grammar fails the request now, not when the answer starts
 
-    def _set_budget(self, budget: int | None) -> None:
-        """Thinking ends at the first line end after `budget` tokens (all thinking so far counts)..."""
-        self.budget = budget
-        self.soft_limit = min(budget if budget is not None else self.think_cap, self.think_cap)
-        # ...and never exceeds budget + GRACE_TOKENS tokens in all, nor the answer's reserve.
-        self.hard_limit = max(self.soft_limit, min(self.soft_limit + GRACE_TOKENS - 2, self.think_cap))
+    # What the record says now: the phase, and the submodel at work.
+    phase = property(lambda self: self.record.phase)
+    current = property(lambda self: self.record.current)
 
     def _grammar(self, room: int) -> str | None:
         r = self.req
@@ -230,7 +206,7 @@ class _Reply:
         values may use the room the reply has left."""
         if not self.constrained:
             return
-        room = self.max_new - self.tally.tokens
+        room = self.max_new - self.record.tally.tokens
         self.call_size = largest_call(self.tools, self.req.tool_name, self.req.parallel_tool_calls, room)
         self.constraint = Constraint(self.chat, self._grammar(room), self.engine.model.config.vocab_size,
                                      self.engine.model.device)
@@ -246,12 +222,12 @@ class _Reply:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> Iterator[Event]:
-        self.tally.started = time.perf_counter()
+        self.record.start()
         error = None
         try:
             prefill, logits = self.engine.catch_up(self.current, self.context, self.boundary, self.controls,
                                                    self.req.cache_scope)
-            yield replace(prefill, progress=self._progress())
+            yield replace(prefill, progress=self.record.progress())
             self.steps = self._steps(self.current, logits)
             while self.finish is None:
                 if self.controls.stop_requested:
@@ -268,14 +244,12 @@ class _Reply:
                 if self.phase == THINKING and self.watch is not None and self.watch.struggling(signals):
                     yield self._escalate()  # the token is not kept: the submodel above decides it
                     continue
-                now = time.perf_counter()
-                latency = (now - (self.tally.last_at or self.tally.started)) * 1000
-                self.tally.first_at, self.tally.last_at = self.tally.first_at or now, now
+                latency = self.record.arrived()
                 if self.phase == THINKING:
                     yield from self._thinking_token(token, latency)
                 else:
                     yield from self._answer_token(token, latency)
-                if self.finish is None and self.tally.tokens >= self.max_new:
+                if self.finish is None and self.record.tally.tokens >= self.max_new:
                     self.finish = LENGTH
         except StopRequested:
             self.finish = STOPPED
@@ -290,7 +264,7 @@ class _Reply:
             log.exception("generation failed")
             self.finish, error = ERROR, describe(e)
         yield from self._release()
-        yield self._done(error)
+        yield self.record.done(self.finish, error)
 
     def _steps(self, name: str, logits):
         processors = tuple(self.req.logits_processors) + ((self.constraint,) if self.constraint else ())
@@ -301,37 +275,23 @@ class _Reply:
         return (self.phase == THINKING and self.watch is not None
                 and self.escalation.next_rung(self.current) is not None)
 
-    # ------------------------------------------------------------------ the record
-
     def _count(self, token: int) -> None:
         """One more token of the current phase, produced by the current submodel, in the context."""
-        self.tally.count(self.phase, self.current)
+        self.record.count()
         self.context.append(token)
-
-    def _token(self, text: str, token: int | None, latency: float = 0.0, forced: bool = False) -> Token:
-        """The Token event for `text`, recorded as part of its phase's text: call it only to yield its
-        result at once, so the texts in Done are always exactly the texts yielded."""
-        if self.phase == ANSWER and not self.answering:  # the line break after </think>: dropped once, here
-            text = text.lstrip("\n")
-            self.answering = bool(text)
-        self.texts[self.phase].append(text)
-        return Token(text, token, self.phase, self.current, latency, forced, self._progress())
-
-    def _progress(self) -> Progress:
-        return self.tally.progress(self.budget if self.think_sub else 0)
 
     # ------------------------------------------------------------------ thinking
 
     def _thinking_token(self, token: int, latency: float) -> Iterator[Event]:
         """Handles a token sampled while thinking; ends the phase when the model or the budget says so."""
+        record = self.record
         if token in self.special.end_of_turn:
             # The model tried to end the turn inside its thinking: never leave a reply with no answer.
-            self.thinking_end = "model"
+            record.thinking_end = "model"
             yield from self._start_answer(self._end_thinking_tokens())
             return
-        self.tally.thought_at = self.tally.last_at
         if token == self.special.think_end:  # the model ended its thinking itself
-            self.thinking_end = "model"
+            record.thinking_end = "model"
             yield from self._start_answer([token], latency, forced=False)
             return
         text = self.decoder.push(token)
@@ -340,8 +300,8 @@ class _Reply:
             text, self.think_held = self.think_held + text, ""
             if CALL_OPEN in text:  # a call that starts inside the thinking ends it (as the real model does)
                 at = text.index(CALL_OPEN)
-                self.thinking_end = "tool_call"
-                yield self._token(text[:at], token, latency)
+                record.thinking_end = "tool_call"
+                yield record.token(text[:at], token, latency)
                 if self.constrained:  # the grammar writes the call from the answer's start
                     yield from self._start_answer(self._end_thinking_tokens())
                 else:  # the call goes on in the answer
@@ -350,10 +310,9 @@ class _Reply:
                 return
             keep = opening_held(text)
             text, self.think_held = text[:len(text) - keep], text[len(text) - keep:]
-        yield self._token(text, token, latency)
-        n = self.tally.counts[THINKING]
-        if n >= self.soft_limit and ("\n" in text or n >= self.hard_limit):
-            self.budget_hit, self.thinking_end = True, "budget"
+        yield record.token(text, token, latency)
+        if record.budget.ends(record.tally.counts[THINKING], text):
+            record.budget_hit, record.thinking_end = True, "budget"
             yield from self._start_answer(self._end_thinking_tokens())
 
     def _escalate(self) -> Switch:
@@ -365,8 +324,9 @@ class _Reply:
     def _steer(self, steer) -> Iterator[Event]:
         """Applies what the user asked of the thought in flight (controls.Controls), before the next token.
         A fixed depth stops Auto's climbing; a move to Auto starts it (from its thinker, watched afresh)."""
+        record = self.record
         if steer.answer_now:
-            self.thinking_end = "user"
+            record.thinking_end = "user"
             yield from self._start_answer(self._end_thinking_tokens())
             return
         target = steer.think_submodel
@@ -376,13 +336,13 @@ class _Reply:
         if target and target != self.current and target in self.engine.model.views:
             yield self._switch(target, reason="depth")
         if steer.budget is not None:
-            self._set_budget(steer.budget)
-        if steer.more and self.budget is not None:
-            self._set_budget(max(self.budget, self.tally.counts[THINKING]) + steer.more)
+            record.budget = record.budget.to(steer.budget)
+        if steer.more:
+            record.budget = record.budget.longer(steer.more, record.tally.counts[THINKING])
 
     def _end_thinking_tokens(self) -> list[int]:
         """`</think>`, on a line of its own."""
-        ends_line = "".join(self.texts[THINKING]).endswith("\n")
+        ends_line = self.record.thought.endswith("\n")
         return ([] if ends_line else self.chat.encode("\n")) + [self.special.think_end]
 
     def _start_answer(self, closing: list[int], latency: float = 0.0, forced: bool = True) -> Iterator[Event]:
@@ -394,11 +354,12 @@ class _Reply:
             text = ((self.think_held if i == 0 else "") + self.decoder.push(t)
                     + (self.decoder.flush() if i == len(closing) - 1 else ""))
             self._count(t)
-            yield self._token(text, t, 0.0 if forced else latency, forced)
+            yield self.record.token(text, t, 0.0 if forced else latency, forced)
         if not closing:
             self.carried += self.decoder.flush()
         self.think_held = ""
-        self.phase, self.decoder = ANSWER, self.chat.stream_decoder()
+        self.record.answer()
+        self.decoder = self.chat.stream_decoder()
         self._constrain()
         target = self.req.answer_submodel
         if target != self.current:
@@ -417,10 +378,7 @@ class _Reply:
         else:
             prefill, logits = self.engine.catch_up(target, self.context, self.boundary, self.controls,
                                                    self.req.cache_scope)
-        event = Switch(self.current, target, prefill.prefilled_tokens, prefill.ms, exact=not approximate,
-                       reason=reason, progress=self._progress())
-        self.switches.append(event)
-        self.current = target
+        event = self.record.switch(target, prefill.prefilled_tokens, prefill.ms, not approximate, reason)
         self.steps = self._steps(target, logits)
         return event
 
@@ -439,11 +397,11 @@ class _Reply:
                 text, self.finish = text[:text.index(stop)], STOP_STRING
         if self.finish is None:
             text, self.held = _hold_back(text, self.req.stop_strings)
-        if self.finish is None and self.tally.tokens >= self.max_new:
+        if self.finish is None and self.record.tally.tokens >= self.max_new:
             self.finish = LENGTH
             tail, more = self._tail()  # the reply's last token carries what was still held back
             text, calls = text + tail, calls + more
-        yield self._token(text, token, latency)
+        yield self.record.token(text, token, latency)
         yield from self._call_events(calls)
 
     def _parse(self, raw: str, final: bool) -> tuple[str, list]:
@@ -461,21 +419,20 @@ class _Reply:
     def _call_events(self, parsed: list) -> Iterator[ToolCall | InvalidToolCall]:
         """The parser's calls as events, numbered and recorded; a valid call ends the reply when the
         request allows one call only."""
+        record = self.record
         for p in parsed:
             if isinstance(p, Text):
                 continue
             if isinstance(p, ToolCallError):
-                event = InvalidToolCall(p.reason, p.text, p.name, p.arguments, len(self.invalid_calls),
-                                        self._progress())
-                self.invalid_calls.append(event)
-            else:
-                event = ToolCall(f"call_{uuid.uuid4().hex[:24]}", p.name, p.arguments, len(self.calls),
-                                 self._progress())
-                self.calls.append(event)
-                room = self.max_new - self.tally.tokens
-                one_only = not self.req.parallel_tool_calls
-                if self.finish is None and (one_only or (self.constraint is not None and room < self.call_size)):
-                    self.finish = TOOL_CALLS  # (constrained: another call might not finish in the room left)
+                yield record.call(InvalidToolCall(p.reason, p.text, p.name, p.arguments, len(record.invalid_calls),
+                                                  record.progress()))
+                continue
+            event = record.call(ToolCall(f"call_{uuid.uuid4().hex[:24]}", p.name, p.arguments, len(record.calls),
+                                         record.progress()))
+            room = self.max_new - record.tally.tokens
+            one_only = not self.req.parallel_tool_calls
+            if self.finish is None and (one_only or (self.constraint is not None and room < self.call_size)):
+                self.finish = TOOL_CALLS  # (constrained: another call might not finish in the room left)
             yield event
 
     # ------------------------------------------------------------------ the end
@@ -496,27 +453,16 @@ class _Reply:
             yield from self._call_events(calls)
             return
         text, calls = self._tail(whole=self.finish not in (STOPPED, ERROR))
-        if text and (token := self._token(text, None)).text:  # (line breaks alone before the answer are dropped)
+        if text and (token := self.record.token(text, None)).text:  # (line breaks alone before the answer are dropped)
             yield token
         yield from self._call_events(calls)
-
-    def _done(self, error: str | None) -> Done:
-        finish = self.finish or ERROR
-        if finish == END_OF_TURN and self.calls:
-            finish = TOOL_CALLS
-        return Done(
-            finish_reason=finish, thinking_text="".join(self.texts[THINKING]),
-            answer_text="".join(self.texts[ANSWER]), think_submodel=self.think_sub,
-            answer_submodel=self.req.answer_submodel, thinking_budget=self.budget if self.think_sub else 0,
-            budget_hit=self.budget_hit, thinking_end=self.thinking_end, switches=tuple(self.switches), error=error,
-            progress=self._progress(), tool_calls=tuple(self.calls), invalid_tool_calls=tuple(self.invalid_calls))
 
 
 def _offered_tools(request: ChatRequest) -> tuple[dict, ...] | None:
     """The tools the template renders and the parser checks calls against: none for tool_choice
     "none"; a forced tool must be among them."""
     if request.tool_choice not in TOOL_CHOICES:
-        raise UsageError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {str(request.tool_choice)[:40]!r}")
+        raise UsageError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {show(request.tool_choice, 40)}")
     tools = tuple(request.tools or ())
     if request.tool_choice == "none" or not tools:
         if request.tool_choice == "required" or request.tool_name:
@@ -526,7 +472,7 @@ def _offered_tools(request: ChatRequest) -> tuple[dict, ...] | None:
     if len(names) != len(tools):
         raise UsageError("every tool needs a function name, each a different one")
     if request.tool_name is not None and request.tool_name not in names:
-        raise UsageError(f"the forced tool {request.tool_name[:40]!r} is not offered "
+        raise UsageError(f"the forced tool {show(request.tool_name, 40)} is not offered "
                          f"(offered: {', '.join(sorted(names))[:200]})")
     return tools
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import ElasticError
+from .errors import ElasticError, show
 from .tool_calls import CALL_CLOSE, CALL_OPEN, format_tool_call, tool_schemas
 
 MAX_SCHEMA_BYTES = 64 << 10  # one schema, as JSON
@@ -138,7 +138,7 @@ def response_format_schema(value) -> dict | None:
         if name is not None and not isinstance(name, str):
             raise GrammarError("response_format.json_schema.name", "must be a string")
         return check_schema(spec.get("schema", {}), "response_format.json_schema.schema")
-    raise GrammarError("response_format.type", f"must be text, json_object or json_schema, not {str(kind)[:40]!r}")
+    raise GrammarError("response_format.type", f"must be text, json_object or json_schema, not {show(kind, 40)}")
 
 
 # ----------------------------------------------------------------------------- grammars
@@ -147,7 +147,7 @@ def check_grammar(grammar: str | None) -> None:
     """llguidance's own check of a grammar (no tokenizer needed): GrammarError if it would not compile."""
     if grammar is None:
         return
-    import llguidance  # noqa: PLC0415
+    import llguidance
 
     error = llguidance.LLMatcher.validate_grammar(grammar)
     if error:
@@ -436,7 +436,7 @@ _LOCK = threading.Lock()
 def ll_tokenizer(chat, vocab_size: int):
     """llguidance's view of the checkpoint's tokenizer (about a second to build for 131k tokens: built
     once per tokenizer and kept while it lives). The end-of-turn tokens are its end of text."""
-    import llguidance.hf  # noqa: PLC0415 (only when a reply is constrained)
+    import llguidance.hf  # only when a reply is constrained
 
     with _LOCK:
         cached = _TOKENIZERS.get(chat.tokenizer)
@@ -461,7 +461,7 @@ class Constraint:
     device runs the step already queued) and applied on the device; nothing else waits."""
 
     def __init__(self, chat, grammar: str, vocab_size: int, device: torch.device | str = "cpu"):
-        import llguidance  # noqa: PLC0415
+        import llguidance
 
         tokenizer = ll_tokenizer(chat, vocab_size)
         self.matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)

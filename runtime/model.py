@@ -163,7 +163,7 @@ class ElasticModel:
         """What runs the matmuls, in words (the GUI shows it), e.g. "NVFP4 native matmul"."""
         precision = str(self.dtype).removeprefix("torch.")
         if self.quant is None:
-            where = "CPU" if self.device.type == "cpu" else torch.cuda.get_device_name(self.device)
+            where = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else self.device.type.upper()
             return f"{where}, {precision} weights" + (" (reference)" if self.device.type == "cpu" else "")
         choices = [describe_kernel(self.device, fmt) for fmt in self.quant.formats]
         return "; ".join(c.label + (f" ({c.note})" if c.note else "") for c in choices)

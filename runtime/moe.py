@@ -7,10 +7,12 @@ weights read once per chunk, but the grouping reads the routing on the host), an
 * dense experts: one grouped matmul (`torch._grouped_mm`) over the rows sorted by expert, with
   the group offsets computed on the device; it reads the chosen experts in place, no copy.
   Used where a self-test shows it works and captures (CPU; CUDA 9.x/10.x), else:
-* the chosen experts' weights gathered on the device and run as one batched matmul. Packed
-  NVFP4/FP8 experts always take this way, gathered while packed so only k are dequantized (a
-  dense mask over all E experts would dequantize and multiply every one of them;
-  `benchmarks/count_ops.py` counts both).
+* packed NVFP4/FP8 experts on a GPU with the fused Triton kernels (matmul.py's choice): one
+  kernel per projection reads the k chosen experts' packed bytes in place, the ids loaded on
+  the device.
+* else the chosen experts' weights gathered on the device and run as one batched matmul. Packed
+  experts are gathered while packed so only k are dequantized (a dense mask over all E experts
+  would dequantize and multiply every one of them; `benchmarks/count_ops.py` counts both).
 
 A large checkpoint on the CPU keeps its experts as per-expert views of the file (load.py), which
 cannot be gathered by a device index: there the decode step reads the k chosen ids on the host
@@ -27,7 +29,7 @@ from .checkpoint.config import ModelConfig
 from .checkpoint.quant import PackedFP8, PackedNVFP4
 from .checkpoint.weights import MLPWeights, MoEWeights
 from .dequant import dequantize
-from .matmul import linear
+from .matmul import experts_fused, fused_experts, linear
 
 
 def relu2(x: torch.Tensor) -> torch.Tensor:
@@ -130,10 +132,14 @@ def moe_gathered(x: torch.Tensor, w: MoEWeights, cfg: ModelConfig) -> torch.Tens
     if isinstance(w.up, torch.Tensor) and grouped_experts(x.device, x.dtype):
         return _grouped(x, w, ids, weights).to(x.dtype) + mlp(x, w.shared)
     T, k = ids.shape
-    flat = ids.reshape(-1)
-    xs = x[:, None, :].expand(T, k, x.shape[1]).reshape(T * k, -1, 1)  # (T*k, hidden, 1)
-    h = relu2(torch.bmm(_dense(take(w.up, flat), x.dtype), xs))  # (T*k, F, 1)
-    out = torch.bmm(_dense(take(w.down, flat), x.dtype), h).view(T, k, -1)  # (T, k, hidden)
+    if experts_fused(w.up):  # packed, on the fused kernels (CUDA): read in place, ids stay on the device
+        h = relu2(fused_experts(x, w.up, ids))  # (T, k, F)
+        out = fused_experts(h, w.down, ids)  # (T, k, hidden)
+    else:
+        flat = ids.reshape(-1)
+        xs = x[:, None, :].expand(T, k, x.shape[1]).reshape(T * k, -1, 1)  # (T*k, hidden, 1)
+        h = relu2(torch.bmm(_dense(take(w.up, flat), x.dtype), xs))  # (T*k, F, 1)
+        out = torch.bmm(_dense(take(w.down, flat), x.dtype), h).view(T, k, -1)  # (T, k, hidden)
     routed = torch.bmm(weights[:, None, :], out.float())[:, 0]  # (T, hidden) fp32
     return routed.to(x.dtype) + mlp(x, w.shared)
 

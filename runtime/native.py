@@ -44,5 +44,5 @@ def guarded(error: Callable[[str], ElasticError]) -> Iterator[None]:
         yield
     except PASS_THROUGH:
         raise
-    except BaseException as e:  # noqa: BLE001 (a panic is a BaseException: that is the point)
+    except BaseException as e:  # a panic is a BaseException: that is the point
         raise error(describe(e)) from None

@@ -158,6 +158,16 @@ SERVER_LIMITS = (REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS)
 STALL_SECONDS = Option("stall_seconds", float, 30.0, 0.1, 3600.0, "seconds without data before a download retries")
 STEPS = Option("steps", int, 4, 1, 4096, "decode steps to run")
 
+# ---------------------------------------------------------------------- kernel-check's shapes (runtime/kernel_check.py)
+
+ROWS = Option("rows", int, None, 1, 1 << 20, "output rows N of one packed weight (default: the real 30B-A3B shapes)")
+COLS = Option("cols", int, None, 16, 1 << 20, "input columns K, a multiple of 16 (NVFP4's scale blocks)")
+EXPERTS = Option("experts", int, None, 1, 4096, "E: check the gathered-experts call over E stacked weights")
+ACTIVE = Option("active", int, 6, 1, 4096, "k experts chosen per token (with --experts)")
+TOKENS = Option("tokens", int, 1, 1, 4096, "T: rows of activations (1 is a decode step)")
+THREADS = Option("threads", int, None, 1, 1024, "CPU threads (default: torch's count)")
+KERNEL_SHAPE = (ROWS, COLS, EXPERTS, ACTIVE, TOKENS, THREADS)
+
 # ---------------------------------------------------------------------- tools (runtime/tool_loop.py, runtime/mcp/)
 
 MAX_TOOL_CALLS = Option("max_tool_calls", int, 8, 1, 64, "the most tool calls one reply may make")
@@ -216,7 +226,7 @@ class NameList:
 
 def _web_rule(name: str):
     def entry(value):  # the server's own rule (server/web_rules.py has no web library in it)
-        from .server import web_rules  # noqa: PLC0415 (runtime/server imports this module)
+        from .server import web_rules  # runtime/server imports this module
 
         return getattr(web_rules, name)(value)
     return entry
@@ -231,7 +241,7 @@ ALLOW_ORIGINS = NameList("allow_origins", "--allow-origin", _web_rule("origin_en
 NAME_LISTS = {o.name: o for o in (ALLOW_HOSTS, ALLOW_ORIGINS)}
 
 OPTIONS = {o.name: o for o in (*SAMPLING, SEED, MAX_NEW_TOKENS, CONTEXT, THINKING_BUDGET, PORT, MAX_QUEUE,
-                               *SERVER_LIMITS, STALL_SECONDS, STEPS, MAX_TOOL_CALLS, TOOL_TIMEOUT)}
+                               *SERVER_LIMITS, STALL_SECONDS, STEPS, MAX_TOOL_CALLS, TOOL_TIMEOUT, *KERNEL_SHAPE)}
 FLAG_ALIASES = {"max_context": "context"}  # `--max-context` of generate and serve is the context
 
 

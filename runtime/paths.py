@@ -4,8 +4,8 @@ store and the installers alike.
     data_dir()        chats (history.sqlite3), settings.json, window.json and the log: ELASTIC_CHAT_HOME,
                       else Linux $XDG_DATA_HOME/elastic-chat (~/.local/share), macOS ~/Library/Application
                       Support/Elastic Chat, Windows %LOCALAPPDATA%\\ElasticChat
-    models_dir()      downloaded checkpoints and imported.json: ELASTIC_CHAT_MODELS, else data_dir()/models
-                      (the app sets ELASTIC_CHAT_MODELS from its settings' models folder)
+    models_dir()      downloaded checkpoints and imported.json: the folder the app chose (its settings',
+                      `use_models_dir`), else ELASTIC_CHAT_MODELS, else data_dir()/models
     log_file(data)    data/elastic-chat.log
     instance_name(data), socket_folders(data), socket_path(data)
                       the single-instance lock file and socket, one per user and data folder, in a folder
@@ -44,7 +44,19 @@ def data_dir() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "elastic-chat"
 
 
+_chosen_models_dir: Path | None = None  # this process's: the app's setting (never put in the environment,
+# which every program the app starts would inherit)
+
+
+def use_models_dir(folder: str | Path | None) -> None:
+    """The models folder this process uses from now on (the app's settings); empty or None: the default."""
+    global _chosen_models_dir
+    _chosen_models_dir = Path(folder) if folder else None
+
+
 def models_dir() -> Path:
+    if _chosen_models_dir is not None:
+        return _chosen_models_dir
     return Path(os.environ[MODELS_ENV]) if os.environ.get(MODELS_ENV) else default_models_dir()
 
 

@@ -44,6 +44,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from .errors import show
+
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
 FUNCTION_CLOSE, PARAMETER_CLOSE = "</function>", "</parameter>"
@@ -170,7 +172,7 @@ def check_tools(value) -> tuple[dict, ...]:
         for key in props:
             if not key or len(key) > 128 or _BREAKS_FORMAT.search(key):
                 raise ToolSpecError(f"{where}.function.parameters.properties",
-                                    f"the parameter name {key[:40]!r} cannot be written in a call "
+                                    f"the parameter name {show(key, 40)} cannot be written in a call "
                                     "(1 to 128 characters, no <, > or line break)")
         strict = f.get("strict")
         if strict is not None and not isinstance(strict, bool):
@@ -232,7 +234,7 @@ def convert_value(raw: str, schema: dict | None) -> Any:
             return _convert(raw, kind)
         except ValueError:
             continue
-    raise ValueError(f"{raw[:40]!r} is not {' or '.join(types)}")
+    raise ValueError(f"{show(raw, 40)} is not {' or '.join(types)}")
 
 
 def _convert(raw: str, kind: str) -> Any:
@@ -299,9 +301,9 @@ def parse_block(block: str, schemas: dict[str, dict] | None) -> ToolCall | ToolC
     rest = inner[pos:].lstrip()
     if not rest.startswith(FUNCTION_CLOSE):
         return ToolCallError("the call does not end with </function>" if not rest else
-                             f"unexpected text in the call: {rest[:40]!r}", block, name, args)
+                             f"unexpected text in the call: {show(rest, 40)}", block, name, args)
     if rest[len(FUNCTION_CLOSE):].strip():
-        return ToolCallError(f"unexpected text after </function>: {rest[len(FUNCTION_CLOSE):].strip()[:40]!r}",
+        return ToolCallError(f"unexpected text after </function>: {show(rest[len(FUNCTION_CLOSE):].strip(), 40)}",
                              block, name, args)
     if not name:
         return ToolCallError("the call names no function", block, None, args)

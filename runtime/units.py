@@ -8,6 +8,7 @@ shown in the same unit so the two can be compared without converting.
     format_bytes(820)                  -> "820 bytes"
     format_bytes(48 * MiB)             -> "48.0 MiB"
     format_bytes(13.4 * GiB, "GiB")    -> "13.4 GiB"   (a fixed unit: figures compared in one line)
+    format_part(3 * GiB, 16.8 * GiB)   -> "3.0 of 16.8 GiB"  (a load's progress line)
 """
 
 from __future__ import annotations
@@ -16,10 +17,21 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 UNITS = {"KiB": KiB, "MiB": MiB, "GiB": GiB}
 
 
+def unit_for(n: float) -> str:
+    """The largest unit (KiB, MiB or GiB) that keeps `n` bytes at 1 or more (KiB below that)."""
+    return "GiB" if abs(n) >= GiB else "MiB" if abs(n) >= MiB else "KiB"
+
+
 def format_bytes(n: float, unit: str | None = None, digits: int = 1) -> str:
     """`n` bytes in `unit` (KiB, MiB or GiB), or in the largest unit that keeps it at 1 or more."""
     if unit is None:
         if abs(n) < KiB:
             return f"{int(n)} bytes"
-        unit = "GiB" if abs(n) >= GiB else "MiB" if abs(n) >= MiB else "KiB"
+        unit = unit_for(n)
     return f"{n / UNITS[unit]:.{digits}f} {unit}"
+
+
+def format_part(done: float, total: float, digits: int = 1) -> str:
+    """`done` of `total` bytes in the total's unit: "3.0 of 16.8 GiB"."""
+    unit = unit_for(total)
+    return f"{done / UNITS[unit]:.{digits}f} of {format_bytes(total, unit, digits)}"

@@ -99,7 +99,7 @@ def hold(qtbot, w, gate, depth: str, at: int, question: str = SUM):
     w.input.setPlainText(question)
     w.send()
     c = w.controller
-    reply = c.reply_in(c.current)
+    reply = c.replies.reply_in(c.chats.current)
     held_at(qtbot, gate, reply, reply.controls, at)
     return reply, reply.controls
 
@@ -153,6 +153,6 @@ def allow_when_asked(qtbot, w: MainWindow, button="once", seen=None) -> None:
     def click(request_id, call, box):
         if seen is not None:
             seen.append(call)
-        QTimer.singleShot(50, lambda: qtbot.mouseClick(getattr(w.consents[request_id], button),
+        QTimer.singleShot(50, lambda: qtbot.mouseClick(getattr(w.dialogs.consents[request_id], button),
                                                        Qt.MouseButton.LeftButton))
     w.controller.sig_consent.connect(click)

@@ -7,11 +7,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-import pytest  # noqa: E402
-import torch  # noqa: E402
+import pytest
+import torch
 
-from tests.checkpoints import SPECS, make_checkpoint  # noqa: E402
-from tests.hub_stub import HubStub  # noqa: E402
+from tests.checkpoints import SPECS, make_checkpoint
+from tests.hub_stub import HubStub
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 

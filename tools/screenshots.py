@@ -48,7 +48,7 @@ def main():
 
     def thinking_shown():
         c = w.controller
-        r = c.reply_in(c.current)
+        r = c.replies.reply_in(c.chats.current)
         live = w.chat.widgets[-1] if w.chat.widgets else None
         return (r is not None and r.phase == "thinking" and r.progress.thinking_tokens >= 8
                 and live is not None and live.thinking.body.text().strip() != "")
@@ -69,18 +69,18 @@ def main():
             w.controller.set_depth("Quick")
             w.input.setPlainText(question)
             w.send()
-            w.controller.rename(w.controller.current, "Demo: a thought steered")
-            r = w.controller.reply_in(w.controller.current)
-            wait(lambda: r.progress.thinking_tokens >= 8 or not w.controller.busy)
+            w.controller.chats.rename(w.controller.chats.current, "Demo: a thought steered")
+            r = w.controller.replies.reply_in(w.controller.chats.current)
+            wait(lambda: r.progress.thinking_tokens >= 8 or not w.controller.replies.busy)
             w.depth.jump(2)  # Balanced: its thinker takes over from the next token
             moved_on = wait(lambda: (r.submodel != "0.5M" and r.progress.thinking_tokens >= 16)
-                            or not w.controller.busy)
-            caught = moved_on and r.phase == "thinking" and w.controller.busy
+                            or not w.controller.replies.busy)
+            caught = moved_on and r.phase == "thinking" and w.controller.replies.busy
             if caught:
                 if attempt:
                     w.strip.speed.setText("tok/s: slowed for this picture")
                 shoot(w, name)
-            wait(lambda: not w.controller.busy)
+            wait(lambda: not w.controller.replies.busy)
             undo()
             if caught:
                 print(f"{name}: {'caught at full speed' if not attempt else 'model slowed; speed not shown'}")
@@ -91,17 +91,17 @@ def main():
         """Grabs the window while the reply thinks; slows the model only if that moment was missed."""
         w.input.setPlainText(question)
         w.send()
-        caught = wait(lambda: thinking_shown() or not w.controller.busy) and w.controller.busy
+        caught = wait(lambda: thinking_shown() or not w.controller.replies.busy) and w.controller.replies.busy
         if not caught:
             slow = rm.ElasticModel.forward
             rm.ElasticModel.forward = lambda *a, **k: (time.sleep(0.05), slow(*a, **k))[1]
             w.input.setPlainText(question)
             w.send()
-            wait(lambda: thinking_shown() or not w.controller.busy)
+            wait(lambda: thinking_shown() or not w.controller.replies.busy)
             w.strip.speed.setText("tok/s: slowed for this picture")
             rm.ElasticModel.forward = slow
         shoot(w, name)
-        wait(lambda: not w.controller.busy)
+        wait(lambda: not w.controller.replies.busy)
         print(f"{name}: {'caught at full speed' if caught else 'model slowed; speed not shown'}")
 
     apply_theme(app, "light", 11)
@@ -111,7 +111,7 @@ def main():
     w.show()
     wait(lambda: w.loaded is not None)
     wait(lambda: False, 8)  # the warm-up after loading
-    w.controller.history.rename(w.controller.current, "Demo: sums")
+    w.controller.history.rename(w.controller.chats.current, "Demo: sums")
     w.controller.set_depth("Balanced")  # a smaller submodel thinks, the parent answers
     mid_reply("What is 45 + 23 - 17 + 9?", "reply-mid-stream.png")
     shoot(w, "reply-finished.png")  # the same sum answered, its thinking collapsed to a summary
@@ -126,7 +126,7 @@ def main():
     w.controller.set_depth("Quick")
     w.input.setPlainText("What is 8 + 6?")
     w.send()
-    wait(lambda: not w.controller.busy)
+    wait(lambda: not w.controller.replies.busy)
     shoot(w, "dark-theme.png")
     w.close()
 

@@ -195,7 +195,7 @@ def elastic_table(cfg) -> dict:
     return {"format": "elastic-nemotron-h/1", "max_thinking_tokens": MAX_THINKING_TOKENS, "submodels": entries}
 
 
-class Progress:
+class RunState:
     """The resumable state of a run, in its state folder: the starting checkpoint and tokenizer
     (from the seed), run.json (the settings, so a resume with other settings is refused), and
     progress.pt (phase, step, weights, optimizer), rewritten atomically every few minutes."""
@@ -229,7 +229,7 @@ class Progress:
         tmp.replace(self.file)
 
 
-def train(tm, chat, seed, steps, batch_size, lr, names, log, phase: str, mix: Mix, progress: Progress | None = None,
+def train(tm, chat, seed, steps, batch_size, lr, names, log, phase: str, mix: Mix, progress: RunState | None = None,
           state: dict | None = None, checkpoint_every: float = 180.0):
     """One phase: "parent" trains the parent alone; "elastic" trains the parent and one sampled
     submodel per step, the submodel also distilling from the parent."""
@@ -350,7 +350,7 @@ def build(out: Path, seed: int, parent_steps: int, elastic_steps: int, batch_siz
             raise SystemExit(f"error: {init} is not a finished demo checkpoint (no {', '.join(missing)})")
         settings |= {"init": str(Path(init).resolve()), "init_phase": init_phase}
     work = Path(state_dir) if state_dir else scratch_dir()
-    progress = Progress(work, settings)
+    progress = RunState(work, settings)
     started = time.time()
     try:
         state = progress.begin(log)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from runtime.json_file import JsonFileError, read_json_file
+from runtime.api import END_OF_TURN, JsonFileError, read_json_file, show
 
-from .history import History, _chat_settings, _meta
+from .history import History
+from .history_rows import chat_settings, reply_meta
 
 FORMAT, VERSION = "elastic-chat/chat", 1
 MAX_FILE_BYTES = 64 * 2**20
@@ -76,7 +77,7 @@ def reply_details(meta: dict) -> str:
         parts.append(f"{meta['tokens_per_s']:.1f} tok/s")
     if meta.get("elapsed_ms"):
         parts.append(f"{meta['elapsed_ms'] / 1000:.1f} s")
-    if meta.get("finish_reason") not in (None, "end_of_turn"):
+    if meta.get("finish_reason") not in (None, END_OF_TURN):
         parts.append(str(meta["finish_reason"]).replace("_", " "))
     return " · ".join(parts)
 
@@ -123,7 +124,7 @@ def _checked(data: dict):
         raise ValueError(f"it was written by a newer Elastic Chat (chat file version {version}); update to import it")
     title = _text(data.get("title", "Imported chat"), "its title", 10 * MAX_TITLE).strip()[:MAX_TITLE]
     prompt = _text(data.get("system_prompt", ""), "its system prompt", MAX_TEXT)
-    settings, ok = _chat_settings(_json_dumps(data.get("settings", {})))
+    settings, ok = chat_settings(_json_dumps(data.get("settings", {})))
     if not isinstance(data.get("settings", {}), dict) or not ok:
         raise ValueError("its settings are not the settings of a chat")
     raw = data.get("messages")
@@ -142,14 +143,14 @@ def _checked(data: dict):
         if not _is_id(parent, zero=True) or (parent and parent not in seen):
             raise ValueError(f"{where} follows a message that is not before it in the file")
         if m.get("role") not in ROLES:
-            raise ValueError(f"{where} has the role {str(m.get('role'))[:20]!r}, not user or assistant")
+            raise ValueError(f"{where} has the role {show(m.get('role'), 20)}, not user or assistant")
         complete = m.get("complete", True)
         if not isinstance(complete, bool):
             raise ValueError(f"{where}'s \"complete\" is not true or false")
         meta_in = m.get("meta", {})
         if not isinstance(meta_in, dict):
             raise ValueError(f"{where}'s details are not an object")
-        meta, meta_ok = _meta(_json_dumps(meta_in))
+        meta, meta_ok = reply_meta(_json_dumps(meta_in))
         dropped += not meta_ok
         messages.append((mid, parent, m["role"], _text(m.get("content", ""), f"{where}'s text", MAX_TEXT),
                          _text(m.get("thinking", ""), f"{where}'s thinking", MAX_TEXT), meta, complete))

@@ -22,10 +22,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.paths import LOG_FILE
-from runtime.private_files import make_private_folder, open_append
+from runtime.api import LOG_FILE, make_private_folder, open_append
 
 from .history import History
+from .reasons import why
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def prepare_data_folder(folder: Path | str) -> DataFolder:
         temp = Path(tempfile.mkdtemp(prefix="elastic-chat-"))
     except OSError as e:  # not even a temporary folder: nothing can be saved anywhere
         return DataFolder(folder, folder, f"The data folder {folder} cannot be used ({problem}) and no temporary "
-                                          f"folder could be made ({_why(e)}); nothing will be saved.")
+                                          f"folder could be made ({why(e)}); nothing will be saved.")
     copied = _copy_readable(folder, temp)
     notice = (f"The data folder {folder} cannot be used ({problem}). This session uses the temporary folder "
               f"{temp}{' with a copy of your ' + ' and '.join(copied) if copied else ''}; what you change now is "
@@ -86,14 +86,14 @@ def _unusable(folder: Path) -> str:
     except NotADirectoryError:
         return "a part of its path is a file, not a folder"
     except OSError as e:
-        return f"it cannot be created: {_why(e)}"
+        return f"it cannot be created: {why(e)}"
     probe = folder / f".write-test-{os.getpid()}"
     try:
         with open(probe, "xb") as f:
             f.write(b"ok")
         probe.unlink()
     except OSError as e:
-        return f"it cannot be written: {_why(e)}"
+        return f"it cannot be written: {why(e)}"
     return ""
 
 
@@ -112,7 +112,7 @@ def _free_log(folder: Path) -> str:
     try:
         os.replace(path, aside)
     except OSError as e:
-        return f"The log {path} cannot be written nor moved aside ({_why(e)}); errors are not recorded."
+        return f"The log {path} cannot be written nor moved aside ({why(e)}); errors are not recorded."
     return f"The log {path} could not be written; it was moved aside to {aside.name} and a new one started."
 
 
@@ -135,7 +135,3 @@ def _copy_readable(source: Path, temp: Path) -> list[str]:
 
 def _plain_file(path: Path) -> bool:
     return path.is_file() and not path.is_symlink()  # a planted link is not copied through
-
-
-def _why(e: OSError) -> str:
-    return e.strerror.lower() if e.strerror else str(e)

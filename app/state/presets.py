@@ -9,7 +9,7 @@ import logging
 import os
 from pathlib import Path
 
-from runtime.json_file import JsonFileError, read_json_file
+from runtime.api import JsonFileError, read_json_file
 
 log = logging.getLogger(__name__)
 FILE = "prompt_presets.json"

@@ -25,11 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from runtime import options as registry
-from runtime.depth import level_names, table_default_level
-from runtime.errors import show
-from runtime.json_file import read_json_file
-from runtime.options import (
+from runtime.api import (
     ALLOW_HOSTS,
     ALLOW_ORIGINS,
     CONTEXT,
@@ -41,9 +37,18 @@ from runtime.options import (
     TOP_K,
     TOP_P,
     Option,
+    level_names,
+    make_private_folder,
+    read_bounded,
+    read_json_file,
     refusal,
+    show,
+    table_default_level,
+    write_private,
 )
-from runtime.private_files import make_private_folder, read_bounded, write_private
+from runtime.api import options as registry
+
+from .reasons import why
 
 log = logging.getLogger(__name__)
 THEMES = ("system", "light", "dark")
@@ -98,7 +103,7 @@ class Settings:
                 return cls()
             data = _read_object(path)
         except (OSError, ValueError, RecursionError) as e:
-            return cls._set_aside(path, _why(e))
+            return cls._set_aside(path, why(e))
         s = cls()
         bad: list[str] = []
         for name, check in FIELDS.items():
@@ -129,18 +134,18 @@ class Settings:
         return s
 
     @classmethod
-    def _set_aside(cls, path: Path, why: str) -> "Settings":
+    def _set_aside(cls, path: Path, reason: str) -> "Settings":
         """The whole file is unusable: move it aside (never delete it) and use the defaults."""
         broken = _free_name(path, ".broken")
         try:
             os.replace(path, broken)
         except OSError as e:
-            s = cls(problem=f"{path.name} could not be read ({why}) and could not be set aside ({_why(e)}); "
+            s = cls(problem=f"{path.name} could not be read ({reason}) and could not be set aside ({why(e)}); "
                             "defaults are used and the file is left as it is (it will not be overwritten)")
             s.save_blocked = f"{path.name} was not saved: the unreadable file there is kept as it is"
             log.warning(s.problem)
             return s
-        s = cls(problem=f"{path.name} could not be read ({why}); defaults are used and the old file "
+        s = cls(problem=f"{path.name} could not be read ({reason}); defaults are used and the old file "
                         f"was kept as {broken.name}")
         log.warning(s.problem)
         return s
@@ -158,7 +163,7 @@ class Settings:
             make_private_folder(path.parent)
             write_private(path, (json.dumps(data, indent=2) + "\n").encode())
         except (OSError, TypeError, ValueError) as e:
-            message = f"Settings could not be saved to {path} ({_why(e)})"
+            message = f"Settings could not be saved to {path} ({why(e)})"
             log.warning(message)
             return message
         return ""
@@ -216,7 +221,7 @@ def _host(v):
 
 
 def _api_key(v):
-    from runtime.server.runner import valid_api_key  # the server's own rule
+    from runtime.api import valid_api_key  # the server's own rule
 
     if not isinstance(v, str) or (v and not valid_api_key(v)):
         raise ValueError("an API key of at least 8 printable characters with no spaces, or empty")
@@ -243,9 +248,9 @@ def host_problem(host: str) -> str:
 def server_problem(host: str, port: int, api_key: str, serving: bool = True) -> str:
     """Why the local server cannot listen with these values ("" when it can), in the settings' words;
     with `serving` False, only whether they can be saved (an open address without a key may wait).
-    The rules are the server's own (runtime/server/runner.py: `is_loopback`, `valid_api_key`, which
+    The rules are the server's own (runtime/server/access_rules.py: `is_loopback`, `valid_api_key`, which
     `check_listen` applies to `serve`'s options), so the app and `serve` accept the same addresses."""
-    from runtime.server.runner import is_loopback, valid_api_key
+    from runtime.api import is_loopback, valid_api_key
 
     if host_problem(host):
         return (f"The address {show(host, 40)} is {host_problem(host)}: use 127.0.0.1 (only this computer) "
@@ -326,16 +331,6 @@ def _keep_copy(path: Path) -> str:
     try:
         write_private(kept, read_bounded(path, MAX_FILE_BYTES)[:MAX_FILE_BYTES])
     except OSError as e:
-        return f"(The file as it was could not be copied: {_why(e)}.)"
+        return f"(The file as it was could not be copied: {why(e)}.)"
     return f"The file as it was is kept as {kept.name}."
-
-
-def _why(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.strerror:
-        return e.strerror.lower()
-    if isinstance(e, RecursionError):
-        return "nested too deeply"
-    if isinstance(e, UnicodeDecodeError):
-        return "not UTF-8 text"
-    return str(e) or type(e).__name__
 

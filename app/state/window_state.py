@@ -15,8 +15,7 @@ import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from runtime.json_file import read_json_file
-from runtime.private_files import write_private
+from runtime.api import read_json_file, write_private
 
 log = logging.getLogger(__name__)
 FILE = "window.json"

@@ -34,7 +34,7 @@ class Banner(QFrame):
     def text(self) -> str:
         return self.label.text()
 
-    def setText(self, text: str) -> None:  # noqa: N802 (the QLabel name its callers use)
+    def setText(self, text: str) -> None:  # the QLabel name its callers use
         self.label.setText(text)
 
     def _close(self) -> None:

@@ -11,13 +11,16 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSizePolicy,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from runtime.api import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED
+
 from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
+from ..reply import INTERRUPTED
+from .foldable import Foldable
 from .tool_call_view import ToolRoundsView
 
 
@@ -84,29 +87,12 @@ def copy_button(tip: str, text) -> QPushButton:
     return b
 
 
-class ThinkingBlock(QFrame):
+class ThinkingBlock(Foldable):
     """Live while thinking streams; afterwards a collapsed "Thought for 4.2 s on 0.5M" line."""
 
     def __init__(self):
-        super().__init__()
-        self.setObjectName("thinking")
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 4, 8, 4)
-        self.toggle = QToolButton()
-        self.toggle.setObjectName("thinkingToggle")
-        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.toggle.setCheckable(True)
-        self.toggle.setChecked(True)
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow)
-        self.toggle.toggled.connect(self._set_open)
-        self.body = _label(object_name="thinkingText")
-        layout.addWidget(self.toggle)
-        layout.addWidget(self.body)
+        super().__init__("thinking", _label(object_name="thinkingText"), (8, 4, 8, 4), opened=True)
         self.set_live("")
-
-    def _set_open(self, open_: bool) -> None:
-        self.body.setVisible(open_)
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow if open_ else Qt.ArrowType.RightArrow)
 
     def set_live(self, text: str, submodel: str = "", progress=None) -> None:
         """`progress`: the reply's last runtime.events.Progress, for "Thinking on 1.0M… 34 of 120 tokens"
@@ -242,7 +228,7 @@ class MessageWidget(QFrame):
         self.tail.setText("")
         self.tail.setVisible(False)
         self.text = answer
-        from runtime.tool_loop import saved_rounds
+        from runtime.api import saved_rounds
 
         self.tools.set_rounds(saved_rounds(meta))
         if self.thinking:
@@ -267,9 +253,9 @@ def thinking_summary(meta: dict) -> str:
     tokens = meta.get("thinking_tokens", 0)
     ms = meta.get("thinking_ms")
     took = f"Thought for {ms / 1000:.1f} s" if ms else "Thought"
-    ending = {"interrupted": ", interrupted", "stopped": ", stopped", "error": ", failed"}.get(
+    ending = {INTERRUPTED: ", interrupted", STOPPED: ", stopped", ERROR: ", failed"}.get(
         meta.get("finish_reason"), ", budget hit" if meta.get("budget_hit") else
-        ", ended by you" if meta.get("thinking_end") == "user" else "")
+        ", ended by you" if meta.get("thinking_end") == ENDED_BY_USER else "")
     if len(by) > 1:
         shares = ", then ".join(f"{n} on {name}" for name, n in by[1:])
         return f"{took} · {by[0][1]} tokens on {by[0][0]}, then {shares}{ending}"
@@ -286,7 +272,7 @@ def reply_info(meta: dict) -> str:
     if not meta:
         return ""
     parts = [meta.get("answer_submodel", "")]
-    if meta.get("finish_reason") not in (None, "end_of_turn"):
+    if meta.get("finish_reason") not in (None, END_OF_TURN):
         parts.append(meta["finish_reason"].replace("_", " "))
     dropped = meta.get("context_dropped")
     if dropped:
@@ -302,7 +288,7 @@ class _Column(QWidget):
     it has (heightForWidth), never its layout's minimum: that adds up each wrapped text's height at its
     narrowest, which left a blank that grew with the chat below the last message."""
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
+    def minimumSizeHint(self) -> QSize:
         return QSize(super().minimumSizeHint().width(), 0)
 
 
@@ -399,7 +385,7 @@ class ChatView(QScrollArea):
             w = MessageWidget(m.id, m.role, streaming=True, versions=versions)
             if m.content or m.thinking:
                 w.update_stream(m.content, m.thinking, m.meta.get("think_submodel") or "", not m.content)
-            from runtime.tool_loop import saved_rounds
+            from runtime.api import saved_rounds
 
             w.tools.set_rounds(saved_rounds(m.meta))
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QWidget
 
-from runtime.options import CONTEXT_OVERFLOW
+from runtime.api import CONTEXT_OVERFLOW
 
 from .elided_label import ElidedLabel
 

@@ -76,22 +76,22 @@ class StopSlider(QSlider):
     def value_at(self, x: float) -> int:
         return min(range(self.minimum(), self.maximum() + 1), key=lambda v: abs(self.tick_x(v) - x))
 
-    def mousePressEvent(self, event) -> None:  # noqa: N802
+    def mousePressEvent(self, event) -> None:
         if (event.button() == Qt.MouseButton.LeftButton
                 and not self._rect(QStyle.SubControl.SC_SliderHandle).contains(event.position().toPoint())):
             self.setValue(self.value_at(event.position().x()))  # a jump, not Qt's one page step
         super().mousePressEvent(event)  # the handle is under the pointer now: a drag may follow
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self.sig_ticks_moved.emit()
 
-    def changeEvent(self, event) -> None:  # noqa: N802
+    def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
             self.sig_ticks_moved.emit()
 
-    def paintEvent(self, event) -> None:  # noqa: N802
+    def paintEvent(self, event) -> None:
         super().paintEvent(event)
         handle = QRectF(self._rect(QStyle.SubControl.SC_SliderHandle))
         p = QPainter(self)
@@ -132,7 +132,7 @@ class _StopLabel(QLabel):
         if self.text() != text:
             self.setText(text)
 
-    def mousePressEvent(self, event) -> None:  # noqa: N802
+    def mousePressEvent(self, event) -> None:
         if event.button() == Qt.MouseButton.LeftButton:
             self.clicked.emit()
         super().mousePressEvent(event)
@@ -187,21 +187,21 @@ class _TickLabels(QWidget):
     def _height(self) -> int:  # the two-line height whichever is shown, so nothing below jumps
         return max((label.size_of(long=True).height() for label in self.labels), default=0)
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return QSize(self._needed(long=True), self._height())
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
+    def minimumSizeHint(self) -> QSize:
         return QSize(self._needed(long=False), self._height())
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self.place()
 
-    def showEvent(self, event) -> None:  # noqa: N802
+    def showEvent(self, event) -> None:
         super().showEvent(event)
         self.place()
 
-    def changeEvent(self, event) -> None:  # noqa: N802
+    def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.Type.FontChange:  # the labels' sizes changed: so did what fits
             self.updateGeometry()
@@ -241,6 +241,8 @@ class DepthSlider(QWidget):
         return self.ticks.labels
 
     def set_stops(self, stops: list[SliderStop], selected: str) -> None:
+        """Shows `stops` with `selected` chosen: the depth's owner (app/depth_choice.py) has already
+        resolved it to one the model can run; the slider keeps no fallback rule of its own."""
         self.stops = stops
         labels = []
         for i, s in enumerate(stops):
@@ -252,10 +254,7 @@ class DepthSlider(QWidget):
             labels.append(label)
         self.slider.blockSignals(True)
         self.slider.setRange(0, max(0, len(stops) - 1))
-        index = self._index(selected)
-        if index is None or not stops[index].enabled:
-            index = self._nearest_enabled(index or 0)
-        self._current = index
+        index = self._current = self._index(selected) or 0
         self.slider.setValue(index)
         self.slider.blockSignals(False)
         self.ticks.set_labels(labels)
@@ -272,13 +271,6 @@ class DepthSlider(QWidget):
 
     def _index(self, name: str) -> int | None:
         return next((i for i, s in enumerate(self.stops) if s.name.lower() == (name or "").lower()), None)
-
-    def _nearest_enabled(self, index: int) -> int:
-        """The deepest available stop at or below `index` (a stop is unavailable for want of memory, so
-        go lighter, not sideways to Auto), else the lightest available one."""
-        enabled = [i for i, s in enumerate(self.stops) if s.enabled]
-        lower = [i for i in enabled if i <= index]
-        return max(lower) if lower else (min(enabled) if enabled else 0)
 
     def _moved(self, index: int) -> None:
         if not 0 <= index < len(self.stops):

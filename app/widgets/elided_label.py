@@ -17,7 +17,7 @@ class ElidedLabel(QLabel):
         self.setText(text)
 
     # The full text is the label's value; what is painted is a shortened copy.
-    def setText(self, text: str) -> None:  # noqa: N802 (Qt's name)
+    def setText(self, text: str) -> None:  # Qt's name
         text = text or ""
         if text == self._full:
             return
@@ -31,7 +31,7 @@ class ElidedLabel(QLabel):
     def text(self) -> str:
         return self._full
 
-    def setToolTip(self, tip: str) -> None:  # noqa: N802
+    def setToolTip(self, tip: str) -> None:
         self._tip = tip
         self._elide()
 
@@ -48,11 +48,11 @@ class ElidedLabel(QLabel):
             tip = f"{self._full}\n{tip}" if tip and tip != self._full else self._full
         QLabel.setToolTip(self, tip)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._elide()
 
-    def changeEvent(self, event) -> None:  # noqa: N802 (a font change re-measures)
+    def changeEvent(self, event) -> None:  # a font change re-measures
         super().changeEvent(event)
         if event.type() in (event.Type.FontChange, event.Type.StyleChange):
             self._elide()
@@ -63,11 +63,11 @@ class ElidedLabel(QLabel):
         fm = self.fontMetrics()
         return super().sizeHint().width() - fm.horizontalAdvance(super().text())
 
-    def sizeHint(self) -> QSize:  # noqa: N802 (room for the whole text)
+    def sizeHint(self) -> QSize:  # room for the whole text
         hint = super().sizeHint()
         return QSize(self._extra() + self.fontMetrics().horizontalAdvance(self._full) + 1, hint.height())
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 (a few characters and the ellipsis)
+    def minimumSizeHint(self) -> QSize:  # a few characters and the ellipsis
         fm = self.fontMetrics()
         least = min(fm.horizontalAdvance(self._full), fm.horizontalAdvance("x" * self._min_chars + "…"))
         return QSize(self._extra() + least + 1, super().minimumSizeHint().height())

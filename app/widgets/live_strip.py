@@ -46,10 +46,10 @@ class Sparkline(QWidget):
         font.setPointSizeF(max(6.0, font.pointSizeF() * 0.85))
         return font
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return QSize(max(220, self.minimumSizeHint().width() + 60), max(30, self.fontMetrics().height() * 2 + 4))
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 (room for the scale's label)
+    def minimumSizeHint(self) -> QSize:  # room for the scale's label
         return QSize(QFontMetrics(self._label_font()).horizontalAdvance("max 88888 ms") + 8,
                      max(30, self.fontMetrics().height() * 2 + 4))
 
@@ -85,7 +85,7 @@ class Sparkline(QWidget):
             values = values[1:]
         return max(values) or 1.0
 
-    def paintEvent(self, _event) -> None:  # noqa: N802
+    def paintEvent(self, _event) -> None:
         # One filled path per submodel rather than one drawLine per token: a handful of painter
         # calls per frame whatever the token count.
         p = QPainter(self)

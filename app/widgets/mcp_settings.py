@@ -31,8 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from runtime.errors import for_approval, one_line
-from runtime.mcp.config import ConfigError, bundled_calculator, parse_server
+from runtime.api import ConfigError, bundled_calculator, for_approval, one_line, parse_server, show
 
 
 def _plain(text: str = "", object_name: str = "") -> QLabel:
@@ -95,7 +94,7 @@ class AddServerDialog(QDialog):
             for line in filter(None, (x.strip() for x in text.splitlines())):
                 key, found, value = line.partition(sep)
                 if not found:
-                    raise ValueError(f"{line[:40]!r} has no {sep!r}")
+                    raise ValueError(f"{show(line, 40)} has no {show(sep)}")
                 out[key.strip()] = value.strip() if sep == ":" else value
             return out
         if self.kind.currentIndex() == 1:

@@ -27,9 +27,10 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from runtime.options import CONTEXT
+from runtime.api import CONTEXT
 
-from ..models_controller import ACTIONS, ModelRow, ModelsController, progress_text, states_text
+from ..model_texts import progress_text, states_text
+from ..models_controller import ACTIONS, ModelRow, ModelsController
 from .nesting_dialog import NestingDialog
 
 VERDICT_COLORS = {"fits": "#16a34a", "tight": "#d97706", "does not fit": "#dc2626"}
@@ -261,7 +262,7 @@ class ModelManager(QDialog):
 
     def _confirm_download(self, r) -> bool:
         """A download none of whose submodels can run on this PC goes ahead only when the user says so."""
-        from runtime.store.planner import NO
+        from runtime.api import NO
 
         if r is None or not r.fits or any(f.verdict != NO for f in r.fits):
             return True

@@ -51,7 +51,7 @@ class ModelPicker(QWidget):
 
     def set_loaded(self, folder: str, name: str, in_memory: tuple[str, ...], every: tuple[str, ...]) -> None:
         """A model is loaded from `folder` ("" : none); `in_memory` of its submodels `every` are resident."""
-        from runtime.store.remote_sources import is_spec
+        from runtime.api import is_spec
 
         self.loaded_folder = folder
         self.unload.setEnabled(bool(folder))

@@ -22,16 +22,16 @@ class PriorityRow(QLayout):
         self.invalidate()
 
     # QLayout's protocol
-    def addItem(self, item) -> None:  # noqa: N802
+    def addItem(self, item) -> None:
         self._items.append((item, len(self._items), 0))
 
     def count(self) -> int:
         return len(self._items)
 
-    def itemAt(self, i: int):  # noqa: N802
+    def itemAt(self, i: int):
         return self._items[i][0] if 0 <= i < len(self._items) else None
 
-    def takeAt(self, i: int):  # noqa: N802
+    def takeAt(self, i: int):
         return self._items.pop(i)[0] if 0 <= i < len(self._items) else None
 
     def _visible(self):
@@ -44,16 +44,16 @@ class PriorityRow(QLayout):
         height = max((s.height() for s in sizes), default=0)
         return QSize(width + m.left() + m.right(), height + m.top() + m.bottom())
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return self._total([item.sizeHint() for item, _, _ in self._visible()])
 
-    def minimumSize(self) -> QSize:  # noqa: N802
+    def minimumSize(self) -> QSize:
         return self._total([item.minimumSize() for item, _, _ in self._visible()])
 
-    def expandingDirections(self) -> Qt.Orientation:  # noqa: N802
+    def expandingDirections(self) -> Qt.Orientation:
         return Qt.Orientation.Horizontal
 
-    def setGeometry(self, rect: QRect) -> None:  # noqa: N802
+    def setGeometry(self, rect: QRect) -> None:
         super().setGeometry(rect)
         area = self.contentsRect()
         visible = self._visible()

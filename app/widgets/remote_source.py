@@ -20,12 +20,12 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from runtime.errors import one_line
+from runtime.api import one_line
 
 
 class RemoteSourceDialog(QDialog):
     def __init__(self, parent, models):
-        from runtime.store.remote_sources import where_keys_go
+        from runtime.api import where_keys_go
 
         super().__init__(parent)
         self.setWindowTitle("Add an OpenAI-compatible server")

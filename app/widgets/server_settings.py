@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QCheckBox, QFormLayout, QGroupBox, QLabel, QLineEdit
 
-from runtime.options import ALLOW_HOSTS, ALLOW_ORIGINS, OptionError
+from runtime.api import ALLOW_HOSTS, ALLOW_ORIGINS, OptionError
 
 from ..state.settings import SERVER_PORT, server_problem
 from .option_box import option_box

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from runtime.options import CONTEXT, CONTEXT_OVERFLOW, MAX_NEW_TOKENS, SAMPLING
+from runtime.api import CONTEXT, CONTEXT_OVERFLOW, MAX_NEW_TOKENS, SAMPLING
 
 from ..state.settings import FONT_SIZE, THEMES, Settings
 from .option_box import option_box
@@ -74,7 +74,7 @@ class SettingsDialog(QDialog):
         self.overflow.setCurrentIndex(max(0, self.overflow.findData(settings.context_overflow)))
         self.overflow.setToolTip(CONTEXT_OVERFLOW.help[:1].upper() + CONTEXT_OVERFLOW.help[1:] + ".")
         form.addRow("When a chat is longer", self.overflow)
-        from runtime.paths import models_dir
+        from runtime.api import models_dir
 
         self.models_dir = QLineEdit(settings.models_dir or str(models_dir()))
         browse = QPushButton("Browse…")
@@ -129,7 +129,7 @@ class SettingsDialog(QDialog):
         s.theme, s.font_size = self.theme.currentText(), self.font_size.value()
         s.system_prompt, s.max_new_tokens = self.default_prompt.toPlainText(), self.max_tokens.value()
         s.context, s.context_overflow = self.context.value(), self.overflow.currentData()
-        from runtime.paths import default_models_dir
+        from runtime.api import default_models_dir
 
         folder = self.models_dir.text().strip()
         s.models_dir = "" if not folder or Path(folder) == default_models_dir() else folder

@@ -26,18 +26,18 @@ class ElidedButton(QPushButton):
         self.setToolTip(tooltip)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802
+    def minimumSizeHint(self) -> QSize:
         hint = super().minimumSizeHint()
         return QSize(min(hint.width(), self.fontMetrics().horizontalAdvance("xx…") + 16), hint.height())
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         margin = self.sizeHint().width() - self.fontMetrics().horizontalAdvance(self.text())
         shown = self.fontMetrics().elidedText(self.full, Qt.TextElideMode.ElideRight, self.width() - margin)
         if shown != self.text():
             self.setText(shown)
 
-    def sizeHint(self) -> QSize:  # noqa: N802 (as wide as the whole text)
+    def sizeHint(self) -> QSize:  # as wide as the whole text
         hint = super().sizeHint()
         fm = self.fontMetrics()
         return QSize(hint.width() - fm.horizontalAdvance(self.text()) + fm.horizontalAdvance(self.full), hint.height())

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from runtime.errors import for_approval, one_line, printable
-from runtime.tool_loop import describe_arguments
+from runtime.api import describe_arguments, for_approval, one_line, printable
+
+from .foldable import Foldable
+from .labels import plain_label
 
 SHOWN_RESULT_CHARS = 4000
 STATUS = {"ok": ("✓", ""), "error": ("✗", "failed"), "declined": ("⊘", "declined by you"),
@@ -25,18 +25,6 @@ STATUS = {"ok": ("✓", ""), "error": ("✗", "failed"), "declined": ("⊘", "de
           "invalid": ("✗", "malformed call"), "pending": ("…", "waiting for the reply's calls to end"),
           "asking": ("?", "waiting for your consent…"),
           "running": ("…", "running…")}
-
-
-def _plain(text: str, object_name: str = "", mono: bool = False) -> QLabel:
-    label = QLabel()
-    label.setTextFormat(Qt.TextFormat.PlainText)
-    label.setWordWrap(True)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    label.setObjectName(object_name)
-    if mono:
-        label.setFont(QFont("monospace"))
-    label.setText(text)
-    return label
 
 
 def call_summary(call: dict) -> str:
@@ -56,41 +44,30 @@ def call_summary(call: dict) -> str:
     return text
 
 
-class ToolCallView(QFrame):
+class ToolCallView(Foldable):
     """One call: a line that opens to its arguments and its result."""
 
     def __init__(self, call: dict):
-        super().__init__()
-        self.setObjectName("toolCall")
+        super().__init__("toolCall", _call_body(call), (8, 2, 8, 2), opened=False)
         self.call = call
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 2, 8, 2)
-        self.toggle = QToolButton()
-        self.toggle.setObjectName("toolCallToggle")
-        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.toggle.setCheckable(True)
-        self.toggle.setArrowType(Qt.ArrowType.RightArrow)
         self.toggle.setText(call_summary(call))
-        self.toggle.toggled.connect(self._set_open)
-        layout.addWidget(self.toggle)
-        self.body = QWidget()
-        column = QVBoxLayout(self.body)
-        column.setContentsMargins(16, 0, 0, 4)
-        column.addWidget(_plain("Arguments", "toolCallHeading"))
-        column.addWidget(_plain(for_approval(describe_arguments(call.get("arguments") or {}), keep_newlines=True),
-                                "toolCallArguments", mono=True))
-        if call.get("status") not in ("pending", "asking", "running"):
-            content = str(call.get("content", ""))
-            shown = content if len(content) <= SHOWN_RESULT_CHARS else (
-                content[:SHOWN_RESULT_CHARS] + f"\n… ({len(content):,} characters; the model read them all)")
-            column.addWidget(_plain("Error" if call.get("is_error") else "Result", "toolCallHeading"))
-            column.addWidget(_plain(printable(shown, keep_newlines=True), "toolCallResult", mono=True))
-        layout.addWidget(self.body)
-        self.body.setVisible(False)
 
-    def _set_open(self, open_: bool) -> None:
-        self.body.setVisible(open_)
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow if open_ else Qt.ArrowType.RightArrow)
+
+def _call_body(call: dict) -> QWidget:
+    """A call's arguments and, once it ran, its result (or error)."""
+    body = QWidget()
+    column = QVBoxLayout(body)
+    column.setContentsMargins(16, 0, 0, 4)
+    column.addWidget(plain_label("Arguments", "toolCallHeading"))
+    column.addWidget(plain_label(for_approval(describe_arguments(call.get("arguments") or {}), keep_newlines=True),
+                                 "toolCallArguments", mono=True))
+    if call.get("status") not in ("pending", "asking", "running"):
+        content = str(call.get("content", ""))
+        shown = content if len(content) <= SHOWN_RESULT_CHARS else (
+            content[:SHOWN_RESULT_CHARS] + f"\n… ({len(content):,} characters; the model read them all)")
+        column.addWidget(plain_label("Error" if call.get("is_error") else "Result", "toolCallHeading"))
+        column.addWidget(plain_label(printable(shown, keep_newlines=True), "toolCallResult", mono=True))
+    return body
 
 
 class ToolRoundsView(QWidget):
@@ -116,11 +93,11 @@ class ToolRoundsView(QWidget):
         self.rounds, self.calls = rounds, []
         for r in rounds:
             if r.get("thinking"):
-                thought = _plain(printable(r["thinking"].strip(), keep_newlines=True), "toolRoundThinking")
+                thought = plain_label(printable(r["thinking"].strip(), keep_newlines=True), "toolRoundThinking")
                 thought.setToolTip("What the model thought before this call")
                 self.column.addWidget(thought)
             if r.get("answer", "").strip():
-                self.column.addWidget(_plain(printable(r["answer"].strip(), keep_newlines=True), "toolRoundText"))
+                self.column.addWidget(plain_label(printable(r["answer"].strip(), keep_newlines=True), "toolRoundText"))
             for call in r.get("calls", []):
                 view = ToolCallView(call)
                 self.calls.append(view)

@@ -9,33 +9,22 @@ came from the model or a server, so it is shown as plain text, never as rich tex
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QCheckBox,
     QDialog,
     QHBoxLayout,
-    QLabel,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
 )
 
-from runtime.errors import for_approval
-from runtime.tool_loop import ALLOW_IN_CHAT, ALLOW_ONCE, DECLINE, PendingCall, describe_arguments
+from runtime.api import ALLOW_IN_CHAT, ALLOW_ONCE, DECLINE, PendingCall, describe_arguments, for_approval
+
+from .labels import plain_label
 
 FOLD_CHARS = 200
-
-
-def _plain(text: str, object_name: str = "") -> QLabel:
-    label = QLabel()
-    label.setTextFormat(Qt.TextFormat.PlainText)
-    label.setWordWrap(True)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    label.setText(text)
-    if object_name:
-        label.setObjectName(object_name)
-    return label
 
 
 class ToolConsentDialog(QDialog):
@@ -48,14 +37,14 @@ class ToolConsentDialog(QDialog):
         self.setModal(True)
         layout = QVBoxLayout(self)
         where = f" from the MCP server “{for_approval(call.server)}”" if call.server else ""
-        self.title = _plain(f"The model wants to run the tool “{for_approval(call.name)}”{where}.", "consentTitle")
+        self.title = plain_label(f"The model wants to run the tool “{for_approval(call.name)}”{where}.", "consentTitle")
         font = self.title.font()
         font.setBold(True)
         self.title.setFont(font)
         layout.addWidget(self.title)
         if call.description:
-            layout.addWidget(_plain(for_approval(call.description), "consentDescription"))
-        layout.addWidget(_plain("With these arguments:"))
+            layout.addWidget(plain_label(for_approval(call.description), "consentDescription"))
+        layout.addWidget(plain_label("With these arguments:"))
         self.arguments = QPlainTextEdit()
         self.arguments.setReadOnly(True)
         self.arguments.setFont(QFont("monospace"))
@@ -69,7 +58,7 @@ class ToolConsentDialog(QDialog):
         layout.addWidget(self.show_whole)
         self._show(False)
         if calls_left is not None:
-            layout.addWidget(_plain(f"This reply may make {calls_left} more tool call"
+            layout.addWidget(plain_label(f"This reply may make {calls_left} more tool call"
                                     f"{'' if calls_left == 1 else 's'}.", "consentLimit"))
         buttons = QHBoxLayout()
         self.once = QPushButton("Allow once")

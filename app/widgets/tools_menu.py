@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMenu, QToolButton
 
-from runtime.errors import for_approval
+from runtime.api import for_approval
 
 
 class ToolsButton(QToolButton):

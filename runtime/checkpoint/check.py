@@ -98,7 +98,7 @@ def check_chat_files(folder: Path) -> None:
     parsed by the tokenizers library, and the template compiled in the sandbox."""
     folder = Path(folder)
     config = check_tokenizer_files(folder)
-    from tokenizers import Tokenizer  # noqa: PLC0415 (fast import; transformers is not needed here)
+    from tokenizers import Tokenizer  # fast import; transformers is not needed here
 
     try:
         Tokenizer.from_file(str(folder / "tokenizer.json"))

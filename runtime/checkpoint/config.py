@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, show
 from ..json_file import JsonFileError, parse_json_bytes, read_json_file
 
 # Layer kinds, in transformers' 5.x spelling, and the one-letter pattern NVIDIA's configs use.
@@ -125,13 +125,13 @@ class ModelConfig:
             if old in d and new not in d:
                 d[new] = d[old]
             elif old in d and d[old] != d[new] and d[old] is not None and d[new] is not None:
-                raise CheckpointError(path, f"{new} is {_show(d[new])} but {old} is {_show(d[old])}; "
+                raise CheckpointError(path, f"{new} is {show(d[new], 60)} but {old} is {show(d[old], 60)}; "
                                             "the two spellings of one setting disagree (config.json is damaged)")
         model_type = d.get("model_type")
         if model_type != "nemotron_h":
             raise CheckpointError(
                 path,
-                f"model_type is {_show(model_type)}; Elastic Chat runs NemotronH checkpoints "
+                f"model_type is {show(model_type, 60)}; Elastic Chat runs NemotronH checkpoints "
                 "(model_type 'nemotron_h'), such as NVIDIA's Star Elastic models",
             )
         layer_types = _layer_types(d, path)
@@ -146,7 +146,7 @@ class ModelConfig:
             raise CheckpointError(path, "sliding_window is set; sliding-window attention is not supported")
         for key, value in (("mlp_hidden_act", "relu2"), ("mamba_hidden_act", "silu")):
             if d.get(key, value) != value:
-                raise CheckpointError(path, f"{key} is {_show(d[key])}; only {value!r} is supported")
+                raise CheckpointError(path, f"{key} is {show(d[key], 60)}; only {value!r} is supported")
         if read.flag("tie_word_embeddings", False):
             raise CheckpointError(path, "tie_word_embeddings is true; NemotronH checkpoints have an untied lm_head")
         read.time_step_limit()
@@ -233,11 +233,6 @@ MAX_PARAMS = 10 ** 13
 MAX_EXPERT_TENSORS = 1 << 20  # NVIDIA's 30B has 52 layers; 128 experts in each MoE layer: about 6k
 
 
-def _show(value) -> str:
-    """A config value quoted for a message, cut short (it comes from a file)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
 
 class _Fields:
     """Reads typed fields of one config.json, each failure one sentence naming the field."""
@@ -246,7 +241,7 @@ class _Fields:
         self.d, self.path = d, path
 
     def fail(self, key, want):
-        raise CheckpointError(self.path, f"{key} is {_show(self.d.get(key))}; it must be {want}")
+        raise CheckpointError(self.path, f"{key} is {show(self.d.get(key), 60)}; it must be {want}")
 
     def count(self, key, default=None, required=False, falsy_default=False) -> int:
         value = self.d.get(key)
@@ -308,11 +303,11 @@ def _layer_types(d: dict, path) -> tuple[str, ...]:
     if types is None and d.get("hybrid_override_pattern") is not None:
         pattern = d["hybrid_override_pattern"]
         if not isinstance(pattern, str) or not pattern:
-            raise CheckpointError(path, f"hybrid_override_pattern is {_show(pattern)}; "
+            raise CheckpointError(path, f"hybrid_override_pattern is {show(pattern, 60)}; "
                                         "it must be a string such as 'M*EM'")
         bad = sorted(set(pattern) - set(PATTERN_LETTERS))
         if bad:
-            raise CheckpointError(path, f"hybrid_override_pattern has unknown letters {_show(bad)}; "
+            raise CheckpointError(path, f"hybrid_override_pattern has unknown letters {show(bad, 60)}; "
                                         "expected M, *, E or -")
         types = [PATTERN_LETTERS[c] for c in pattern]
     if not types:
@@ -324,7 +319,7 @@ def _layer_types(d: dict, path) -> tuple[str, ...]:
     types = tuple(LEGACY_KINDS.get(t, t) for t in types)
     bad = sorted(set(types) - set(PATTERN_LETTERS.values()))
     if bad:
-        raise CheckpointError(path, f"layers_block_type has unknown layer kinds {_show(bad)}")
+        raise CheckpointError(path, f"layers_block_type has unknown layer kinds {show(bad, 60)}")
     return types
 
 

@@ -28,7 +28,7 @@ import torch
 from ..errors import CheckpointError
 from .config import ATTENTION, MAMBA, MLP, ModelConfig
 from .quant import BLOCK, PackedFP8, PackedNVFP4, block_slice
-from .reader import MappedShards, Progress, ProgressFn
+from .reader import LoadMeter, MappedShards, ProgressFn
 from .safetensors_io import BYTES_PER_ELEMENT, TensorInfo
 from .submodels import Submodel
 from .weights import (
@@ -93,7 +93,7 @@ def _sum_bytes(cfg, table, sub, compute_size: int | None) -> int:
 class _Reader:
     """Reads the rows and columns asked for of a stored tensor and places them (see the module doc)."""
 
-    def __init__(self, table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype, progress: Progress):
+    def __init__(self, table: dict[str, TensorInfo], device: torch.device, dtype: torch.dtype, progress: LoadMeter):
         self.table, self.device, self.dtype, self.progress = table, device, dtype, progress
         self.shards = MappedShards()
 
@@ -219,7 +219,7 @@ def load_weights(cfg: ModelConfig, table: dict[str, TensorInfo], root: Submodel,
     """
     shards = sorted({Path(info.file).name for info in table.values()})
     count = sum(1 + sum(n + s in table for s in ("_scale", "_scale_2")) for n in expected_tensors(cfg, root))
-    tracker = Progress(stored_bytes(cfg, table, root), count, shards, progress, cancelled)
+    tracker = LoadMeter(stored_bytes(cfg, table, root), count, shards, progress, cancelled)
     read = _Reader(table, device, dtype, tracker)
     expert_bytes = sum(info.nbytes for name, info in table.items() if ".experts." in name)
     copies = any(table[n].dtype not in ("U8", "F8_E4M3") and table[n].dtype != _safetensors_dtype(dtype)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import CheckpointError, UsageError
+from ..errors import CheckpointError, UsageError, show
 
 BLOCK = 16
 # E2M1 code -> value: sign bit 3, then magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6 (code 8, "-0", reads as 0).
@@ -44,8 +44,31 @@ def _split_index(index, ndim: int) -> tuple:
     return index + (slice(None),) * (ndim - len(index))
 
 
+class _Packed:
+    """What a packed weight answers as a tensor would (the loader and the views ask these); its first
+    tensor holds the values, laid out as the weight is."""
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        raise NotImplementedError
+
+    @property
+    def ndim(self) -> int:
+        return self.tensors()[0].dim()
+
+    def dim(self) -> int:
+        return self.ndim
+
+    @property
+    def device(self) -> torch.device:
+        return self.tensors()[0].device
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors())
+
+
 @dataclass
-class PackedNVFP4:
+class PackedNVFP4(_Packed):
     packed: torch.Tensor
     scale: torch.Tensor
     scale2: torch.Tensor
@@ -54,21 +77,6 @@ class PackedNVFP4:
     @property
     def shape(self) -> torch.Size:
         return torch.Size((*self.packed.shape[:-1], self.packed.shape[-1] * 2))
-
-    @property
-    def ndim(self) -> int:
-        return self.packed.dim()
-
-    def dim(self) -> int:
-        return self.ndim
-
-    @property
-    def device(self) -> torch.device:
-        return self.packed.device
-
-    @property
-    def nbytes(self) -> int:
-        return self.packed.nbytes + self.scale.nbytes + self.scale2.nbytes
 
     def tensors(self):
         return (self.packed, self.scale, self.scale2)
@@ -94,7 +102,7 @@ class PackedNVFP4:
 
 
 @dataclass
-class PackedFP8:
+class PackedFP8(_Packed):
     weight: torch.Tensor  # float8_e4m3fn (..., out, in)
     scale: torch.Tensor  # fp32 (...), one per matrix
     name: str = ""
@@ -102,21 +110,6 @@ class PackedFP8:
     @property
     def shape(self) -> torch.Size:
         return self.weight.shape
-
-    @property
-    def ndim(self) -> int:
-        return self.weight.dim()
-
-    def dim(self) -> int:
-        return self.ndim
-
-    @property
-    def device(self) -> torch.device:
-        return self.weight.device
-
-    @property
-    def nbytes(self) -> int:
-        return self.weight.nbytes + self.scale.nbytes
 
     def tensors(self):
         return (self.weight, self.scale)
@@ -230,9 +223,6 @@ def read_quant_spec(folder, config: dict) -> QuantSpec | None:
     return parse_quant_spec(read_json(path) if path.exists() else None, config, path, Path(folder) / "config.json")
 
 
-def _shown(value) -> str:
-    return repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-
 
 def parse_quant_spec(hf_quant: dict | None, config: dict, hf_path, config_path) -> QuantSpec | None:
     """`read_quant_spec` for files already read (a folder's, or a hub repo's): hf_quant_config.json's
@@ -263,7 +253,7 @@ def parse_quant_spec(hf_quant: dict | None, config: dict, hf_path, config_path) 
         formats = QuantSpec("", BLOCK, (), layers).formats
         return QuantSpec(formats[0] if formats else SUPPORTED_ALGOS[0], BLOCK, exclude, layers)
     if algo not in SUPPORTED_ALGOS:
-        raise CheckpointError(where, f"quantization {_shown(algo)} is not supported; Elastic Chat reads "
+        raise CheckpointError(where, f"quantization {show(algo, 40)} is not supported; Elastic Chat reads "
                                      f"{' and '.join(SUPPORTED_ALGOS)} ModelOpt exports (also mixed per layer) "
                                      "and BF16 checkpoints")
     group = _group_size(q, algo, where)
@@ -273,7 +263,7 @@ def parse_quant_spec(hf_quant: dict | None, config: dict, hf_path, config_path) 
 def _group_size(q: dict, algo: str, where, module: str | None = None) -> int:
     group = q.get("group_size")
     group = BLOCK if group is None else group
-    named = f" (module {_shown(module)})" if module else ""
+    named = f" (module {show(module, 40)})" if module else ""
     if not isinstance(group, int) or isinstance(group, bool):
         raise CheckpointError(where, f"group_size must be a whole number{named}")
     if algo == "NVFP4" and group != BLOCK:
@@ -290,8 +280,8 @@ def _quantized_layers(layers, where) -> dict[str, str]:
     for module, spec in layers.items():
         algo = spec.get("quant_algo") if isinstance(spec, dict) else None
         if algo not in SUPPORTED_ALGOS:
-            raise CheckpointError(where, f"quantized_layers gives module {_shown(module)} the quantization "
-                                         f"{_shown(algo)}; Elastic Chat reads {' and '.join(SUPPORTED_ALGOS)} layers")
+            raise CheckpointError(where, f"quantized_layers gives module {show(module, 40)} the quantization "
+                                         f"{show(algo, 40)}; Elastic Chat reads {' and '.join(SUPPORTED_ALGOS)} layers")
         _group_size(spec, algo, where, module)
         out[repair_exclude_name(module)] = algo
     return out

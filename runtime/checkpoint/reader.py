@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ..errors import ElasticError
+from ..units import format_part
 from .safetensors_io import TensorInfo
 
 DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -52,11 +53,11 @@ class LoadProgress:
         return self.bytes_read / self.bytes_total if self.bytes_total else 1.0
 
     def line(self) -> str:
-        """One line for a terminal: 'loading 3.2 of 18.0 GB (18%), shard 1 of 5, about 41 s left'."""
+        """One line for a terminal: 'loading 3.0 of 16.8 GiB (18%), shard 1 of 5, about 41 s left', in the
+        binary units the model manager shows sizes in (runtime/units.py)."""
         left = f", about {self.eta_s:.0f} s left" if self.eta_s is not None else ""
-        unit, scale = ("GB", 1e9) if self.bytes_total >= 1e9 else ("MB", 1e6)
-        return (f"loading {self.bytes_read / scale:.1f} of {self.bytes_total / scale:.1f} {unit} "
-                f"({100 * self.fraction:.0f}%), shard {self.shard_index} of {self.shard_count}{left}")
+        return (f"loading {format_part(self.bytes_read, self.bytes_total)} ({100 * self.fraction:.0f}%), "
+                f"shard {self.shard_index} of {self.shard_count}{left}")
 
 
 class LoadCancelled(ElasticError):
@@ -67,7 +68,7 @@ class LoadCancelled(ElasticError):
 ProgressFn = Callable[[LoadProgress], None]
 
 
-class Progress:
+class LoadMeter:
     """Counts what a load has read and reports it; checks the cancel flag between tensors."""
 
     def __init__(self, bytes_total: int, tensors_total: int, shards: list[str], report: ProgressFn | None,

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, show
 from .config import read_json
 
 BYTES_PER_ELEMENT = {
@@ -172,8 +172,7 @@ def parse_index(data: dict, index) -> dict[str, str]:
         raise CheckpointError(index, "'metadata' must be an object")
     for shard in weight_map.values():
         if not valid_shard_name(shard):
-            shown = repr(shard) if len(repr(shard)) <= 60 else repr(shard)[:57] + "..."
-            raise CheckpointError(index, f"names an invalid shard file {shown}; shards must be .safetensors "
+            raise CheckpointError(index, f"names an invalid shard file {show(shard, 60)}; shards must be .safetensors "
                                          "files in the checkpoint folder itself")
     shards = set(weight_map.values())
     if len(shards) > MAX_SHARDS:

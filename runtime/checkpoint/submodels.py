@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..auto_depth import AutoPolicy, parse_policy
-from ..errors import CheckpointError
+from ..errors import CheckpointError, show
 from .config import MAMBA, MLP, MOE, ModelConfig, read_json
 
 FORMAT = "elastic-nemotron-h/1"
@@ -93,7 +93,7 @@ def parse_elastic(data: dict, cfg: ModelConfig, path: Path | str = "elastic.json
     if not isinstance(data, dict):
         raise CheckpointError(path, "expected a JSON object")
     if data.get("format") != FORMAT:
-        raise CheckpointError(path, f"unknown format {_show(data.get('format'))}; this version reads {FORMAT!r}")
+        raise CheckpointError(path, f"unknown format {show(data.get('format'), 60)}; this version reads {FORMAT!r}")
     entries = data.get("submodels")
     if not isinstance(entries, list) or not entries:
         raise CheckpointError(path, "'submodels' must be a non-empty list, the parent first")
@@ -109,7 +109,7 @@ def parse_elastic(data: dict, cfg: ModelConfig, path: Path | str = "elastic.json
         name = entry["name"]
         # Names are shown in the terminal, the GUI and file names: printable text only.
         if len(name) > MAX_NAME or not name.isprintable() or name != name.strip():
-            raise CheckpointError(path, f"submodel #{index + 1} has the name {_show(name)}; a name must be at most "
+            raise CheckpointError(path, f"submodel #{index + 1} has the name {show(name, 60)}; a name must be at most "
                                         f"{MAX_NAME} printable characters, without control characters")
         if name in names:
             raise CheckpointError(path, f"submodel name {name!r} appears twice")
@@ -129,7 +129,7 @@ def max_thinking_tokens(data: dict, path) -> int | None:
     value = data.get("max_thinking_tokens")
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                               or not 1 <= value <= MAX_THINKING_TOKENS):
-        raise CheckpointError(path, f"max_thinking_tokens is {_show(value)}; it must be a whole number "
+        raise CheckpointError(path, f"max_thinking_tokens is {show(value, 60)}; it must be a whole number "
                                     f"from 1 to {MAX_THINKING_TOKENS:,}")
     return value
 
@@ -140,10 +140,6 @@ def auto_policy(data: dict, path) -> AutoPolicy | None:
     value = data.get("auto_depth")
     return None if value is None else parse_policy(value, "auto_depth", path)
 
-
-def _show(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _submodel_from_entry(entry: dict, cfg: ModelConfig, parent: Submodel, path) -> Submodel:
@@ -156,7 +152,7 @@ def _submodel_from_entry(entry: dict, cfg: ModelConfig, parent: Submodel, path) 
     if isinstance(hidden, list):
         fail("hidden_size must be one number (the residual stream has one width)")
     if not isinstance(hidden, int) or isinstance(hidden, bool) or not 0 < hidden <= cfg.hidden_size:
-        fail(f"hidden_size {_show(hidden)} must be a whole number in 1..{cfg.hidden_size} (the parent's); "
+        fail(f"hidden_size {show(hidden, 60)} must be a whole number in 1..{cfg.hidden_size} (the parent's); "
              "a submodel is a leading slice of the parent")
     widths = {}
     for field, kind in PER_LAYER_FIELDS.items():
@@ -170,7 +166,7 @@ def _submodel_from_entry(entry: dict, cfg: ModelConfig, parent: Submodel, path) 
             v, limit = values[i], getattr(parent, field)[i]
             if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= limit:
                 where = f" at layer {i}" if isinstance(value, list) else ""
-                fail(f"{field} {_show(v)}{where} must be a whole number in 1..{limit} (the parent's); "
+                fail(f"{field} {show(v, 60)}{where} must be a whole number in 1..{limit} (the parent's); "
                      "a submodel is a leading slice of the parent")
             if field == "mamba_num_heads" and v % cfg.n_groups:
                 fail(f"mamba_num_heads {v} is not divisible by n_groups ({cfg.n_groups}); "

@@ -15,6 +15,8 @@ import re
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from ..errors import show
+
 MAX_TERMS, MAX_DIGITS = 64, 60
 SUM = re.compile(rf"[+-]?\d{{1,{MAX_DIGITS}}}(?:[+-]\d{{1,{MAX_DIGITS}}}){{0,{MAX_TERMS - 1}}}", re.ASCII)
 
@@ -25,7 +27,7 @@ def evaluate(expression: str) -> int:
     """The value of "145 + 23 - 7"; ValueError (saying what it takes) for anything else."""
     text = re.sub(r"\s+", "", str(expression))
     if not SUM.fullmatch(text):
-        raise ValueError(f"not a sum of whole numbers joined by + and -: {str(expression)[:80]!r}")
+        raise ValueError(f"not a sum of whole numbers joined by + and -: {show(expression, 80)}")
     return sum(int(term) for term in re.findall(r"[+-]?\d+", text, re.ASCII))
 
 

@@ -20,6 +20,7 @@ from ..depth import DepthLevel, default_level, depth_levels, thinking_ceiling
 from ..options import ENGINE_CONTEXT
 from .client import RemoteServer
 from .models import ELASTIC, RemoteModel, describe, parse_listing
+from .reply import stream_remote
 
 NO_SIGNALS = ("Auto needs the thinker's uncertainty at each token, which an OpenAI-compatible server does not "
               "stream; it runs on a local model or on an Elastic Chat server")
@@ -47,6 +48,8 @@ def list_models(server: RemoteServer, stop: Callable[[], bool] | None = None) ->
 
 
 class RemoteEngine:
+    """A server's model as a `chat_engine.ChatEngine`: what it streams is the server's reply."""
+
     def __init__(self, server: RemoteServer, model: RemoteModel):
         self.server, self.model = server, model
         self.max_context = model.context or ENGINE_CONTEXT
@@ -82,9 +85,11 @@ class RemoteEngine:
 
     def stream(self, request, controls=None) -> Iterator:
         """The reply's events (reply.py), like `generate.stream_chat` for a local engine."""
-        from .reply import stream_remote  # noqa: PLC0415
-
         return stream_remote(self, request, controls)
+
+    def token_counter(self, request) -> None:
+        """None: the server's tokenizer counts; a chat goes as it is, and the server says if it is too long."""
+        return None
 
     def release(self) -> None:
         """Nothing to free: the server holds the weights and caches."""

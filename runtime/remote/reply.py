@@ -8,8 +8,8 @@ How depth runs depends on the server (models.py's modes):
 
 - ELASTIC: one request; the server thinks, switches and answers as it does in-process, and tells
   each switch on the next token's chunk (`elastic.switch`) and how the reply ended on the last one.
-- PAIRS: the thinker's model thinks (this client ends the thought by generate.py's budget rule: at
-  the first line end after the budget, or the grace after it), then the answerer's model continues
+- PAIRS: the thinker's model thinks (this client ends the thought by the budget rule of
+  reply_record.py: at the first line end after the budget, or the grace after it), then the answerer's model continues
   from the same prompt and thought: a prefilled assistant turn with `continue_final_message`
   (vLLM's and SGLang's field). A server that starts a new thought instead is refused in one line.
 - SINGLE: one request; depth is `chat_template_kwargs.enable_thinking`, `thinking_token_budget`
@@ -19,7 +19,6 @@ How depth runs depends on the server (models.py's modes):
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Iterator
 
@@ -29,29 +28,26 @@ from ..errors import ElasticError, show
 from ..events import (
     ANSWER,
     END_OF_TURN,
+    ENDED_BY_MODEL,
     ERROR,
+    FINISH_REASONS,
     LENGTH,
-    STOP_STRING,
     STOPPED,
     THINKING,
-    Done,
+    THINKING_ENDS,
+    TOOL_CALLS,
     Event,
-    Progress,
-    ReplyTally,
     Switch,
     Token,
 )
-from ..generate import GRACE_TOKENS, reserve_for_answer
+from ..reply_record import ReplyRecord, ThinkingBudget
 from .client import RemoteError, RemoteStopped
 from .models import ELASTIC, PAIRS
 
 log = logging.getLogger(__name__)
 FINISH = {"stop": END_OF_TURN, "length": LENGTH}
-ENGINE_FINISH = {END_OF_TURN, LENGTH, STOP_STRING, STOPPED, ERROR}
-SWITCH_REASONS = {"answer", "depth", "escalate", "request"}
-THINKING_ENDS = {"model", "budget", "user", ""}
+ENGINE_FINISH = set(FINISH_REASONS) - {TOOL_CALLS}  # (no tools are passed to a server yet)
 MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
-MAX_COUNT = 1 << 30
 
 
 def stream_remote(engine, request, controls: Controls | None = None) -> Iterator[Event]:
@@ -105,21 +101,22 @@ class _RemoteReply:
                                   f"one of {', '.join(self.model.submodels)}")
         if request.max_new_tokens < 1:
             raise RemoteError("max_new_tokens must be at least 1")
-        self.think_sub = request.think_submodel if request.thinking_budget != 0 else None
-        self.current = self.think_sub or request.answer_submodel
-        self.phase = THINKING if self.think_sub else ANSWER
-        # The reply's record, kept as generate._Reply keeps it.
-        self.tally = ReplyTally()
-        self.texts: dict[str, list[str]] = {THINKING: [], ANSWER: []}
-        self.switches: list[Switch] = []
-        self.answering = False
+        think = request.think_submodel if request.thinking_budget != 0 else None
+        # The reply's record, kept as generate.py keeps a local one (runtime/reply_record.py).
+        self.record = ReplyRecord(think, request.answer_submodel,
+                                  ThinkingBudget.for_reply(request.thinking_budget, request.max_new_tokens))
         self.finish: str | None = None
-        self.budget_hit, self.thinking_end = False, ""
+        self.final: _Chunk | None = None  # the current stream's chunk that said how it ended
+
+    # What the record says now: the phase, the submodel at work, and who thinks.
+    phase = property(lambda self: self.record.phase)
+    current = property(lambda self: self.record.current)
+    think_sub = property(lambda self: self.record.think_sub)
 
     # ------------------------------------------------------------------ the run
 
     def run(self) -> Iterator[Event]:
-        self.tally.started = time.perf_counter()
+        self.record.start()
         error = None
         try:
             mode = self.model.mode
@@ -133,16 +130,27 @@ class _RemoteReply:
             self.finish, error = ERROR, f"{type(e).__name__}: {e}"
         if self.controls.stop_requested and self.finish == ERROR:
             self.finish, error = STOPPED, None  # the stop shut the socket: not the server's fault
-        yield self._done(error)
+        yield self.record.done(self.finish, error)
 
     def _stop(self) -> bool:
         return self.controls.stop_requested
 
     def _chunks(self, body: dict) -> Iterator[_Chunk]:
+        """The stream's chunks, checked; the last that carried a finish reason is kept (`_final`)."""
+        self.final = None
         for data in self.server.stream("/chat/completions", body, self._stop):
             if self.controls.stop_requested:
                 raise RemoteStopped("stopped")
-            yield _Chunk(data, self.server.address)
+            chunk = _Chunk(data, self.server.address)
+            if chunk.finish is not None:
+                self.final = chunk
+            yield chunk
+
+    def _final(self, what: str) -> _Chunk:
+        """The chunk that said how the stream ended; a stream that never said was cut short."""
+        if self.final is None:
+            raise self._cut(what)
+        return self.final
 
     def _body(self, model_id: str, messages: list[dict], max_tokens: int) -> dict:
         s = self.req.sampling
@@ -180,36 +188,31 @@ class _RemoteReply:
                 elastic["think_submodel"] = self.think_sub
         elastic["keep_reasoning"] = not req.truncate_history_thinking
         body = {**self._body(self.model.id, self._messages(), req.max_new_tokens), "elastic": elastic}
-        final = None
         for chunk in self._chunks(body):
             switch = chunk.elastic.get("switch") if chunk.finish is None else None
             if switch is not None and chunk.any:
                 yield self._told_switch(switch)
             for phase, text in chunk.texts:
                 if phase != self.phase:
-                    self._phase(phase)
+                    self.record.phase = phase  # (the server's own words: its phases are its record's)
                 yield self._token(text)
-            if chunk.finish is not None:
-                final = chunk
-        if final is None:
-            raise self._cut("reply")
-        info = final.elastic
-        think = info.get("think_submodel", self.think_sub)
-        self.think_sub = think if think in self.model.submodels else None
-        self.budget_hit = info.get("budget_hit") is True
+        final = self._final("reply")
+        info, record = final.elastic, self.record
+        think = info.get("think_submodel", record.think_sub)
+        record.think_sub = think if think in self.model.submodels else None
+        record.budget_hit = info.get("budget_hit") is True
         ended = info.get("thinking_end")
-        self.thinking_end = ended if ended in THINKING_ENDS else ("model" if self.tally.counts[ANSWER] else "")
+        answered = record.tally.counts[ANSWER]
+        record.thinking_end = ended if ended in THINKING_ENDS else (ENDED_BY_MODEL if answered else "")
         said = info.get("finish_reason")
         self.finish = said if said in ENGINE_FINISH else FINISH.get(final.finish, END_OF_TURN)
 
     def _told_switch(self, data) -> Switch:
-        """The server's switch, checked, as this reply's event."""
-        ok = (isinstance(data, dict) and data.get("to") in self.model.submodels
-              and data.get("from") in self.model.submodels and data.get("reason", "answer") in SWITCH_REASONS
-              and _count(data.get("reprefill_tokens")) and _number(data.get("ms")))
-        if not ok:
+        """The server's switch (Switch.to_dict, events.py reads it back), checked, as this reply's event."""
+        told = Switch.from_dict(data)
+        if told is None or not {told.from_submodel, told.to_submodel} <= set(self.model.submodels):
             raise RemoteError(f"the server at {self.server.address} told a switch this program cannot read")
-        return self._switch(data["to"], data["reprefill_tokens"], data["ms"], data.get("reason", "answer"))
+        return self.record.switch(told.to_submodel, told.reprefill_tokens, told.ms, reason=told.reason)
 
     # ------------------------------------------------------------------ SINGLE: one model, the server's budget
 
@@ -224,21 +227,16 @@ class _RemoteReply:
             effort = self._effort()
             if effort in ("low", "medium", "high"):
                 body["reasoning_effort"] = effort
-        final = None
         for chunk in self._chunks(body):
             for phase, text in chunk.texts:
                 if text and phase != self.phase:
                     if phase == THINKING:  # a thought after the answer began: not a reply this program shows
                         raise RemoteError(f"the server at {self.server.address} sent reasoning after the answer")
-                    self._phase(ANSWER)
-                    self.thinking_end = "model" if thinking else ""
+                    self.record.answer()
+                    self.record.thinking_end = "model" if thinking else ""
                 if text:
                     yield self._token(text)
-            if chunk.finish is not None:
-                final = chunk
-        if final is None:
-            raise self._cut("reply")
-        self.finish = FINISH.get(final.finish, END_OF_TURN)
+        self.finish = FINISH.get(self._final("reply").finish, END_OF_TURN)
 
     def _effort(self) -> str | None:
         """The `reasoning_effort` name of the level this request is, if it is one."""
@@ -257,15 +255,15 @@ class _RemoteReply:
             yield from self._think(messages)
             if self.finish is not None:
                 return
-            thought = "".join(self.texts[THINKING])
+            thought = self.record.thought
             messages = messages + [{"role": "assistant", "content": "", "reasoning_content": thought}]
-        left = req.max_new_tokens - self.tally.counts[THINKING]
+        left = req.max_new_tokens - self.record.tally.counts[THINKING]
         body = self._body(self.model.model_id(req.answer_submodel), messages, max(1, left))
         body["chat_template_kwargs"] = {"enable_thinking": self.think_sub is not None}
         if self.think_sub is not None:
             body.update(continue_final_message=True, add_generation_prompt=False)
-        self._phase(ANSWER)
-        asked, final, seen = time.perf_counter(), None, 0
+        self.record.answer()
+        asked, seen = time.perf_counter(), 0
         for chunk in self._chunks(body):
             for phase, text in chunk.texts:
                 if phase == THINKING and text:
@@ -274,97 +272,51 @@ class _RemoteReply:
                                       "continue_final_message (vLLM, SGLang)")
                 if phase == ANSWER and text:
                     if not seen and req.answer_submodel != self.current:
-                        thought_tokens = self.tally.counts[THINKING]
-                        yield self._switch(req.answer_submodel, thought_tokens, (time.perf_counter() - asked) * 1000)
+                        thought_tokens = self.record.tally.counts[THINKING]
+                        yield self.record.switch(req.answer_submodel, thought_tokens,
+                                                 (time.perf_counter() - asked) * 1000)
                     seen += 1
                     yield self._token(text)
-            if chunk.finish is not None:
-                final = chunk
-        if final is None:
-            raise self._cut("answer")
-        self.finish = FINISH.get(final.finish, END_OF_TURN)
+        self.finish = FINISH.get(self._final("answer").finish, END_OF_TURN)
 
     def _think(self, messages: list[dict]) -> Iterator[Event]:
-        """The thinker's thought, ended by the budget rule of generate.py, the user, or the model itself."""
-        req = self.req
-        cap = req.max_new_tokens - reserve_for_answer(req.max_new_tokens) - 2
-        if cap < 1:  # too few tokens to think and still answer (as generate.py decides)
-            self.think_sub, self.current, self.phase = None, req.answer_submodel, ANSWER
+        """The thinker's thought, ended by the budget rule (reply_record.py), the user, or the model itself."""
+        record = self.record
+        if not record.budget.fits:  # too few tokens to think and still answer (as a local reply decides)
+            record.think_no_more()
             return
-        soft = min(req.thinking_budget if req.thinking_budget is not None else cap, cap)
-        hard = max(soft, min(soft + GRACE_TOKENS - 2, cap))
-        body = self._body(self.model.model_id(self.think_sub), messages, req.max_new_tokens)
+        body = self._body(self.model.model_id(self.think_sub), messages, self.req.max_new_tokens)
         body["chat_template_kwargs"] = {"enable_thinking": True}
         chunks = self._chunks(body)
         try:
             for chunk in chunks:
                 for phase, text in chunk.texts:
                     if phase == ANSWER and text:  # the model closed its thought itself
-                        self.thinking_end = "model"
+                        record.thinking_end = "model"
                         return (yield from self._close_thought())
                     if phase == THINKING and text:
                         yield self._token(text)
-                        n = self.tally.counts[THINKING]
-                        if n >= soft and ("\n" in text or n >= hard):
-                            self.budget_hit, self.thinking_end = True, "budget"
+                        if record.budget.ends(record.tally.counts[THINKING], text):
+                            record.budget_hit, record.thinking_end = True, "budget"
                             return (yield from self._close_thought())
                 if self.controls.take_thinking_request().answer_now:
-                    self.thinking_end = "user"
+                    record.thinking_end = "user"
                     return (yield from self._close_thought())
                 if chunk.finish is not None:
-                    self.thinking_end = "model"
+                    record.thinking_end = "model"
                     return (yield from self._close_thought())
             raise self._cut("thought")
         finally:
             chunks.close()  # hangs up: the thinker's server stops generating
 
     def _close_thought(self) -> Iterator[Event]:
-        """The thought ends on a line of its own, as generate.py ends it."""
-        self.tally.thought_at = self.tally.last_at
-        if not "".join(self.texts[THINKING]).endswith("\n"):
+        """The thought ends on a line of its own, as a local one ends it."""
+        if not self.record.thought.endswith("\n"):
             yield self._token("\n", forced=True)
 
-    # ------------------------------------------------------------------ the record
-
-    def _phase(self, phase: str) -> None:
-        if phase == ANSWER and self.phase == THINKING:
-            self.tally.thought_at = self.tally.thought_at or self.tally.last_at
-        self.phase = phase
-
     def _token(self, text: str, forced: bool = False) -> Token:
-        now = time.perf_counter()
-        latency = 0.0 if forced else (now - (self.tally.last_at or self.tally.started)) * 1000
-        if not forced:
-            self.tally.first_at, self.tally.last_at = self.tally.first_at or now, now
-        if self.phase == ANSWER and not self.answering:  # the line break after </think>: dropped once
-            text = text.lstrip("\n")
-            self.answering = bool(text)
-        self.tally.count(self.phase, self.current)
-        self.texts[self.phase].append(text)
-        return Token(text, None, self.phase, self.current, latency, forced, self._progress())
-
-    def _switch(self, target: str, reprefill: int, ms: float, reason: str = "answer") -> Switch:
-        event = Switch(self.current, target, reprefill, ms, True, reason, self._progress())
-        self.switches.append(event)
-        self.current = target
-        return event
-
-    def _progress(self) -> Progress:
-        return self.tally.progress(self.req.thinking_budget if self.think_sub else 0)
-
-    def _done(self, error: str | None) -> Done:
-        return Done(
-            finish_reason=self.finish or ERROR, thinking_text="".join(self.texts[THINKING]),
-            answer_text="".join(self.texts[ANSWER]), think_submodel=self.think_sub,
-            answer_submodel=self.req.answer_submodel,
-            thinking_budget=self.req.thinking_budget if self.think_sub else 0, budget_hit=self.budget_hit,
-            thinking_end=self.thinking_end, switches=tuple(self.switches), error=error, progress=self._progress())
-
-
-def _count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
-
-
-def _number(value) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-            and 0 <= value <= 1e9)
+        """A streamed chunk's text as one token (a forced one: the line break that ends a thought)."""
+        record = self.record
+        latency = 0.0 if forced else record.arrived()
+        record.count()
+        return record.token(text, None, latency, forced)

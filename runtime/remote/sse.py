@@ -14,6 +14,8 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ..errors import show
+
 DONE = "[DONE]"
 FIELDS = ("data", "event", "id", "retry")
 
@@ -85,7 +87,7 @@ def events(chunks: Iterable[bytes], limits: SseLimits = SseLimits()) -> Iterator
             continue  # a comment (servers send them to keep the connection alive)
         name, _, value = line.partition(":")
         if name not in FIELDS:
-            raise SseError(f"a line is not an SSE field ({line[:40]!r})")
+            raise SseError(f"a line is not an SSE field ({show(line, 40)})")
         if name != "data":
             continue
         value = value[1:] if value.startswith(" ") else value
@@ -99,7 +101,7 @@ def _object(payload: str) -> dict:
     try:
         value = json.loads(payload)
     except (ValueError, RecursionError):  # not JSON, nested too deeply, a number too long to convert
-        raise SseError(f"an event is not JSON ({payload[:40]!r})") from None
+        raise SseError(f"an event is not JSON ({show(payload, 40)})") from None
     if not isinstance(value, dict):
         raise SseError("an event is not a JSON object")
     return value

@@ -21,28 +21,26 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from ..events import END_OF_TURN, LENGTH, STOP_STRING, THINKING, TOOL_CALLS, Done, Prefill, Token, ToolCall
+from ..errors import show
+from ..events import END_OF_TURN, LENGTH, STOP_STRING, TOOL_CALLS, Done, Prefill, ToolCall
 from ..generate import ChatRequest
 from ..grammar import GrammarError, check_schema
 from ..options import MAX_NEW_TOKENS, THINKING_BUDGET
 from ..tool_calls import ToolSpecError, check_tools
-from .openai_api import (
+from .openai_tools import ToolFields, checked_tool_fields, in_call_order
+from .request_fields import (
     MAX_STOP_CHARS,
     MAX_STOPS,
-    ApiError,
-    ServedModel,
-    _bool,
-    _field,
-    bad,
-    check_done,
+    bool_field,
     elastic_fields,
-    elastic_info,
+    joined_text,
+    option_field,
     plan_reply,
     refuse_unknown,
     sampling_fields,
     served_model,
 )
-from .openai_tools import ToolFields, checked_tool_fields, in_call_order
+from .serving import ApiError, BlockStream, ServedModel, bad, check_done, elastic_info
 
 KNOWN = {"model", "messages", "max_tokens", "system", "stop_sequences", "stream", "temperature", "top_p", "top_k",
          "seed", "thinking", "tools", "tool_choice", "metadata", "service_tier", "output_config", "elastic"}
@@ -76,12 +74,12 @@ def parse_messages(body, served: ServedModel) -> ParsedMessages:
     _refuse_unsupported(body)
     if body.get("max_tokens") is None:
         raise bad("max_tokens", "max_tokens is required")
-    max_tokens = _field(MAX_NEW_TOKENS.within(high=served.max_context), body, "max_tokens", "max_tokens")
+    max_tokens = option_field(MAX_NEW_TOKENS.within(high=served.max_context), body, "max_tokens", "max_tokens")
     messages = _system(body.get("system")) + _messages(body.get("messages"))
     elastic, keep_reasoning = elastic_fields(body)
     effort, budget, show = _thinking(body, elastic, served)
     plan = plan_reply({}, elastic, served, model, pin, effort=effort, budget=budget)
-    stream = _bool(body, "stream", "stream") if body.get("stream") is not None else False
+    stream = bool_field(body, "stream", "stream") if body.get("stream") is not None else False
     tools = _tool_fields(body.get("tools"), body.get("tool_choice"),
                          _format((body.get("output_config") or {}).get("format")))
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling_fields(body),
@@ -133,7 +131,7 @@ def _thinking(body: dict, elastic: dict, served: ServedModel) -> tuple[tuple, tu
         if thinking.get("budget_tokens") is None:
             raise bad("thinking.budget_tokens", "thinking.budget_tokens is required when thinking is enabled")
         option = THINKING_BUDGET.within(low=1, high=served.max_context)
-        return effort, (_field(option, thinking, "thinking.budget_tokens", "budget_tokens"),
+        return effort, (option_field(option, thinking, "thinking.budget_tokens", "budget_tokens"),
                         "thinking.budget_tokens"), show
     raise bad("thinking.type", "thinking.type must be enabled, adaptive or disabled")
 
@@ -151,7 +149,7 @@ def _tools(value) -> tuple[dict, ...] | None:
         if not isinstance(tool, dict) or tool.get("type", "custom") != "custom":
             kind = tool.get("type") if isinstance(tool, dict) else None
             raise bad(f"tools[{i}].type", f"only client tools (name, input_schema) are supported, not "
-                                          f"{str(kind)[:40]!r}: this server runs no tool itself")
+                                          f"{show(kind, 40)}: this server runs no tool itself")
         for key in sorted(set(tool) - {"type", "name", "description", "input_schema", "cache_control"}):
             raise bad(f"tools[{i}].{key}", f"tools[{i}].{key} is not supported")
         if tool.get("input_schema") is None:
@@ -181,7 +179,7 @@ def _tool_fields(tools, choice, schema: dict | None) -> ToolFields:
     name = choice.get("name") if choice["type"] == "tool" else None
     if choice["type"] == "tool" and name not in names:
         offered = ", ".join(names) or "none"
-        raise bad("tool_choice.name", f"{str(name)[:64]!r} is not an offered tool (offered: {offered})")
+        raise bad("tool_choice.name", f"{show(name, 64)} is not an offered tool (offered: {offered})")
     if choice["type"] == "any" and not names:
         raise bad("tool_choice", "tool_choice {type: any} needs tools to choose from")
     single = choice.get("disable_parallel_tool_use")
@@ -223,21 +221,8 @@ def _stop_sequences(value) -> tuple[str, ...]:
 def _system(value) -> list[dict]:
     if value is None:
         return []
-    text = _text_blocks(value, "system")
+    text = joined_text(value, "system", "blocks")
     return [{"role": "system", "content": text}] if text else []
-
-
-def _text_blocks(value, where: str) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts = []
-        for j, block in enumerate(value):
-            if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
-                raise bad(f"{where}[{j}]", "only text blocks ({type: text, text: ...}) are supported here")
-            parts.append(block["text"])
-        return "".join(parts)
-    raise bad(where, "must be a string or a list of text blocks")
 
 
 def _messages(value) -> list[dict]:
@@ -250,7 +235,7 @@ def _messages(value) -> list[dict]:
             raise bad(where, "each message must be an object with role and content")
         role = m.get("role")
         if role not in ("user", "assistant"):
-            raise bad(f"{where}.role", f"role {str(role)[:20]!r} is not user or assistant (send a system prompt "
+            raise bad(f"{where}.role", f"role {show(role, 20)} is not user or assistant (send a system prompt "
                                        "as the top-level system field)")
         content = m.get("content")
         if isinstance(content, str):
@@ -289,7 +274,7 @@ def _blocks(role: str, blocks: list, where: str, call_ids: list[str]) -> list[di
             results.append(_result(block, at))
         else:
             allowed = "text, thinking and tool_use" if role == "assistant" else "text and tool_result"
-            raise bad(f"{at}.type", f"{str(kind)[:40]!r} blocks are not supported in a {role} message; "
+            raise bad(f"{at}.type", f"{show(kind, 40)} blocks are not supported in a {role} message; "
                                     f"send {allowed} blocks")
     if role == "user":
         turns = in_call_order(results, call_ids) if results else []
@@ -318,7 +303,7 @@ def _result(block: dict, where: str) -> tuple[str, str, dict]:
     if not isinstance(block.get("tool_use_id"), str):
         raise bad(f"{where}.tool_use_id", "a tool_result block needs the tool_use_id of its call")
     content = block.get("content", "")
-    text = _text_blocks(content, f"{where}.content")
+    text = joined_text(content, f"{where}.content", "blocks")
     error = block.get("is_error")
     if error is not None and not isinstance(error, bool):
         raise bad(f"{where}.is_error", "is_error must be true or false")
@@ -341,18 +326,17 @@ def _usage(prompt: Prefill | None, done: Done | None) -> dict:
             "output_tokens": (done.thinking_tokens + done.answer_tokens) if done else 0}
 
 
-class MessagesApi:
-    """`/v1/messages` for http_app's reply routes: one object per reply."""
+class MessagesApi(BlockStream):
+    """`/v1/messages` for http_app's reply routes: one object per reply, its stream in blocks."""
     path = "/messages"
     parse = staticmethod(parse_messages)
     error_body = staticmethod(error_body)
 
     def __init__(self, parsed: ParsedMessages):
+        super().__init__()
         self.parsed, self.id = parsed, "msg_" + uuid.uuid4().hex[:24]
-        self.prompt: Prefill | None = None
         self.blocks = 0  # content blocks finished
         self.open: str | None = None  # "thinking" or "text": the block being streamed
-        self.blank = ""  # answer text before the text block opens: blank so far (line breaks around calls)
         self.text = ""
 
     def _message(self, content: list, done: Done | None) -> dict:
@@ -412,40 +396,20 @@ class MessagesApi:
         self.blocks, self.open = self.blocks + 1, None
         return out
 
-    def on_event(self, event, queue_ms: float) -> list:
-        out = []
-        if isinstance(event, Prefill):
-            if self.prompt is None:
-                self.prompt = event
-                out.append(("message_start", {"type": "message_start", "message": self._message([], None)}))
-        elif isinstance(event, Token) and event.phase == THINKING:
-            if self.open is None:
-                out += self._begin("thinking")
-            out += self._delta(event.text)
-        elif isinstance(event, Token):
-            if self.open == "text":
-                out += self._delta(event.text)
-            else:  # a text block opens with its first text that is not blank (whole(): the same rule)
-                self.blank += event.text
-                if self.blank.strip():
-                    out += self._end() + self._begin("text") + self._delta(self.blank)
-                    self.blank = ""
-        elif isinstance(event, Done):
-            check_done(event)
-            if not event.tool_calls and self.open != "text":  # a blank answer still has its text block
-                out += self._end() + self._begin("text") + self._delta(self.blank)
-            out += self._end()
-            for call in event.tool_calls:  # after the text, as whole() orders them
-                out += self._tool_use(call)
-            out.append(("message_delta", {"type": "message_delta",
-                                          "delta": {"stop_reason": _stop_reason(event),
-                                                    "stop_sequence": self._stop_sequence(event)},
-                                          "usage": {"output_tokens": event.thinking_tokens + event.answer_tokens},
-                                          "elastic": elastic_info(event, self.parsed.depth, queue_ms)}))
-            out.append(("message_stop", {"type": "message_stop"}))
-        return out
+    def _open_kind(self) -> str | None:
+        return self.open
 
-    def _tool_use(self, call: ToolCall) -> list:
+    def _started(self) -> list:
+        return [("message_start", {"type": "message_start", "message": self._message([], None)})]
+
+    def _finished(self, done: Done, queue_ms: float) -> list:
+        delta = {"stop_reason": _stop_reason(done), "stop_sequence": self._stop_sequence(done)}
+        return [("message_delta", {"type": "message_delta", "delta": delta,
+                                   "usage": {"output_tokens": done.thinking_tokens + done.answer_tokens},
+                                   "elastic": elastic_info(done, self.parsed.depth, queue_ms)}),
+                ("message_stop", {"type": "message_stop"})]
+
+    def _call(self, call: ToolCall) -> list:
         """A tool_use block: started with an empty input, the input's JSON in one delta, stopped."""
         block = _tool_use(call)
         start = {**block, "input": {}}

@@ -16,23 +16,19 @@ from dataclasses import dataclass
 from ..events import Done, Prefill, Token
 from ..generate import ChatRequest
 from ..options import MAX_NEW_TOKENS
-from .openai_api import (
-    FINISH,
-    ApiError,
-    ServedModel,
-    _bool,
-    _field,
-    _stops,
-    bad,
-    check_done,
+from .request_fields import (
+    bool_field,
     elastic_fields,
-    elastic_info,
+    option_field,
     plan_reply,
+    refuse_penalties,
     refuse_unknown,
     sampling_fields,
     served_model,
+    stop_strings,
     stream_fields,
 )
+from .serving import FINISH, ApiError, ServedModel, bad, check_done, elastic_info
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for this route (autocomplete wants a few tokens, fast)
 KNOWN = {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stream",
@@ -61,10 +57,10 @@ def parse_completion(body, served: ServedModel) -> ParsedCompletion:
         raise bad(f"elastic.{key}", "a completion does not think; only elastic.answer_submodel applies here")
     plan = plan_reply({}, elastic, served, model, pin, budget=(0, "prompt"))
     option = MAX_NEW_TOKENS.within(high=served.max_context, default=DEFAULT_MAX_TOKENS)
-    max_tokens = _field(option, body, "max_tokens", "max_tokens")
+    max_tokens = option_field(option, body, "max_tokens", "max_tokens")
     stream, include_usage = stream_fields(body)
-    echo = _bool(body, "echo", "echo") if body.get("echo") is not None else False
-    request = ChatRequest((), None, plan.answer, 0, max_tokens, sampling_fields(body), _stops(body.get("stop")),
+    echo = bool_field(body, "echo", "echo") if body.get("echo") is not None else False
+    request = ChatRequest((), None, plan.answer, 0, max_tokens, sampling_fields(body), stop_strings(body.get("stop")),
                           prompt=prompt)
     return ParsedCompletion(request, model, stream, include_usage, echo)
 
@@ -91,12 +87,7 @@ def _refuse_unsupported(body: dict) -> None:
             raise bad(key, f"this server returns one choice per request ({key} must be 1)")
     if body.get("logprobs") not in (None, 0) or isinstance(body.get("logprobs"), bool):
         raise bad("logprobs", "log-probabilities are not returned by this server")
-    if body.get("logit_bias"):
-        raise bad("logit_bias", "logit_bias is not supported by this server")
-    for key in ("presence_penalty", "frequency_penalty"):
-        value = body.get(key)
-        if value is not None and (isinstance(value, bool) or value not in (0, 0.0)):  # false equals 0
-            raise bad(key, f"{key} is not supported by this server (leave it out or 0)")
+    refuse_penalties(body)
 
 
 def _usage(prompt: Prefill | None, done: Done) -> dict:

@@ -19,7 +19,7 @@ import json
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .openai_api import error_body
+from .serving import error_body
 
 
 def _raw_response(status: int, reason: str, message: str, code: str) -> bytes:

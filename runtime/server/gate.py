@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from urllib.parse import unquote
 
-from .openai_api import error_body
+from .serving import error_body
 from .web_rules import WebRules
 
 MAX_HEAD_BYTES = 16 * 1024  # the request line and headers; a client's are well under 2 KiB

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
 import time
 from collections import deque
@@ -33,12 +32,14 @@ from starlette.requests import ClientDisconnect
 
 from ..engine_queue import READY, EngineQueue, EngineUnavailable, QueueFull
 from ..events import Done
+from .access_rules import key_matches
 from .anthropic_api import MessagesApi
 from .completions_api import CompletionsApi
 from .gate import RequestGate
 from .jobs import Job
-from .openai_api import ApiError, ChunkStream, ServedModel, completion, new_id, parse_chat
+from .openai_api import ChunkStream, completion, new_id, parse_chat
 from .responses_api import ResponsesApi
+from .serving import ApiError, ServedModel
 from .web_rules import WebRules
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a long conversation is well under this; anything bigger is refused (413)
@@ -145,13 +146,6 @@ class _Server:
     def close(self, job: Job) -> None:
         job.cancel()  # a no-op once the reply is done
         self.jobs.discard(job)
-
-
-def key_matches(given: str, key: str) -> bool:
-    """Whether `given` is the key, in the same time whatever `given` holds: both are hashed first, so
-    not even their lengths decide how long the comparison takes (compare_digest's own caveat)."""
-    digest = [hashlib.sha256(k.encode("utf-8", "surrogatepass")).digest() for k in (given, key)]
-    return hmac.compare_digest(*digest)
 
 
 # ---------------------------------------------------------------------- errors, each in its API's shape

@@ -1,5 +1,5 @@
-"""One server request's reply: a thread that waits its turn in the engine queue, runs `stream_chat`
-and hands each event to the request's asyncio loop.
+"""One server request's reply: a thread that runs it in turn (engine_queue.reply_in_turn, the one loop
+that takes turns) and hands each event to the request's asyncio loop.
 
 The HTTP side reads `next_batch()`; the first item is STARTED (the reply began: status 200 can go out)
 or an ApiError (the reply never began: its status goes out instead). `cancel()` (the client hung up)
@@ -15,12 +15,12 @@ import time
 from dataclasses import dataclass
 
 from ..controls import Controls, StopRequested
-from ..engine_queue import EngineQueue, Ticket
+from ..engine_queue import EngineQueue, EngineUnavailable, Ticket, reply_in_turn
 from ..errors import ElasticError
-from ..events import Done, Progress, Token
-from ..generate import ChatRequest, stream_chat
+from ..events import Done, Progress
+from ..generate import ChatRequest
 from ..grammar import GrammarError
-from .openai_api import ApiError
+from .serving import ApiError
 
 log = logging.getLogger(__name__)
 STARTED = object()  # the reply holds the engine and its prompt was accepted
@@ -49,14 +49,13 @@ class Job:
         self.on_finished = on_finished
         self.progress = Progress()  # the reply's totals, as its last event said
         self.tokens_at_cancel: int | None = None
-        self.started: float | None = None
         self.replied = False  # the engine's Done event came: there is nothing left to cancel
         self.thread = threading.Thread(target=self._run, name=f"reply {self.ticket.number}", daemon=True)
         self.thread.start()
 
     @property
     def queue_ms(self) -> float:
-        return ((self.started or time.monotonic()) - self.ticket.entered) * 1000
+        return ((self.ticket.began or time.monotonic()) - self.ticket.entered) * 1000
 
     # ------------------------------------------------------------------ the engine side (its own thread)
 
@@ -69,46 +68,32 @@ class Job:
     def _run(self) -> None:
         finish = "refused"
         try:
-            engine = self.queue.wait(self.ticket)
-        except StopRequested:  # the client hung up, or the app is replacing the model
-            self._post(ApiError(503, "the model is being replaced or unloaded; try again shortly", None,
-                                "model_not_ready"))
-            self._finish("cancelled")
-            return
-        self.started = time.monotonic()
-        try:
-            if engine is None:
-                self._post(ApiError(503, "the model is loading or was unloaded; try again shortly", None,
-                                    "model_not_ready"))
-                return
-            try:
-                events = stream_chat(engine, self.request, self.controls)
-            except GrammarError as e:  # a schema llguidance cannot compile with this tokenizer
-                self._post(ApiError(400, str(e), e.param, "invalid_value"))
-                return
-            except ElasticError as e:  # e.g. the conversation does not fit the context
-                self._post(ApiError(400, str(e), "messages", "invalid_value"))
-                return
-            self._post(STARTED)
-            for event in events:
+            for event in reply_in_turn(self.queue, self.ticket, self.request, lambda: self._post(STARTED)):
                 self.progress = event.progress
-                if isinstance(event, Token):
-                    t = self.ticket
-                    t.tokens, t.phase, t.submodel = event.progress.tokens, event.phase, event.submodel
-                elif isinstance(event, Done):
+                if isinstance(event, Done):
                     finish, self.replied = event.finish_reason, True
                 self._post(event)
+        except StopRequested:  # the client hung up, or the app is replacing the model
+            finish = "cancelled"
+            self._post(ApiError(503, "the model is being replaced or unloaded; try again shortly", None,
+                                "model_not_ready"))
+        except EngineUnavailable:
+            self._post(ApiError(503, "the model is loading or was unloaded; try again shortly", None,
+                                "model_not_ready"))
+        except GrammarError as e:  # a schema llguidance cannot compile with this tokenizer
+            self._post(ApiError(400, str(e), e.param, "invalid_value"))
+        except ElasticError as e:  # e.g. the conversation does not fit the context
+            self._post(ApiError(400, str(e), "messages", "invalid_value"))
         except Exception as e:  # the reply fails, the server does not
             log.exception("reply %s failed", self.ticket.number)
             finish = "error"
             self._post(ApiError(500, f"the reply failed: {type(e).__name__}: {e}", None, "generation_failed"))
-        finally:
-            self.queue.leave(self.ticket)
-            self._finish(finish)
+        self._finish(finish)
 
     def _finish(self, finish: str) -> None:
-        record = JobRecord(self.ticket.number, self.ticket.who, finish, self.progress.tokens, self.tokens_at_cancel,
-                           self.ticket.entered, self.started, time.monotonic())
+        t = self.ticket
+        record = JobRecord(t.number, t.who, finish, self.progress.tokens, self.tokens_at_cancel, t.entered, t.began,
+                           time.monotonic())
         if self.on_finished is not None:
             self.on_finished(record)
 

@@ -1,135 +1,39 @@
-"""OpenAI's chat-completions protocol mapped onto the elastic engine, with no HTTP in it.
+"""OpenAI's chat completions (`/v1/chat/completions`) mapped onto the elastic engine, with no HTTP in it.
 
-    served = ServedModel.from_engine(engine)
+    served = ServedModel.from_engine(engine)  # serving.py
     parsed = parse_chat(body, served)          # ApiError (status, param) for anything it cannot honour
-    ... stream_chat(engine, parsed.request) ...
+    ... engine.stream(parsed.request) ...
     completion(events, ...) / ChunkStream(...).on_event(event) -> chunk dicts
 
-Reasoning controls that other servers spell differently all land on the depth table: Ollama's
-`reasoning_effort` / `reasoning.effort` (the table's `efforts`: none, minimal, low, medium, high, xhigh, max; none turns
-thinking off; auto is the Auto stop, whose thought climbs to larger submodels when the thinker
-struggles; a level that cannot run falls back as depth.usable_level says; absent, the depth table's
-default stop), vLLM's `thinking_token_budget`, and the `elastic` object for what only this
-engine can do. Reasoning goes
+The fields every route shares (the reasoning controls, sampling, stop strings) are checked by
+request_fields.py; the tool-calling and structured-output fields by openai_tools.py. Reasoning goes
 out as both `reasoning_content` (LM Studio, llama.cpp) and `reasoning` (vLLM, Ollama).
 """
 
 from __future__ import annotations
 
-import time
 import uuid
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
-from ..depth import DepthLevel, effort_levels, find_level, level_for_effort, table_default_level, usable_level
-from ..errors import UsageError
-from ..events import (
-    ANSWER,
-    END_OF_TURN,
-    ERROR,
-    LENGTH,
-    STOP_STRING,
-    STOPPED,
-    TOOL_CALLS,
-    Done,
-    Prefill,
-    Switch,
-    Token,
-    ToolCall,
-)
+from ..events import ANSWER, Done, Prefill, Switch, Token, ToolCall
 from ..generate import ChatRequest
-from ..options import (
-    MAX_NEW_TOKENS,
-    MIN_P,
-    SEED,
-    TEMPERATURE,
-    THINKING_BUDGET,
-    TOP_K,
-    TOP_P,
-    Option,
-    OptionError,
-    refusal,
+from ..options import MAX_NEW_TOKENS, refusal
+from .openai_tools import assistant_calls, call_deltas, message_tool_calls, parse_tool_fields, tool_turns
+from .request_fields import (
+    cache_key,
+    elastic_fields,
+    joined_text,
+    option_field,
+    plan_reply,
+    refuse_penalties,
+    sampling_fields,
+    served_model,
+    stop_strings,
+    stream_fields,
 )
-from ..sampling import SamplingSettings
-from .openai_tools import assistant_calls, call_deltas, invalid_calls, message_tool_calls, parse_tool_fields, tool_turns
+from .serving import FINISH, ServedModel, bad, check_done, elastic_info
 
-MAX_STOPS, MAX_STOP_CHARS = 4, 256
-MIN_CACHE_KEY, MAX_CACHE_KEY = 16, 256  # a UUID is 36
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
-ELASTIC_FIELDS = {"think_submodel", "answer_submodel", "thinking_budget", "depth", "keep_reasoning"}
-FINISH = {END_OF_TURN: "stop", STOP_STRING: "stop", LENGTH: "length", TOOL_CALLS: "tool_calls"}
-TEMPLATE_KWARGS = ("enable_thinking",)  # chat_template_kwargs the server honours (the real template reads these)
-SWITCH_KEYS = ("from", "to", "reprefill_tokens", "ms")  # the `elastic.switch` object's, as clients know it
-
-
-class ApiError(Exception):
-    """A request that gets an error response in OpenAI's shape."""
-
-    TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
-             413: "invalid_request_error", 429: "rate_limit_error", 500: "server_error", 503: "server_error"}
-
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
-        super().__init__(message)
-        self.status, self.message, self.param, self.code = status, message, param, code
-
-    def body(self) -> dict:
-        return error_body(self.status, self.message, self.param, self.code)
-
-
-def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
-    return {"error": {"message": message, "type": ApiError.TYPES.get(status, "invalid_request_error"),
-                      "param": param, "code": code}}
-
-
-def bad(param: str | None, message: str) -> ApiError:
-    return ApiError(400, message, param, "invalid_value" if param else "invalid_request")
-
-
-# ---------------------------------------------------------------------- the model being served
-
-
-@dataclass(frozen=True)
-class ServedModel:
-    """What the protocol needs to know about the loaded engine (computed once per engine; no I/O)."""
-    id: str  # the checkpoint's id: its folder's name, as the app shows it
-    submodels: tuple[str, ...]  # in memory, fewest active parameters first
-    stops: tuple[DepthLevel, ...]
-    max_context: int
-    default: str = field(default_factory=table_default_level)  # a request without an effort (depth.default_level)
-    created: int = field(default_factory=lambda: int(time.time()))
-    thinking_ceiling: int = 0  # the depth levels' budget unit, so a remote client builds the same levels
-
-    @classmethod
-    def from_engine(cls, engine) -> "ServedModel":
-        return cls(Path(engine.model.folder).name, tuple(engine.submodels_by_size()), tuple(engine.depth_levels()),
-                   engine.max_context, engine.default_depth(), thinking_ceiling=engine.thinking_ceiling)
-
-    @property
-    def parent(self) -> str:
-        return self.submodels[-1]
-
-    def ids(self) -> list[str]:
-        """The checkpoint's id, then one id per submodel in memory that pins it."""
-        return [self.id] + [f"{self.id}:{s}" for s in self.submodels]
-
-    def pinned(self, model_id: str) -> str | None:
-        """The submodel a model id pins (None for the checkpoint's own id); ApiError 404 if unknown."""
-        if model_id == self.id:
-            return None
-        for s in self.submodels:
-            if model_id == f"{self.id}:{s}":
-                return s
-        raise ApiError(404, f"the model {model_id!r} does not exist here; this server has {', '.join(self.ids())}",
-                       "model", "model_not_found")
-
-    def model_object(self, model_id: str) -> dict:
-        sub = self.pinned(model_id)
-        extra = ({"submodel": sub} if sub else
-                 {"submodels": list(self.submodels), "depths": [s.name for s in self.stops if s.available],
-                  "thinking_ceiling": self.thinking_ceiling})
-        return {"id": model_id, "object": "model", "created": self.created, "owned_by": "elastic-chat",
-                "max_model_len": self.max_context,  # vLLM's name for the context length
-                "elastic": {**extra, "max_context": self.max_context}}
 
 
 # ---------------------------------------------------------------------- the request
@@ -157,118 +61,11 @@ def parse_chat(body, served: ServedModel) -> ParsedChat:
     sampling = sampling_fields(body)
     stream, include_usage = stream_fields(body)
     request = ChatRequest(tuple(messages), plan.think, plan.answer, plan.budget, max_tokens, sampling,
-                          _stops(body.get("stop")), truncate_history_thinking=not keep_reasoning,
+                          stop_strings(body.get("stop")), truncate_history_thinking=not keep_reasoning,
                           escalation=plan.escalation, tools=tools.tools, tool_choice=tools.tool_choice,
                           tool_name=tools.tool_name, parallel_tool_calls=tools.parallel,
                           strict_tools=tools.strict, response_format=tools.response_format)
     return ParsedChat(request, model, stream, include_usage, plan.depth, cache_key(body.get("prompt_cache_key")))
-
-
-# ---------------------------------------------------------------------- the checks every route shares
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Who thinks, who answers and for how long: a request's reasoning fields resolved on the depth table."""
-    think: str | None  # None: thinking off
-    answer: str
-    budget: int | None  # 0 when thinking is off
-    escalation: object | None  # Auto's climb (auto_depth.Escalation), None unless it thinks on Auto
-    depth: str | None  # the depth level's name, None when the client chose submodels or a budget itself
-
-
-def served_model(body, served: ServedModel) -> tuple[str, str | None]:
-    """The model the client named, and the submodel it pins (None: the whole checkpoint)."""
-    if not isinstance(body, dict):
-        raise bad(None, "the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise bad("model", f"model is required: one of {', '.join(served.ids())}")
-    return model, served.pinned(model)
-
-
-def elastic_fields(body: dict) -> tuple[dict, bool]:
-    """The `elastic` object (checked keys) and its keep_reasoning."""
-    elastic = body.get("elastic")
-    if elastic is None:
-        elastic = {}
-    if not isinstance(elastic, dict):
-        raise bad("elastic", "elastic must be an object")
-    unknown = set(elastic) - ELASTIC_FIELDS
-    if unknown:
-        raise bad(f"elastic.{sorted(unknown)[0]}", f"unknown field; elastic takes {', '.join(sorted(ELASTIC_FIELDS))}")
-    if "keep_reasoning" not in elastic:
-        return elastic, False
-    return elastic, _bool(elastic, "keep_reasoning", "elastic.keep_reasoning")
-
-
-def plan_reply(body: dict, elastic: dict, served: ServedModel, model: str, pin: str | None,
-               effort: tuple | None = None, budget: tuple | None = None) -> Plan:
-    """The depth level the request asks for (its effort, `elastic.depth`, else the table's default),
-    then the submodels and budget it overrides. `effort` and `budget` are (value, param) pairs for a
-    route that spells them its own way; absent, chat's fields are read from `body`."""
-    effort_value, effort_param = effort if effort is not None else _effort(body)
-    stop, depth = _depth(effort_value, effort_param, elastic, served)
-    think, answer, chosen_budget = stop.think, stop.answer, stop.budget
-    escalation = stop.escalation  # Auto climbs unless the client chose the submodels itself
-    if pin is not None:
-        think, answer, escalation = (pin if think else None), pin, None
-    for key in ("think_submodel", "answer_submodel"):
-        name = elastic.get(key)
-        if name is None:
-            continue
-        param = f"elastic.{key}"
-        if not isinstance(name, str) or name not in served.submodels:
-            raise bad(param, f"{name!r} is not a submodel in memory; choose one of {', '.join(served.submodels)}")
-        if pin is not None and name != pin:
-            raise bad(param, f"model {model!r} pins submodel {pin}; use the checkpoint's id {served.id!r} to choose")
-        if key == "think_submodel":
-            if think is None:
-                raise bad(param, f"depth {stop.name} turns thinking off; drop {param} or choose a depth that thinks")
-            think = name
-        else:
-            answer = name
-        depth, escalation = None, None
-    chosen, budget_param = budget if budget is not None else _budget(body, elastic, served)
-    if chosen is not None:
-        if chosen > 0 and think is None:
-            raise bad(budget_param, f"depth {stop.name} turns thinking off, so a thinking budget cannot apply; "
-                                    "drop one of them")
-        chosen_budget, depth = chosen, None
-    off = _thinking_off(body)
-    if off is not None:
-        if chosen:
-            raise bad(off, f"{off} turns thinking off, so {budget_param} cannot apply; drop one of them")
-        chosen_budget = 0
-    if chosen_budget == 0:
-        think = None
-    return Plan(think, answer, chosen_budget if think else 0, escalation if think else None, depth)
-
-
-def sampling_fields(body: dict) -> SamplingSettings:
-    return SamplingSettings(*(_field(option, body) for option in (TEMPERATURE, TOP_P, TOP_K, MIN_P, SEED)))
-
-
-def stream_fields(body: dict) -> tuple[bool, bool]:
-    """`stream` and `stream_options.include_usage`."""
-    stream = _bool(body, "stream", "stream") if body.get("stream") is not None else False
-    include_usage = False
-    options = body.get("stream_options")
-    if options is not None:
-        if not stream:
-            raise bad("stream_options", "stream_options is only allowed when stream is true")
-        if not isinstance(options, dict):
-            raise bad("stream_options", "stream_options must be an object")
-        if options.get("include_usage") is not None:
-            include_usage = _bool(options, "include_usage", "stream_options.include_usage")
-    return stream, include_usage
-
-
-def refuse_unknown(body: dict, known: set[str], route: str) -> None:
-    """A field this route does not know is refused by name, as OpenAI's and Anthropic's own APIs do."""
-    unknown = sorted(set(body) - known)
-    if unknown:
-        raise bad(unknown[0], f"{unknown[0]} is not a field this server's {route} knows; leave it out")
 
 
 def _refuse_unsupported(body: dict) -> None:
@@ -280,12 +77,7 @@ def _refuse_unsupported(body: dict) -> None:
         if body.get(key) not in (None, False, 0):  # the decode loop reads one token per step from the device
             raise bad(key, f"{key} is not returned by this server: its decode loop reads only the token back "
                            "from the device each step; leave it out")
-    if body.get("logit_bias"):
-        raise bad("logit_bias", "logit_bias is not supported by this server")
-    for key in ("presence_penalty", "frequency_penalty"):
-        value = body.get(key)
-        if value is not None and (isinstance(value, bool) or value not in (0, 0.0)):  # false equals 0
-            raise bad(key, f"{key} is not supported by this server (leave it out or 0)")
+    refuse_penalties(body)
 
 
 def _messages(value) -> list[dict]:
@@ -303,7 +95,7 @@ def _messages(value) -> list[dict]:
         content = m.get("content")
         if content is None and role == "assistant":
             content = ""
-        msg = {"role": ROLES[role], "content": _text(content, f"{where}.content")}
+        msg = {"role": ROLES[role], "content": joined_text(content, f"{where}.content", "content parts")}
         if role == "assistant" and m.get("tool_calls"):
             msg["tool_calls"], msg["_call_ids"] = assistant_calls(m["tool_calls"], where)
         if role == "assistant":
@@ -319,150 +111,13 @@ def _messages(value) -> list[dict]:
     return tool_turns(value, out)
 
 
-def _thinking_off(body: dict) -> str | None:
-    """The field that turns thinking off (`chat_template_kwargs.enable_thinking` false, vLLM's and
-    SGLang's; `think` false, Ollama's), or None. Unknown template kwargs are refused: the template
-    runs in the engine, and only these reach it."""
-    kwargs, off = body.get("chat_template_kwargs"), None
-    if kwargs is not None:
-        if not isinstance(kwargs, dict):
-            raise bad("chat_template_kwargs", "chat_template_kwargs must be an object")
-        unknown = sorted(set(kwargs) - set(TEMPLATE_KWARGS))
-        if unknown:
-            raise bad(f"chat_template_kwargs.{unknown[0]}", f"unknown template argument; this server honours "
-                                                            f"{', '.join(TEMPLATE_KWARGS)}")
-        if "enable_thinking" in kwargs and not _bool(kwargs, "enable_thinking", "chat_template_kwargs.enable_thinking"):
-            off = "chat_template_kwargs.enable_thinking"
-    if body.get("think") is not None and not _bool(body, "think", "think"):
-        off = off or "think"
-    return off
-
-
-def _text(content, where: str) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content parts: text only
-        parts = []
-        for j, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise bad(f"{where}[{j}]", "only text content parts ({type: text, text: ...}) are supported")
-            parts.append(part["text"])
-        return "".join(parts)
-    raise bad(where, "content must be a string or a list of text parts")
-
-
-def _effort(body: dict) -> tuple[object, str]:
-    """The effort asked for, as (value, param): `reasoning_effort` or `reasoning.effort`."""
-    effort, param = body.get("reasoning_effort"), "reasoning_effort"
-    reasoning = body.get("reasoning")
-    if reasoning is not None:
-        if not isinstance(reasoning, dict):
-            raise bad("reasoning", "reasoning must be an object such as {\"effort\": \"low\"}")
-        if reasoning.get("effort") is not None:
-            if effort is not None and effort != reasoning["effort"]:
-                raise bad("reasoning.effort", "reasoning.effort and reasoning_effort disagree; send one of them")
-            effort, param = reasoning["effort"], "reasoning.effort"
-    return effort, param
-
-
-def _depth(effort, param: str, elastic: dict, served: ServedModel) -> tuple[DepthLevel, str | None]:
-    depth = elastic.get("depth")
-    if depth is not None:
-        if effort is not None:
-            raise bad("elastic.depth", f"send {param} or elastic.depth, not both")
-        if not isinstance(depth, str):
-            raise bad("elastic.depth", "elastic.depth must be the name of a depth stop")
-        try:
-            stop = find_level(list(served.stops), depth)
-        except UsageError as e:
-            raise bad("elastic.depth", str(e)) from None
-        return stop, stop.name
-    stops = list(served.stops)
-    if effort is None:  # the stop a new chat starts on in the app
-        stop = usable_level(stops, served.default)
-        if stop is not None:
-            return stop, stop.name
-        effort = "medium"
-    efforts = effort_levels()
-    if not isinstance(effort, str) or effort not in efforts:
-        raise bad(param, refusal(param, effort, f"one of {', '.join(efforts)}"))
-    stop = level_for_effort(stops, effort)
-    if stop is not None:
-        return stop, stop.name
-    names = {s.name for s in stops}
-    if efforts[effort] not in names:
-        raise bad(param, f"this model's depth table has no {efforts[effort]} stop; use "
-                         f"{', '.join(e for e, name in efforts.items() if name in names)}")
-    raise bad(param, f"no depth for {param} {effort!r} fits in memory here; choose a lower effort")
-
-
-def _budget(body: dict, elastic: dict, served: ServedModel) -> tuple[int | None, str | None]:
-    """The thinking budget asked for, if any, and the parameter that asked."""
-    values = {}
-    for param, source, key in (("thinking_token_budget", body, "thinking_token_budget"),  # vLLM
-                               ("thinking_budget_tokens", body, "thinking_budget_tokens"),  # llama.cpp
-                               ("elastic.thinking_budget", elastic, "thinking_budget")):
-        if source.get(key) is not None:
-            values[param] = _field(THINKING_BUDGET.within(high=served.max_context), source, param, key)
-    if len(set(values.values())) > 1:
-        raise bad(list(values)[-1], f"{' and '.join(values)} disagree; send one of them")
-    return next(iter(values.values()), None), next(iter(values), None)
-
-
 def _max_tokens(body: dict, served: ServedModel) -> int:
     option = MAX_NEW_TOKENS.within(high=served.max_context)
-    values = {k: _field(option, body, k, k) for k in ("max_completion_tokens", "max_tokens") if body.get(k) is not None}
+    values = {k: option_field(option, body, k, k) for k in ("max_completion_tokens", "max_tokens")
+              if body.get(k) is not None}
     if len(set(values.values())) > 1:
         raise bad("max_tokens", "max_tokens and max_completion_tokens disagree; send one of them")
     return next(iter(values.values()), served.max_context)  # the engine caps it at what the context leaves
-
-
-def _stops(value) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    stops = [value] if isinstance(value, str) else value
-    if (not isinstance(stops, list) or not 1 <= len(stops) <= MAX_STOPS
-            or not all(isinstance(s, str) and 0 < len(s) <= MAX_STOP_CHARS for s in stops)):
-        raise bad("stop", f"stop must be a string or a list of up to {MAX_STOPS} non-empty strings "
-                          f"(at most {MAX_STOP_CHARS} characters each)")
-    return tuple(stops)
-
-
-def cache_key(value) -> str | None:
-    """OpenAI's `prompt_cache_key`: the requests that send the same key may reuse each other's cached
-    prompt (http_app.py gives every other request a cache of its own). Whoever knows a key can test
-    guesses of the prompts sent with it, so it must be hard to guess: a random value such as a UUID."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not MIN_CACHE_KEY <= len(value) <= MAX_CACHE_KEY or not value.isprintable():
-        raise bad("prompt_cache_key", f"prompt_cache_key must be {MIN_CACHE_KEY} to {MAX_CACHE_KEY} printable "
-                                      "characters, hard to guess (such as a UUID): requests that send the same key "
-                                      "share cached prompts")
-    return value
-
-
-def _field(option: Option, source: dict, param: str | None = None, key: str | None = None):
-    """A numeric field checked by its option (runtime/options.py), as the CLI and the app check it;
-    the option's default when absent or null. An integer field refuses 4.0 as OpenAI does (the
-    registry counts it as whole for settings files; a request's JSON says what it sends)."""
-    value = source.get(key or option.name)
-    if option.kind is int and isinstance(value, float):
-        raise bad(param or option.name, refusal(param or option.name, value, option.rule + ", written without "
-                                                "a decimal point"))
-    try:
-        return option.read(source, param, key)
-    except OptionError as e:
-        raise bad(param or option.name, str(e)) from None
-
-
-def _bool(source: dict, key: str, param: str) -> bool:
-    v = source.get(key)
-    if not isinstance(v, bool):
-        raise bad(param, f"{param} must be true or false")
-    return v
-
-
-# ---------------------------------------------------------------------- the response
 
 
 def new_id() -> str:
@@ -475,28 +130,6 @@ def usage(prompt: Prefill | None, done: Done) -> dict:
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion,
             "prompt_tokens_details": {"cached_tokens": prompt.reused_tokens if prompt else 0},
             "completion_tokens_details": {"reasoning_tokens": done.thinking_tokens}}
-
-
-def elastic_info(done: Done, depth: str | None, queue_ms: float) -> dict:
-    """What only this server can say: who thought and answered, the switch's cost, the timings."""
-    switch = None
-    if done.answer_switch:  # the event's one serialisation, less the keys this object never had
-        switch = {k: v for k, v in done.answer_switch.to_dict().items() if k in SWITCH_KEYS}
-    out = {"depth": depth, "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
-           "thinking_budget": done.thinking_budget, "budget_hit": done.budget_hit, "switch": switch,
-           "finish_reason": done.finish_reason, "thinking_end": done.thinking_end,  # the engine's own words
-           "ttft_ms": done.ttft_ms, "tokens_per_s": done.tokens_per_s, "queue_ms": round(queue_ms, 3)}
-    if done.invalid_tool_calls:  # calls the model tried that could not run: reported, never dropped
-        out["invalid_tool_calls"] = invalid_calls(done)
-    return out
-
-
-def check_done(done: Done) -> None:
-    if done.finish_reason == ERROR:
-        raise ApiError(500, f"the reply failed: {done.error}", None, "generation_failed")
-    if done.finish_reason == STOPPED:  # not by its client (a client that hung up reads nothing more)
-        raise ApiError(503, "the reply was stopped before it finished: the model is being replaced or "
-                            "unloaded; try again shortly", None, "reply_stopped")
 
 
 def completion(parsed: ParsedChat, prompt: Prefill | None, done: Done, completion_id: str, created: int,

@@ -19,17 +19,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..errors import show
 from ..events import Done, ToolCall
 from ..grammar import GrammarError, answer_grammar, check_grammar, response_format_schema
 from ..tool_calls import ToolSpecError, check_tools, strict_tools
+from .serving import bad
 
 ARGUMENT_PIECE = 64  # characters of a call's arguments per streamed delta
-
-
-def _bad(param: str, message: str):
-    from .openai_api import bad  # noqa: PLC0415 (openai_api imports this module)
-
-    return bad(param, message)
 
 
 @dataclass(frozen=True)
@@ -47,23 +43,23 @@ def parse_tool_fields(body: dict) -> ToolFields:
     make is checked too, so a schema the engine cannot follow is a 400 before the reply begins."""
     for key in ("functions", "function_call"):
         if body.get(key) is not None:
-            raise _bad(key, f"{key} is OpenAI's deprecated form; send tools and tool_choice instead")
+            raise bad(key, f"{key} is OpenAI's deprecated form; send tools and tool_choice instead")
     tools = None
     if body.get("tools") is not None:
         try:
             tools = check_tools(body["tools"])
         except ToolSpecError as e:
-            raise _bad(e.param, e.message) from None
+            raise bad(e.param, e.message) from None
     names = [t["function"]["name"] for t in tools or ()]
     choice, name = _tool_choice(body.get("tool_choice"), names)
     parallel = body.get("parallel_tool_calls", True)
     if not isinstance(parallel, bool):
-        raise _bad("parallel_tool_calls", "parallel_tool_calls must be true or false")
+        raise bad("parallel_tool_calls", "parallel_tool_calls must be true or false")
     strict = strict_tools(body.get("tools"))
     try:
         schema = response_format_schema(body.get("response_format"))
     except GrammarError as e:
-        raise _bad(e.param, e.message) from None
+        raise bad(e.param, e.message) from None
     return checked_tool_fields(ToolFields(tools, choice, name, parallel, schema, strict))
 
 
@@ -75,7 +71,7 @@ def checked_tool_fields(fields: ToolFields, rename=lambda param: param) -> ToolF
         check_grammar(answer_grammar(None, fields.tools, fields.tool_choice, fields.tool_name, fields.parallel,
                                      fields.response_format, strict=fields.strict))
     except GrammarError as e:
-        raise _bad(rename(e.param), e.message) from None
+        raise bad(rename(e.param), e.message) from None
     return fields
 
 
@@ -86,15 +82,15 @@ def _tool_choice(value, names: list[str]) -> tuple[str, str | None]:
         return value, None
     if value == "required":
         if not names:
-            raise _bad("tool_choice", "tool_choice 'required' needs tools to choose from")
+            raise bad("tool_choice", "tool_choice 'required' needs tools to choose from")
         return "required", None
     if isinstance(value, dict) and value.get("type") == "function" and isinstance(value.get("function"), dict):
         name = value["function"].get("name")
         if not isinstance(name, str) or name not in names:
             offered = ", ".join(names) or "none"
-            raise _bad("tool_choice.function.name", f"{str(name)[:64]!r} is not an offered tool (offered: {offered})")
+            raise bad("tool_choice.function.name", f"{show(name, 64)} is not an offered tool (offered: {offered})")
         return "required", name
-    raise _bad("tool_choice", "tool_choice must be auto, none, required or "
+    raise bad("tool_choice", "tool_choice must be auto, none, required or "
                               "{\"type\": \"function\", \"function\": {\"name\": ...}}")
 
 
@@ -104,24 +100,24 @@ def _tool_choice(value, names: list[str]) -> tuple[str, str | None]:
 def assistant_calls(calls, where: str) -> tuple[list[dict], list[str | None]]:
     """An assistant message's `tool_calls` -> the template's calls (arguments as objects) and their ids."""
     if not isinstance(calls, list):
-        raise _bad(f"{where}.tool_calls", "tool_calls must be a list")
+        raise bad(f"{where}.tool_calls", "tool_calls must be a list")
     out, ids = [], []
     for j, call in enumerate(calls):
         at = f"{where}.tool_calls[{j}]"
         f = call.get("function") if isinstance(call, dict) else None
         if not isinstance(f, dict) or not isinstance(f.get("name"), str) or not f["name"]:
-            raise _bad(at, "each tool call needs {type: function, function: {name, arguments}}")
+            raise bad(at, "each tool call needs {type: function, function: {name, arguments}}")
         arguments = f.get("arguments", {})
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except (ValueError, RecursionError):
-                raise _bad(f"{at}.function.arguments", "arguments must be a JSON object (as a string or not)") from None
+                raise bad(f"{at}.function.arguments", "arguments must be a JSON object (as a string or not)") from None
         if not isinstance(arguments, dict):
-            raise _bad(f"{at}.function.arguments", "arguments must be a JSON object")
+            raise bad(f"{at}.function.arguments", "arguments must be a JSON object")
         call_id = call.get("id")
         if call_id is not None and not isinstance(call_id, str):
-            raise _bad(f"{at}.id", "id must be a string")
+            raise bad(f"{at}.id", "id must be a string")
         out.append({"type": "function", "function": {"name": f["name"], "arguments": arguments}})
         ids.append(call_id)
     return out, ids
@@ -142,9 +138,9 @@ def tool_turns(raw: list, converted: list[dict]) -> list[dict]:
         before = converted[start - 1] if start else None
         ids = before.get("_call_ids") if before else None
         if not ids:
-            raise _bad(f"messages[{start}]", "a tool message must follow an assistant message with tool_calls")
+            raise bad(f"messages[{start}]", "a tool message must follow an assistant message with tool_calls")
         if i - start > len(ids):
-            raise _bad(f"messages[{start + len(ids)}]", f"more tool results than the {len(ids)} calls before them")
+            raise bad(f"messages[{start + len(ids)}]", f"more tool results than the {len(ids)} calls before them")
         order = []
         for k in range(start, i):
             call_id = raw[k].get("tool_call_id")
@@ -152,11 +148,11 @@ def tool_turns(raw: list, converted: list[dict]) -> list[dict]:
                 order.append(k - start)
                 continue
             if not isinstance(call_id, str) or call_id not in ids:
-                raise _bad(f"messages[{k}].tool_call_id", f"{str(call_id)[:64]!r} is not the id of a call in "
+                raise bad(f"messages[{k}].tool_call_id", f"{show(call_id, 64)} is not the id of a call in "
                                                           f"messages[{start - 1}].tool_calls")
             order.append(ids.index(call_id))
         if len(set(order)) != len(order):
-            raise _bad(f"messages[{start}]", "two tool results answer the same call")
+            raise bad(f"messages[{start}]", "two tool results answer the same call")
         out += [converted[start + k] for k in sorted(range(i - start), key=lambda k: order[k])]
     for m in out:
         m.pop("_call_ids", None)
@@ -170,9 +166,9 @@ def in_call_order(results: list[tuple[str, str, dict]], call_ids: list[str]) -> 
     by_call: dict[str, dict] = {}
     for param, call_id, message in results:
         if call_id not in call_ids:
-            raise _bad(param, f"{call_id[:64]!r} is not the id of a call in the assistant turn before it")
+            raise bad(param, f"{show(call_id, 64)} is not the id of a call in the assistant turn before it")
         if call_id in by_call:
-            raise _bad(param, "two tool results answer the same call")
+            raise bad(param, "two tool results answer the same call")
         by_call[call_id] = message
     return [by_call[c] for c in call_ids if c in by_call]
 
@@ -199,8 +195,3 @@ def call_deltas(call: ToolCall) -> list[dict]:
     first = {"index": call.index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
     return [first] + [{"index": call.index, "function": {"arguments": text[k:k + ARGUMENT_PIECE]}}
                       for k in range(0, len(text), ARGUMENT_PIECE)]
-
-
-def invalid_calls(done: Done) -> list[dict]:
-    """The calls the model tried that could not run (the `elastic` object's `invalid_tool_calls`)."""
-    return [{"error": c.error, "name": c.name, "text": c.text} for c in done.invalid_tool_calls]

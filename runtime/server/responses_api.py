@@ -29,27 +29,24 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from ..events import LENGTH, THINKING, Done, Prefill, Token, ToolCall
+from ..errors import show
+from ..events import LENGTH, Done, Prefill, ToolCall
 from ..generate import ChatRequest
 from ..grammar import GrammarError, check_schema
 from ..options import MAX_NEW_TOKENS
 from ..tool_calls import ToolSpecError, check_tools
-from .openai_api import (
-    ApiError,
-    ServedModel,
-    _bool,
-    _field,
-    bad,
+from .openai_tools import ToolFields, checked_tool_fields, in_call_order
+from .request_fields import (
+    bool_field,
     cache_key,
-    check_done,
     elastic_fields,
-    elastic_info,
+    option_field,
     plan_reply,
     refuse_unknown,
     sampling_fields,
     served_model,
 )
-from .openai_tools import ToolFields, checked_tool_fields, in_call_order
+from .serving import ApiError, BlockStream, ServedModel, bad, check_done, elastic_info
 
 KNOWN = {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
          "stream", "reasoning", "tools", "tool_choice", "parallel_tool_calls", "store", "previous_response_id",
@@ -93,9 +90,10 @@ def parse_response(body, served: ServedModel) -> ParsedResponse:
     summary = None if summary == "none" else summary  # Codex's spelling of no summary
     plan = plan_reply({"reasoning": {"effort": reasoning["effort"]}} if reasoning.get("effort") is not None else {},
                       elastic, served, model, pin)
-    max_tokens = _field(MAX_NEW_TOKENS.within(high=served.max_context), body, "max_output_tokens", "max_output_tokens")
-    stream = _bool(body, "stream", "stream") if body.get("stream") is not None else False
-    parallel = _bool(body, "parallel_tool_calls", "parallel_tool_calls") \
+    max_tokens = option_field(MAX_NEW_TOKENS.within(high=served.max_context), body, "max_output_tokens",
+                              "max_output_tokens")
+    stream = bool_field(body, "stream", "stream") if body.get("stream") is not None else False
+    parallel = bool_field(body, "parallel_tool_calls", "parallel_tool_calls") \
         if body.get("parallel_tool_calls") is not None else True
     sampling = sampling_fields(body)
     fmt = (body.get("text") or {}).get("format")
@@ -156,7 +154,7 @@ def _include(value) -> bool:
         raise bad("include", "include must be a list of strings")
     for v in value:
         if v != ENCRYPTED:
-            raise bad("include", f"include {v[:60]!r} is not something this server can add; it can add {ENCRYPTED}")
+            raise bad("include", f"include {show(v, 60)} is not something this server can add; it can add {ENCRYPTED}")
     return bool(value)
 
 
@@ -182,7 +180,7 @@ def _tools(value) -> tuple[dict, ...] | None:
     for i, tool in enumerate(value):
         if not isinstance(tool, dict) or tool.get("type") != "function":
             kind = tool.get("type") if isinstance(tool, dict) else None
-            raise bad(f"tools[{i}].type", f"only function tools are supported here, not {str(kind)[:40]!r}")
+            raise bad(f"tools[{i}].type", f"only function tools are supported here, not {show(kind, 40)}")
         for key in sorted(set(tool) - {"type", "name", "description", "parameters", "strict"}):
             raise bad(f"tools[{i}].{key}", f"tools[{i}].{key} is not a field of a function tool")
         if tool.get("strict") not in (None, True, False):
@@ -208,7 +206,7 @@ def _format(value) -> dict | None:
         return {"type": "object"}
     if kind != "json_schema":
         raise bad("text.format.type", f"text.format type must be text, json_object or json_schema, not "
-                                      f"{str(kind)[:40]!r}")
+                                      f"{show(kind, 40)}")
     for key in ("name", "description"):
         if value.get(key) is not None and not isinstance(value[key], str):
             raise bad(f"text.format.{key}", f"text.format.{key} must be a string")
@@ -230,7 +228,7 @@ def _tool_fields(tools, choice, parallel: bool, schema: dict | None) -> ToolFiel
         choice, name = "required", choice["name"]
         if name not in names:
             offered = ", ".join(names) or "none"
-            raise bad("tool_choice.name", f"{name[:64]!r} is not an offered tool (offered: {offered})")
+            raise bad("tool_choice.name", f"{show(name, 64)} is not an offered tool (offered: {offered})")
     elif choice not in (None, "auto", "none", "required"):
         raise bad("tool_choice", "tool_choice must be auto, none, required or {type: function, name: ...}")
     if choice == "required" and not names:
@@ -286,7 +284,7 @@ def _input(value) -> list[dict]:
         if kind == "message":
             role = item.get("role")
             if role not in ROLES:
-                raise bad(f"{where}.role", f"role {str(role)[:20]!r} is not one of {', '.join(ROLES)}")
+                raise bad(f"{where}.role", f"role {show(role, 20)} is not one of {', '.join(ROLES)}")
             message = {"role": ROLES[role], "content": _content(item.get("content"), f"{where}.content")}
             if role == "assistant" and reasoning is not None:
                 message["reasoning_content"], reasoning = reasoning, None
@@ -310,7 +308,7 @@ def _input(value) -> list[dict]:
                 raise bad(where, "a function_call_output must follow the function_call items it answers")
             results.append((f"{where}.call_id", item["call_id"], {"role": "tool", "content": output}))
         else:
-            raise bad(f"{where}.type", f"input items of type {str(kind)[:40]!r} are not supported; send message, "
+            raise bad(f"{where}.type", f"input items of type {show(kind, 40)} are not supported; send message, "
                                        "reasoning, function_call or function_call_output items")
     if results:
         messages += in_call_order(results, [c["id"] for c in turn["tool_calls"]])
@@ -393,22 +391,22 @@ def _usage(prompt: Prefill | None, done: Done) -> dict:
             "total_tokens": prompt_tokens + output}
 
 
-class ResponsesApi:
-    """`/v1/responses` for http_app's reply routes: one object per reply. The streamed events and the
-    whole response are built by the same item methods, so a streamed reply ends with the response
-    the whole one returns."""
+class ResponsesApi(BlockStream):
+    """`/v1/responses` for http_app's reply routes: one object per reply, its stream in items (a
+    reasoning item, a message). The streamed events and the whole response are built by the same item
+    methods, so a streamed reply ends with the response the whole one returns."""
+    THOUGHT, TEXT = "reasoning", "message"
     path = "/responses"
     parse = staticmethod(parse_response)
     error_body = staticmethod(ApiError.body)
 
     def __init__(self, parsed: ParsedResponse):
+        super().__init__()
         self.parsed, self.id, self.created = parsed, _new("resp"), int(time.time())
-        self.prompt: Prefill | None = None
         self.sequence = 0
         self.output: list[dict] = []  # finished items
         self.open: dict | None = None  # the item being streamed
         self.text = ""  # the open item's text so far
-        self.blank = ""  # answer text before the message opens: blank so far (line breaks around calls)
 
     # ------------------------------------------------------------------ the response object
 
@@ -519,40 +517,22 @@ class ResponsesApi:
         self.open = None
         return out
 
-    def on_event(self, event, queue_ms: float) -> list:
-        out = []
-        if isinstance(event, Prefill):
-            if self.prompt is None:
-                self.prompt = event
-                started = self._response("in_progress")
-                out += [self._event("response.created", response=started),
-                        self._event("response.in_progress", response=started)]
-        elif isinstance(event, Token) and event.phase == THINKING:
-            if self.open is None:
-                out += self._begin("reasoning")
-            out += self._delta(event.text)
-        elif isinstance(event, Token):
-            if self.open is not None and self.open["type"] == "message":
-                out += self._delta(event.text)
-            else:  # a message opens with its first text that is not blank (whole(): the same rule)
-                self.blank += event.text
-                if self.blank.strip():
-                    out += self._end() + self._begin("message") + self._delta(self.blank)
-                    self.blank = ""
-        elif isinstance(event, Done):
-            check_done(event)
-            if not event.tool_calls and (self.open is None or self.open["type"] != "message"):
-                out += self._end() + self._begin("message") + self._delta(self.blank)  # a blank answer
-            out += self._end()
-            for call in event.tool_calls:  # after the message, as whole() orders them
-                out += self._call(self._call_item(call))
-            status = _status(event)
-            kind = "response.completed" if status == "completed" else "response.incomplete"
-            out.append(self._event(kind, response=self._response(status, event, queue_ms)))
-        return out
+    def _open_kind(self) -> str | None:
+        return self.open["type"] if self.open is not None else None
 
-    def _call(self, item: dict) -> list:
+    def _started(self) -> list:
+        started = self._response("in_progress")
+        return [self._event("response.created", response=started),
+                self._event("response.in_progress", response=started)]
+
+    def _finished(self, done: Done, queue_ms: float) -> list:
+        status = _status(done)
+        kind = "response.completed" if status == "completed" else "response.incomplete"
+        return [self._event(kind, response=self._response(status, done, queue_ms))]
+
+    def _call(self, call: ToolCall) -> list:
         """A function_call item: added with no arguments, its arguments in one delta, done."""
+        item = self._call_item(call)
         where = {"item_id": item["id"], "output_index": len(self.output)}
         out = [self._event("response.output_item.added", output_index=len(self.output),
                            item={**item, "arguments": "", "status": "in_progress"}),

@@ -9,11 +9,9 @@ The port is bound before anything slow happens, so a taken port fails at once, i
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import signal
 import socket
-import string
 import sys
 import threading
 import time
@@ -22,50 +20,10 @@ from pathlib import Path
 from ..engine_queue import EngineQueue
 from ..errors import UsageError
 from ..options import ALLOW_HOSTS, ALLOW_ORIGINS, PORT, SERVER_LIMITS, OptionError
-from ..store.submodel_tables import folder_table
-from .web_rules import WebRules, host_entry
+from .access_rules import check_listen
+from .web_rules import WebRules
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", PORT.default
-KEY_CHARS = set(string.ascii_letters + string.digits + string.punctuation)
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def valid_api_key(api_key: str) -> bool:
-    """At least 8 printable characters, no spaces (the app's settings check keys with this too)."""
-    return len(api_key) >= 8 and set(api_key) <= KEY_CHARS
-
-
-def check_listen(host: str, port: int, api_key: str | None, allow_hosts=(), allow_origins=()) -> None:
-    """Refuses an address that is not safe or not valid, in one line that says what to do; also the
-    names and origins the user allows (web_rules.py)."""
-    for option, values in ((ALLOW_HOSTS, allow_hosts), (ALLOW_ORIGINS, allow_origins)):
-        try:
-            option.parse(values)
-        except OptionError as e:
-            raise UsageError(str(e)) from None
-    try:
-        PORT.parse(port, "--port")
-    except OptionError as e:
-        raise UsageError(str(e)) from None
-    try:
-        host_entry(host)
-    except ValueError as e:
-        raise UsageError(f"--host {host} is not {e}") from None
-    if api_key is not None and not valid_api_key(api_key):
-        raise UsageError("--api-key must be at least 8 printable characters with no spaces")
-    if not is_loopback(host) and not api_key:
-        raise UsageError(f"--host {host} lets other computers reach the model; add --api-key KEY "
-                         "(clients send it as 'Authorization: Bearer KEY'), or leave --host at 127.0.0.1")
-
-
 PORT_IN_USE = (98, 10048, 48)  # EADDRINUSE on Linux, Windows, macOS
 
 
@@ -145,11 +103,11 @@ class ServerThread:
 
     def start(self, timeout: float = 30.0) -> "ServerThread":
         try:
-            import uvicorn  # noqa: PLC0415 (only when serving)
+            import uvicorn  # only when serving
 
-            from .connections import bounded_protocol  # noqa: PLC0415
-            from .gate import MAX_HEAD_BYTES  # noqa: PLC0415
-            from .http_app import create_app  # noqa: PLC0415
+            from .connections import bounded_protocol
+            from .gate import MAX_HEAD_BYTES
+            from .http_app import create_app
         except ImportError as e:
             raise UsageError(f"the server needs FastAPI and uvicorn ({e.name} is missing): "
                              "pip install -e . in the app's environment") from None
@@ -208,10 +166,10 @@ def _interrupt(signum, frame):
 def serve_command(args) -> int:
     """`python -m runtime serve`: listen first (so a taken port fails at once), load the model while
     answering 503, then serve until Ctrl+C. Its numbers were checked with every flag (cli.check_values)."""
-    from ..engine import Engine  # noqa: PLC0415
+    from ..command_load import load_engine  # torch, only when a command loads a model
 
     folder = Path(args.checkpoint)
-    if not folder.is_dir():
+    if not folder.is_dir():  # before the port is taken (load_engine says the same)
         raise UsageError(f"--checkpoint {args.checkpoint} is not a folder; point it at a checkpoint folder")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     queue = EngineQueue(max_waiting=args.max_queue)
@@ -221,11 +179,7 @@ def serve_command(args) -> int:
                           limits={o.name: getattr(args, o.name) for o in SERVER_LIMITS}).start()
     print(f"listening on {server.address} (OpenAI-compatible); loading {folder} ...", flush=True)
     try:
-        from ..cli import stderr_progress  # noqa: PLC0415
-        from ..store.planner import check_cpu_fit  # noqa: PLC0415
-
-        engine = Engine.load(folder, device=args.device, dtype=args.dtype, max_context=args.max_context,
-                             table=folder_table(folder), progress=stderr_progress(), preflight=check_cpu_fit)
+        engine = load_engine(args)
     except BaseException:
         server.stop()
         raise

@@ -96,7 +96,7 @@ def _problem(fn, folder: Path) -> str:
         return one_line(str(e))
     except OSError as e:
         return one_line(f"{e.filename or folder}: cannot be read ({e.strerror or type(e).__name__})")
-    except Exception as e:  # noqa: BLE001 (hostile bytes reaching a reader's blind spot)
+    except Exception as e:  # hostile bytes reaching a reader's blind spot
         return one_line(f"{folder}: its files are damaged and cannot be read ({type(e).__name__}: {e})")
 
 
@@ -169,7 +169,7 @@ def list_models() -> list[LocalModel]:
 def _guarded(fn, name: str, path: Path, source: str) -> LocalModel:
     try:
         return fn()
-    except Exception as e:  # noqa: BLE001 (one damaged folder never hides the others)
+    except Exception as e:  # one damaged folder never hides the others
         return _damaged(name, path, source, f"{path}: cannot be read ({type(e).__name__}: {e})")
 
 

@@ -110,8 +110,8 @@ def _save(entries: list) -> None:
 def keyring_name() -> str | None:
     """The OS keyring's name when one is usable here, else None (no backend: the file keeps keys)."""
     try:
-        import keyring  # noqa: PLC0415
-        from keyring.backends import fail  # noqa: PLC0415
+        import keyring
+        from keyring.backends import fail
     except ImportError:
         return None
     try:
@@ -135,7 +135,7 @@ def where_keys_go() -> str:
 def _put_key(url: str, key: str) -> str:
     name = keyring_name()
     if name:
-        import keyring  # noqa: PLC0415
+        import keyring
 
         try:
             keyring.set_password(SERVICE, url, key)
@@ -153,7 +153,7 @@ def read_key(url: str) -> str | None:
         return None
     if entry.get("key_store") == KEYRING:
         try:
-            import keyring  # noqa: PLC0415
+            import keyring
 
             return keyring.get_password(SERVICE, url)
         except Exception as e:
@@ -195,7 +195,7 @@ def remove_source(spec: str) -> str:
     if not any(e.get("url") == url for e in left) and any(e.get("key_store") == KEYRING for e in entries
                                                            if e.get("url") == url):
         try:
-            import keyring  # noqa: PLC0415
+            import keyring
 
             keyring.delete_password(SERVICE, url)
         except Exception as e:

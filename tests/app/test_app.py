@@ -35,7 +35,7 @@ def test_send_and_stream_a_reply_on_the_demo_model(qtbot, window):
     assert len(streamed) >= 1  # text arrived in flushes before the reply finished
     widget = window.chat.widgets[-1]
     assert widget.role == "assistant" and "demo model" in widget.text
-    saved = window.controller.history.messages(window.controller.current)
+    saved = window.controller.history.messages(window.controller.chats.current)
     assert [m.role for m in saved] == ["user", "assistant"] and saved[1].complete
 
 
@@ -83,12 +83,12 @@ def test_history_survives_closing_and_reopening(qtbot, tmp_path):
     data = tmp_path / "data"
     w = make_window(qtbot, data)
     ask(qtbot, w, "hello", "Off")
-    title = w.controller.history.conversation(w.controller.current).title
+    title = w.controller.history.conversation(w.controller.chats.current).title
     w.close()
     w2 = make_window(qtbot, data)
     try:
         assert w2.sidebar.list.count() == 1 and w2.sidebar.list.item(0).text() == title
-        assert [m.role for m in w2.controller.history.messages(w2.controller.current)] == ["user", "assistant"]
+        assert [m.role for m in w2.controller.history.messages(w2.controller.chats.current)] == ["user", "assistant"]
         assert [x.role for x in w2.chat.widgets] == ["user", "assistant"]
     finally:
         w2.close()
@@ -157,42 +157,42 @@ def test_delete_asks_and_can_be_undone(qtbot, window, monkeypatch):
     from PySide6.QtWidgets import QMessageBox
 
     ask(qtbot, window, "hello", "Off")
-    cid = window.controller.current
+    cid = window.controller.chats.current
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
-    window.confirm_delete(cid)
+    window.dialogs.confirm_delete(cid)
     assert cid not in [c.id for c in window.controller.history.conversations()]
-    assert window.undo.isVisible() and "Deleted" in window.error.text()
-    window.undo.click()
+    assert window.notes.undo.isVisible() and "Deleted" in window.notes.error.text()
+    window.notes.undo.click()
     assert cid in [c.id for c in window.controller.history.conversations()]
 
 
 @pytest.mark.slow
 def test_edit_and_regenerate(qtbot, window):
     ask(qtbot, window, "hello", "Off")
-    user = window.controller.history.messages(window.controller.current)[0]
+    user = window.controller.history.messages(window.controller.chats.current)[0]
     window.start_edit(user.id)
     assert window.input.toPlainText() == "hello"
     window.input.setPlainText("how do I get the real model?")
     with qtbot.waitSignal(window.controller.sig_reply_done, timeout=180000) as done:
         window.send()
-    msgs = window.controller.history.messages(window.controller.current)
+    msgs = window.controller.history.messages(window.controller.chats.current)
     assert [m.content for m in msgs][0] == "how do I get the real model?" and len(msgs) == 2
     assert "model manager" in done.args[1].content
     with qtbot.waitSignal(window.controller.sig_reply_done, timeout=180000):
         window.chat.widgets[-1].buttons["Regenerate"].click()
-    assert len(window.controller.history.messages(window.controller.current)) == 2  # the branch shown
+    assert len(window.controller.history.messages(window.controller.chats.current)) == 2  # the branch shown
 
 
 @pytest.mark.slow
 def test_out_of_memory_offers_the_next_smaller_stop(window):
     window.controller.set_depth("Deep")
     assert window.depth.selected == "Deep"
-    window.controller._report_failure("out of memory: choose a lower reasoning depth or a smaller model")
-    assert window.lower_depth.isVisible() and window.lower_depth.text() == "Use Balanced"
-    assert "Try the lower reasoning depth Balanced" in window.error.text()
-    window.lower_depth.click()
-    assert window.controller.depth == "Balanced" and window.depth.selected == "Balanced"
-    assert not window.error.isVisible()
+    window.controller.replies.report_failure("out of memory: choose a lower reasoning depth or a smaller model")
+    assert window.notes.lower_depth.isVisible() and window.notes.lower_depth.text() == "Use Balanced"
+    assert "Try the lower reasoning depth Balanced" in window.notes.error.text()
+    window.notes.lower_depth.click()
+    assert window.controller.depth.name == "Balanced" and window.depth.selected == "Balanced"
+    assert not window.notes.error.isVisible()
 
 
 @pytest.mark.slow
@@ -204,7 +204,7 @@ def test_long_chats_build_only_their_last_page(qtbot, window):
     for i in range(50):
         h.add_message(cid, "user", f"question {i}")
         h.add_message(cid, "assistant", f"answer {i}")
-    window.controller.select(cid)
+    window.controller.chats.select(cid)
     assert len(window.chat.widgets) == ChatView.PAGE and window.chat.earlier.isVisible()
     assert window.chat.widgets[-1].text == "answer 49"
     window.chat.show_earlier()

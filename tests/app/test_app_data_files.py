@@ -609,7 +609,7 @@ def test_the_window_opens_on_a_damaged_history_and_shows_what_was_done(qtbot, tm
     check_data_files(prepare_data_folder(folder), settings)  # what main() does before the window
     w = make_window(qtbot, folder, settings)
     try:
-        assert w.error.isVisible() and "moved aside to history.unreadable-" in w.error.text()
+        assert w.notes.error.isVisible() and "moved aside to history.unreadable-" in w.notes.error.text()
         assert w.sidebar.list.count() >= 1 and not w.controller.history.read_only
         assert len(asides(folder)) == 1
     finally:
@@ -627,7 +627,7 @@ def test_the_window_opens_on_a_newer_history_read_only(qtbot, tmp_path):
     check_data_files(prepare_data_folder(folder), settings)
     w = make_window(qtbot, folder, settings)
     try:
-        assert "newer Elastic Chat" in w.error.text() and w.error.isVisible()
+        assert "newer Elastic Chat" in w.notes.error.text() and w.notes.error.isVisible()
         assert w.sidebar.list.count() == 2 and [x.role for x in w.chat.widgets] == ["user"] * 3
         assert w.controller.history.read_only
     finally:
@@ -648,13 +648,13 @@ def test_writes_to_a_read_only_history_are_one_banner_line_not_a_crash(qtbot, tm
         c = w.controller
         errors = []
         c.sig_error.connect(lambda message, lower: errors.append(message))
-        cid = c.current
-        assert c.send("What is 2 + 3?") is False and not c.busy
-        c.rename(cid, "renamed")
-        c.delete(cid)
-        c.set_conversation_settings("be brief", {})
+        cid = c.chats.current
+        assert c.chats.send("What is 2 + 3?") is False and not c.replies.busy
+        c.chats.rename(cid, "renamed")
+        c.chats.delete(cid)
+        c.chats.set_settings("be brief", {})
         assert len(errors) == 4 and all("read-only" in e and "\n" not in e for e in errors)
-        assert w.error.isVisible() and "read-only" in w.error.text()
+        assert w.notes.error.isVisible() and "read-only" in w.notes.error.text()
     finally:
         w.close()
 
@@ -668,7 +668,7 @@ app = QApplication([])
 def close_when_loaded():
     for w in app.topLevelWidgets():
         if type(w).__name__ == "MainWindow" and getattr(w, "loaded", None) is not None:
-            print("BANNER:", w.error.text() if w.error.isVisible() else "")
+            print("BANNER:", w.notes.error.text() if w.notes.error.isVisible() else "")
             w.close()
             return
     QTimer.singleShot(100, close_when_loaded)

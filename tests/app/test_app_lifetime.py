@@ -53,7 +53,7 @@ def run(window, i=0):
                     d.tabs.setCurrentIndex(value)
             d.accept() if step["do"] == "accept" else d.reject()
         QTimer.singleShot(50, in_dialog)
-        window.open_settings(tab=step.get("tab", 0))
+        window.dialogs.open_settings(tab=step.get("tab", 0))
         nxt()
     elif step["do"] == "say":
         print(step["text"], flush=True)

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QDialog
 from app.state.settings import Settings, server_problem
 from app.widgets.settings_dialog import SettingsDialog
 from runtime.errors import UsageError
-from runtime.server.runner import check_listen
+from runtime.server.access_rules import check_listen
 from tests.app_support import make_window
 from tests.engine_support import held_engine
 
@@ -168,7 +168,7 @@ def test_the_settings_dialog_moves_the_server_and_turns_it_off(qtbot, served, mo
         d.server_box.port.setValue(port)
 
     seen = settings_dialog_does(monkeypatch, move)
-    w.open_settings(tab=2)
+    w.dialogs.open_settings(tab=2)
     assert seen[0].tabs.currentIndex() == 2 and notes[0].startswith(f"Serving at {old}:")
     qtbot.waitUntil(lambda: server.status().address == f"http://127.0.0.1:{port}/v1", timeout=60000)
     assert refused(old) and w.settings.server_port == port
@@ -177,7 +177,7 @@ def test_the_settings_dialog_moves_the_server_and_turns_it_off(qtbot, served, mo
 
     moved = server.status().address
     settings_dialog_does(monkeypatch, lambda d: d.server_box.enabled.setChecked(False))
-    w.open_settings(tab=2)
+    w.dialogs.open_settings(tab=2)
     qtbot.waitUntil(lambda: not server.status().running and not w.strip.server.isVisible(), timeout=30000)
     # the listening socket closes in the background stop thread, just after the status says stopped
     qtbot.waitUntil(lambda: refused(moved), timeout=30000)
@@ -194,7 +194,7 @@ def test_the_dialog_will_not_open_the_server_to_the_network_without_a_key(qtbot,
         d.server_box.api_key.setText("")
 
     seen = settings_dialog_does(monkeypatch, open_to_all)
-    w.open_settings(tab=0)
+    w.dialogs.open_settings(tab=0)
     dialog = seen[0]
     assert dialog.result() != QDialog.DialogCode.Accepted  # OK did not close it
     assert dialog.tabs.currentIndex() == dialog.server_tab and "API key" in dialog.server_box.note.text()
@@ -210,16 +210,16 @@ def test_a_taken_port_is_reported_in_the_strip_and_the_banner_and_a_free_one_fix
             server = w.controller.server
             qtbot.waitUntil(lambda: w.strip.server.text().startswith("Server: "), timeout=60000)
             assert f"port {port} on 127.0.0.1" in w.strip.server.text() and not server.status().running
-            assert w.error.isVisible() and "local server is not running" in w.error.text()
-            assert "Settings → Server" in w.error.text()
-            assert "--port" not in w.error.text() and "used by another program" in w.error.text()
+            assert w.notes.error.isVisible() and "local server is not running" in w.notes.error.text()
+            assert "Settings → Server" in w.notes.error.text()
+            assert "--port" not in w.notes.error.text() and "used by another program" in w.notes.error.text()
             free = free_port()
             settings_dialog_does(monkeypatch, lambda d: d.server_box.port.setValue(free))
-            w.open_settings(tab=2)
+            w.dialogs.open_settings(tab=2)
             qtbot.waitUntil(lambda: server.status().running, timeout=60000)
             assert server.status().address == f"http://127.0.0.1:{free}/v1"
             qtbot.waitUntil(lambda: w.strip.server.text().startswith("Serving "), timeout=5000)
-            assert not w.error.isVisible()  # the banner went with the failure
+            assert not w.notes.error.isVisible()  # the banner went with the failure
         finally:
             w.close()
 
@@ -229,14 +229,14 @@ def test_a_taken_port_offers_a_free_one_and_one_click_serves_there_and_keeps_it(
         w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=40, server_enabled=True, server_port=port))
         try:
             server = w.controller.server
-            qtbot.waitUntil(lambda: w.use_port.isVisible(), timeout=60000)
-            offered = w.use_port.property("port")
-            assert offered != port and w.use_port.text() == f"Use port {offered}"
-            assert f"Use port {offered}, or change" in w.error.text()
-            w.use_port.click()
+            qtbot.waitUntil(lambda: w.notes.use_port.isVisible(), timeout=60000)
+            offered = w.notes.use_port.property("port")
+            assert offered != port and w.notes.use_port.text() == f"Use port {offered}"
+            assert f"Use port {offered}, or change" in w.notes.error.text()
+            w.notes.use_port.click()
             qtbot.waitUntil(lambda: server.status().running, timeout=60000)
             assert server.status().address == f"http://127.0.0.1:{offered}/v1"
-            assert not w.error.isVisible() and not w.use_port.isVisible()
+            assert not w.notes.error.isVisible() and not w.notes.use_port.isVisible()
             saved = json.loads((tmp_path / "data" / "settings.json").read_text())
             assert saved["server_port"] == offered  # kept: the next start serves there too
         finally:
@@ -414,7 +414,7 @@ def test_the_apps_server_refuses_other_names_and_pages_as_serve_does(qtbot, tmp_
         assert requests.get(address + "/models", headers={"Host": "box.lan"}, timeout=60).status_code == 421
 
         settings_dialog_does(monkeypatch, lambda d: d.server_box.allow_hosts.setText("box.lan"))
-        w.open_settings(tab=2)  # a new name restarts the server with it
+        w.dialogs.open_settings(tab=2)  # a new name restarts the server with it
         assert w.settings.server_allow_hosts == ["box.lan"]
         qtbot.waitUntil(lambda: answered(address + "/models", "box.lan") == 200, timeout=60000)
         assert requests.get(address + "/models", headers={"Host": "evil.example"}, timeout=60).status_code == 421

@@ -109,17 +109,17 @@ def test_the_window_attaches_counts_and_sends_a_file(qtbot, tmp_path):
     (tmp_path / "notes.md").write_text("The meeting is on Tuesday at 10 in room 4. " * 20)
     qtbot.waitUntil(lambda: w.meter.tokens == 0, timeout=30000)
     with qtbot.waitSignal(c.sig_attachments, timeout=60000, check_params_cb=lambda f: f and f[0][1] > 0) as shown:
-        c.attach(str(tmp_path / "notes.md"))
+        c.composer.attach(str(tmp_path / "notes.md"))
     (name, tokens, _), = shown.args[0]
     assert name == "notes.md" and tokens > 100 and w.files.isVisible() and "tokens" in w.files.items[0].findChild(
-        type(w.error.label)).text()
+        type(w.notes.error.label)).text()
     qtbot.waitUntil(lambda: w.meter.tokens > tokens, timeout=30000)  # the meter counts it before sending
-    c.attach(str(tmp_path / "missing.png"))
-    qtbot.waitUntil(lambda: w.error.isVisible() and "picture" in w.error.text(), timeout=30000)
+    c.composer.attach(str(tmp_path / "missing.png"))
+    qtbot.waitUntil(lambda: w.notes.error.isVisible() and "picture" in w.notes.error.text(), timeout=30000)
     w.input.setPlainText("When is the meeting?")
     with qtbot.waitSignal(c.sig_reply_done, timeout=120000) as done:
         w.send()
-    user = c.history.messages(c.current)[0]
+    user = c.history.messages(c.chats.current)[0]
     assert user.meta["attachments"][0]["name"] == "notes.md" and not w.files.isVisible()
     assert done.args[1].meta["prompt_tokens"] > tokens and "📎 notes.md" in w.chat.widgets[0].info.text()
     w.close()

@@ -133,10 +133,10 @@ def test_the_window_exports_and_imports_through_its_menu(qtbot, tmp_path, monkey
     out = tmp_path / "out"
     out.mkdir()
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out / "hello"), a[3].split(";;")[1]))
-    w.export_chat()
+    w.dialogs.export_chat()
     assert json.loads((out / "hello.json").read_text())["messages"][1]["meta"]["answer_submodel"]
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(out / "hello.json"), ""))
-    before = w.controller.current
-    w.import_chat()
-    assert w.controller.current != before and len(w.chat.widgets) == 2 and "Imported" in w.error.text()
+    before = w.controller.chats.current
+    w.dialogs.import_chat()
+    assert w.controller.chats.current != before and len(w.chat.widgets) == 2 and "Imported" in w.notes.error.text()
     w.close()

@@ -104,12 +104,12 @@ def test_a_message_longer_than_the_context_is_refused_with_a_way_out(qtbot, shor
     w.input.setPlainText(text)
     with qtbot.waitSignal(c.sig_overflow, timeout=60000) as refused:
         w.send()
-    qtbot.waitUntil(lambda: not c.busy, timeout=60000)
+    qtbot.waitUntil(lambda: not c.replies.busy, timeout=60000)
     assert "Nothing was sent" in refused.args[0] and "Take it back" in refused.args[0]
-    assert w.take_back.isVisible() and not w.leave_out.isVisible()  # its one turn cannot be left out
-    assert [m.role for m in c.history.messages(c.current)] == ["user"]  # no empty reply left behind
-    w.take_back.click()
-    assert c.history.messages(c.current) == [] and w.input.toPlainText() == text.strip()
+    assert w.notes.take_back.isVisible() and not w.notes.leave_out.isVisible()  # its one turn cannot be left out
+    assert [m.role for m in c.history.messages(c.chats.current)] == ["user"]  # no empty reply left behind
+    w.notes.take_back.click()
+    assert c.history.messages(c.chats.current) == [] and w.input.toPlainText() == text.strip()
     w.input.setPlainText("What is 2 + 3?")  # the chat is not broken: a short message is answered
     with qtbot.waitSignal(c.sig_reply_done, timeout=120000) as done:
         w.send()
@@ -120,13 +120,13 @@ def test_a_long_chat_leaves_out_its_earliest_turns(qtbot, short_window):
     w, c = short_window, short_window.controller
     w.settings.context_overflow = KEEP_SYSTEM
     for i in range(4):  # earlier turns of about 40 tokens each
-        c.history.add_message(c.current, "user", f"question {i} " + "x " * 30)
-        c.history.add_message(c.current, "assistant", f"answer {i}")
-    c.select(c.current)
+        c.history.add_message(c.chats.current, "user", f"question {i} " + "x " * 30)
+        c.history.add_message(c.chats.current, "assistant", f"answer {i}")
+    c.chats.select(c.chats.current)
     w.input.setPlainText("What is 2 + 3?")
     with qtbot.waitSignal(c.sig_reply_done, timeout=120000) as done:
         w.send()
     meta = done.args[1].meta
     assert meta["context_dropped"] >= 2 and meta["context_dropped"] % 2 == 0  # whole turns
-    assert meta["prompt_tokens"] <= c.context_limits()[0]
-    assert "left out" in w.error.text()  # the user is told, and where to change it
+    assert meta["prompt_tokens"] <= c.context.limits()[0]
+    assert "left out" in w.notes.error.text()  # the user is told, and where to change it

@@ -63,30 +63,30 @@ def test_the_picker_presets_drafts_and_banners_in_one_window(qtbot, tmp_path, mo
     assert w.send_button.isEnabled() and w.picker.unload.isEnabled()
     # presets: choosing one sets the chat's system prompt; the chat's own prompt can be saved as one
     w.prompts.combo.activated.emit(w.prompts.combo.findData("Brief"))
-    assert c.conversation_settings()[0] == BUILT_IN["Brief"] and w.prompts.combo.currentData() == "Brief"
-    c.set_system_prompt("Answer in French.")
+    assert c.chats.settings()[0] == BUILT_IN["Brief"] and w.prompts.combo.currentData() == "Brief"
+    c.chats.set_system_prompt("Answer in French.")
     monkeypatch.setattr("PySide6.QtWidgets.QInputDialog.getText", lambda *a, **k: ("French", True))
-    w.save_preset()
+    w.dialogs.save_preset()
     assert load_presets(w.data_dir)[0] == {"French": "Answer in French."} and w.prompts.combo.currentData() == "French"
     # drafts belong to their chat
     ask(qtbot, w, "hello", "Off")
-    first = c.current
+    first = c.chats.current
     w.input.setPlainText("a draft for the first chat")
     w.new_chat()
-    second = c.current
+    second = c.chats.current
     assert second != first and w.input.toPlainText() == ""
     w.input.setPlainText("the second chat's draft")
-    c.select(first)
+    c.chats.select(first)
     assert w.input.toPlainText() == "a draft for the first chat"
     ask(qtbot, w, "What is 2 + 3?", "Off")  # sending takes this chat's draft; the other chat's stays
     assert w.input.toPlainText() == ""
-    c.select(second)
+    c.chats.select(second)
     assert w.input.toPlainText() == "the second chat's draft"
     # banners close, and the error line's offers go with it
-    w.show_error("Something to read.", lower="Quick")
-    assert w.error.isVisible() and w.lower_depth.isVisible()
-    w.error.close_button.click()
-    assert not w.error.isVisible() and not w.lower_depth.isVisible()
+    w.notes.show_error("Something to read.", lower="Quick")
+    assert w.notes.error.isVisible() and w.notes.lower_depth.isVisible()
+    w.notes.error.close_button.click()
+    assert not w.notes.error.isVisible() and not w.notes.lower_depth.isVisible()
     assert w.banner.isVisible()  # the demo's banner
     w.banner.close_button.click()
     assert not w.banner.isVisible()
@@ -154,7 +154,7 @@ def test_the_load_line_never_widens_the_window(qtbot):
     w = LoadProgress()
     qtbot.addWidget(w)
     w.start("star-elastic-30b-nvfp4")
-    w.text.setText("star-elastic-30b-nvfp4: loading 3.2 of 18.0 GB (18%), shard 1 of 5, about 55 s left " * 2)
+    w.text.setText("star-elastic-30b-nvfp4: loading 3.0 of 16.8 GiB (18%), shard 1 of 5, about 55 s left " * 2)
     assert w.minimumSizeHint().width() < 500 and "about 55 s left" in w.text.text()
 
 
@@ -167,19 +167,19 @@ def test_esc_and_a_send_elsewhere_leave_another_chats_reply_running(qtbot, tmp_p
     w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=40))
     c = w.controller
     reply, controls = hold(qtbot, w, gate, "Balanced", at=3)  # chat A's reply, held mid-thought
-    first = c.current
+    first = c.chats.current
     w.new_chat()
     qtbot.keyClick(w, Qt.Key.Key_Escape)  # Esc in chat B: B has no reply, A's goes on
     assert not controls.stop_requested and not w.stop_button.isEnabled()
     gate.at = None
     w.input.setPlainText("What is 2 + 3?")
     w.send()  # B's reply waits its turn behind A's
-    assert not controls.stop_requested and "starts when the one in" in w.error.text()
+    assert not controls.stop_requested and "starts when the one in" in w.notes.error.text()
     waiting = w.chat.widgets[-1]
     assert waiting.tail.text() == WAITING and w.stop_button.isEnabled()
     done = {}
     c.sig_reply_done.connect(lambda cid, m: done.__setitem__(cid, m.meta["finish_reason"]))
     controls.released.set()
     qtbot.waitUntil(lambda: len(done) == 2, timeout=LONG)
-    assert done[first] != "stopped" and done[c.current] != "stopped"
+    assert done[first] != "stopped" and done[c.chats.current] != "stopped"
     w.close()

@@ -6,7 +6,8 @@ import sqlite3
 import pytest
 
 from app.markdown_blocks import finish_blocks, readable_math, split_blocks, with_readable_math
-from app.state.history import MIGRATIONS, SCHEMA_VERSION, History, HistoryReadOnly
+from app.state.history import History, HistoryReadOnly
+from app.state.history_schema import MIGRATIONS, SCHEMA_VERSION
 from app.state.settings import Settings
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from app.state import history as history_module
-from app.state.history import MIGRATIONS, History
+from app.state import history_recovery
+from app.state.history import History
+from app.state.history_schema import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE = ("", "-wal", "-shm")
@@ -243,6 +244,6 @@ def test_reading_a_hostile_size_is_cut_short_by_its_work_alone(tmp_path, monkeyp
     _newer_history(path, 1, 20_000)
     now = time.monotonic()
     monkeypatch.setattr(time, "monotonic", lambda: now)  # only work can stop it
-    monkeypatch.setattr(history_module, "READ_STEPS", steps)
+    monkeypatch.setattr(history_recovery, "READ_STEPS", steps)
     copied, notices = _copied(path)
     assert copied < 20_000 and any("Some parts of it could not be read" in n for n in notices), notices

@@ -19,7 +19,7 @@ from app.state.settings import Sampling, Settings
 from app.widgets.chat_view import thinking_summary
 from app.widgets.depth_slider import DepthSlider, slider_stops
 from app.widgets.live_strip import LiveStrip
-from runtime.generate import GRACE_TOKENS
+from runtime.reply_record import GRACE_TOKENS
 from tests.app_support import LONG, SUM, finish, held_at, hold, make_window, warmed_up
 from tests.paths import ROOT
 
@@ -40,7 +40,7 @@ def small_ceiling(tmp_path):
 def window(qtbot, tmp_path, small_ceiling, gate):
     w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=200, sampling=Sampling(temperature=0.0)))
     with qtbot.waitSignal(w.controller.sig_model_loaded, timeout=LONG):
-        w.load_model(str(small_ceiling), "", is_demo=True)
+        w.model_panel.load(str(small_ceiling), "", is_demo=True)
     warmed_up(qtbot, w)
     assert [(s.name, s.think, s.budget) for s in w.loaded.levels] == [
         ("Off", None, 0), ("Quick", "0.5M", 8), ("Balanced", "1.0M", 16), ("Deep", "1.0M", 32), ("Max", "1.5M", 64),
@@ -63,7 +63,7 @@ def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, w
     qtbot.waitUntil(lambda: w.chat.widgets[-1].thinking.toggle.text().startswith("Thinking on 0.5M…"), timeout=LONG)
     assert "applies now to this thought" in w.depth.detail.text()
     w.depth.jump(2)  # a click on Balanced's label: 1.0M thinks, 16 tokens in all
-    assert c.depth == "Balanced" and w.settings.depth == "Balanced"  # the chat's depth, for the next reply too
+    assert c.depth.name == "Balanced" and w.settings.depth == "Balanced"  # the chat's depth, for the next reply too
     message = finish(qtbot, w, controls)
     meta = message.meta
     depth_moves = [s for s in meta["switches"] if s["reason"] == "depth"]
@@ -80,9 +80,9 @@ def test_moving_the_slider_while_thinking_moves_the_rest_of_the_thought(qtbot, w
     # the header names both thinkers, from what was saved, and again when the chat is rebuilt from history
     header = f"· 3 tokens on 0.5M, then {by['1.0M']} on 1.0M"
     assert header in w.chat.widgets[-1].thinking.toggle.text()
-    here = c.current
-    c.new_conversation()
-    c.select(here)
+    here = c.chats.current
+    c.chats.new()
+    c.chats.select(here)
     assert header in w.chat.widgets[-1].thinking.toggle.text()
     reopened = History(c.history.path)
     try:
@@ -102,13 +102,13 @@ def test_moving_the_slider_to_auto_while_thinking_lets_the_rest_of_the_thought_c
     elastic["auto_depth"] = {"signal": "entropy", "threshold": 0.0, "window": 1}
     (eager / "elastic.json").write_text(json.dumps(elastic))
     with qtbot.waitSignal(c.sig_model_loaded, timeout=LONG):
-        w.load_model(str(eager), "", is_demo=True)
+        w.model_panel.load(str(eager), "", is_demo=True)
     reply, controls = hold(qtbot, w, gate, "Deep", at=4)  # fixed on 1.0M: it never climbs by itself
     fixed = finish(qtbot, w, controls).meta
     assert [s["reason"] for s in fixed["switches"]] == ["answer"]
     reply, controls = hold(qtbot, w, gate, "Deep", at=4)  # 1.0M has thought 3 tokens
     w.depth.jump(5)  # Auto: its thinker (0.5M) takes over, watched, and climbs at its first doubt
-    assert c.depth == "Auto"
+    assert c.depth.name == "Auto"
     meta = finish(qtbot, w, controls).meta
     assert [(s["from"], s["to"], s["reason"]) for s in meta["switches"]] == [
         ("1.0M", "0.5M", "depth"), ("0.5M", "1.0M", "escalate"), ("1.0M", "1.5M", "escalate")]
@@ -130,7 +130,7 @@ def test_answer_now_always_yields_an_answer_and_the_reply_is_saved_complete(qtbo
     assert meta["thinking_end"] == "user" and not meta["budget_hit"]
     assert meta["finish_reason"] in ("end_of_turn", "length") and meta["answer_tokens"] > 0 and message.content
     assert dict(meta["thinking_by_submodel"])["1.5M"] >= at - 1
-    saved = c.history.messages(c.current)[-1]
+    saved = c.history.messages(c.chats.current)[-1]
     assert saved.complete and saved.content == message.content and saved.meta["thinking_end"] == "user"
     assert w.chat.widgets[-1].thinking.toggle.text().endswith("ended by you")
 
@@ -149,7 +149,7 @@ def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
     reply, controls = hold(qtbot, w, gate, "Quick", at=3)
     header = w.chat.widgets[-1].thinking.toggle.text
     qtbot.waitUntil(lambda: header() == "Thinking on 0.5M… 2 of 8 tokens", timeout=LONG)  # the budget as it is
-    assert c.think_longer_tokens == CEILING // 4
+    assert c.steering.think_longer_tokens == CEILING // 4
     qtbot.mouseClick(w.think_longer_button, Qt.MouseButton.LeftButton)
     assert steering_enabled(w) == [True] * 4  # it may think longer again, or answer now
     gate.at = 6  # a few tokens on, held again: the header shows the raised budget
@@ -170,19 +170,19 @@ def test_steering_is_off_unless_the_reply_shown_is_thinking(qtbot, window, gate)
     # thinking off: the reply answers from its first token; a slider move is for the next reply only
     reply, controls = hold(qtbot, w, gate, "Off", at=3)
     assert steering_enabled(w) == [False] * 4 and "this one is answering" in w.depth.detail.text()
-    assert not c.answer_now() and c.think_longer() == 0
+    assert not c.steering.answer_now() and c.steering.think_longer() == 0
     w.depth.jump(2)
-    assert c.depth == "Balanced"
+    assert c.depth.name == "Balanced"
     off = finish(qtbot, w, controls).meta
     assert off["think_submodel"] is None and off["switches"] == [] and off["thinking_tokens"] == 0
     assert steering_enabled(w) == [False] * 4 and "applies to the next reply" in w.depth.detail.text()
     # thinking: on; looking at another chat: off (the buttons act on the reply shown); back: on again
     reply, controls = hold(qtbot, w, gate, "Balanced", at=3)
     assert steering_enabled(w) == [True] * 4
-    here = c.current
-    c.new_conversation()
+    here = c.chats.current
+    c.chats.new()
     assert steering_enabled(w) == [False] * 4 and "applies to the next reply" in w.depth.detail.text()
-    c.select(here)
+    c.chats.select(here)
     assert steering_enabled(w) == [True] * 4
     qtbot.keyClick(w, Qt.Key.Key_Escape)  # stopped: nothing to steer
     assert steering_enabled(w) == [False] * 4
@@ -203,9 +203,9 @@ def test_the_keys_answer_now_and_think_longer(qtbot, window, gate):
     assert meta["thinking_end"] == "user" and meta["answer_tokens"] > 0
     assert w.answer_now_action.shortcut().toString() == "Ctrl+Shift+A"
     assert w.think_longer_action.shortcut().toString() == "Ctrl+Shift+L"
-    w.show_shortcuts()
-    assert "Ctrl+Shift+A" in w.shortcuts_dialog.text() and "Ctrl+Shift+L" in w.shortcuts_dialog.text()
-    w.shortcuts_dialog.close()
+    w.dialogs.show_shortcuts()
+    assert "Ctrl+Shift+A" in w.dialogs.shortcuts_dialog.text() and "Ctrl+Shift+L" in w.dialogs.shortcuts_dialog.text()
+    w.dialogs.shortcuts_dialog.close()
 
 
 # ---------------------------------------------------------------------- the widgets and the saved details

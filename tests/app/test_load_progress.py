@@ -39,7 +39,7 @@ def test_the_widget_shows_progress_and_asks_to_cancel(qtbot):
     assert not w.isHidden()
     w.update_progress(Progress(3_200_000_000, 18_000_000_000, 900, 24147, "model-00001-of-00005.safetensors", 1, 5,
                                12.0, 55.0))
-    assert w.bar.value() == 178 and "3.2 of 18.0 GB (18%), shard 1 of 5, about 55 s left" in w.text.text()
+    assert w.bar.value() == 178 and "3.0 of 16.8 GiB (18%), shard 1 of 5, about 55 s left" in w.text.text()
     with qtbot.waitSignal(w.sig_cancel):
         w.cancel.click()
     assert not w.cancel.isEnabled()
@@ -72,14 +72,14 @@ def test_loading_disables_send_and_the_slider_then_cancel_leaves_no_model(qtbot,
     progress = []
     w.controller.sig_load_progress.connect(progress.append)
     with qtbot.waitSignal(w.controller.sig_model_loaded, timeout=120000):
-        w.load_model(str(real_layout), "")
+        w.model_panel.load(str(real_layout), "")
         assert not w.send_button.isEnabled() and not w.depth.isEnabled()
         assert "Waiting for nvfp4 to load" in w.send_button.toolTip() and not w.loading.isHidden()
     assert progress and progress[-1].fraction == 1.0
     assert w.send_button.isEnabled() and w.depth.isEnabled() and w.loading.isHidden()
     w.controller.worker.cancel_requested = CancelAfter(40)
     with qtbot.waitSignal(w.controller.sig_load_cancelled, timeout=120000):
-        w.load_model(str(real_layout), "")
+        w.model_panel.load(str(real_layout), "")
     assert w.controller.worker.engine is None and w.loading.isHidden()
     assert not w.send_button.isEnabled() and "cancelled" in w.statusBar().currentMessage()
     w.close()

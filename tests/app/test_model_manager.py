@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.models_controller import ModelsController, actions, hardware_text, verify_text
+from app.model_texts import hardware_text, verify_text
+from app.models_controller import ModelsController, actions
 from app.widgets.model_manager import STATUS
 from app.workers import PROGRESS_INTERVAL_S, DownloadWorker, Throttle
 from tests.app_support import open_dialog

@@ -92,12 +92,13 @@ def panics(*_a, **_k):
 
 
 def test_a_panic_in_a_reply_fails_that_reply_and_the_worker_lives(qtbot, worker, monkeypatch):
-    import runtime.engine_queue
+    import app.workers
     from runtime.generate import ChatRequest
 
-    monkeypatch.setattr(runtime.engine_queue, "stream_in_turn", panics)
+    monkeypatch.setattr(app.workers, "stream_in_turn", panics)
     with qtbot.waitSignal(worker.sig_reply_failed, timeout=10000) as failed:
-        worker.generate(7, ChatRequest(({"role": "user", "content": "hi"},), None, "1.5M"), None)
+        worker.generate(7, app.workers.PlainReply(ChatRequest(({"role": "user", "content": "hi"},), None, "1.5M")),
+                        None)
     assert failed.args == [7, "Rust panic: Onig: retry-limit-in-match over"]
 
 
@@ -160,12 +161,12 @@ def test_a_remembered_model_that_failed_opens_the_demo_with_a_banner_and_try_aga
     if how == "failed to load":
         record.end(str(folder), "the tokenizer fails on ordinary short texts")
     w = make_window(qtbot, data, Settings(active_model=str(folder)))
-    assert w.loaded.is_demo and w.retry_load.isVisible()
-    banner = w.error.text()
+    assert w.loaded.is_demo and w.notes.retry_load.isVisible()
+    banner = w.notes.error.text()
     assert "backtracks was not loaded" in banner and ("while it was loading" in banner or "tokenizer fails" in banner)
     with qtbot.waitSignal(w.controller.sig_model_failed, timeout=120000):
-        w.retry_load.click()  # asked for: it loads (and fails again, saying why)
-    assert not w.retry_load.isVisible() and "the tokenizer fails on ordinary short texts" in w.error.text()
+        w.notes.retry_load.click()  # asked for: it loads (and fails again, saying why)
+    assert not w.notes.retry_load.isVisible() and "the tokenizer fails on ordinary short texts" in w.notes.error.text()
     # the worker writes the record just after it reports the failure
     qtbot.waitUntil(lambda: record.blocked(str(folder)).startswith("it failed to load last time"), timeout=10000)
 
@@ -182,7 +183,7 @@ def test_a_model_asked_for_on_the_command_line_loads_even_if_it_failed_before(qt
     qtbot.addWidget(w)
     qtbot.waitUntil(lambda: w.loaded is not None, timeout=180000)
     warmed_up(qtbot, w)
-    assert w.retry_load.isHidden() and not w.loaded.is_demo
+    assert w.notes.retry_load.isHidden() and not w.loaded.is_demo
     # the worker clears the record just after the load's exclusive hold ends (workers.py's finally), so
     # a moment after the queue is free: wait for it rather than race it
     qtbot.waitUntil(lambda: record.blocked(str(DEMO)) == "", timeout=10000)
@@ -194,7 +195,7 @@ def test_choosing_another_model_withdraws_the_offer_to_try_again(qtbot, tmp_path
     folder = backtracking_checkpoint(tmp_path)
     LoadRecord(data).begin(str(folder))
     w = make_window(qtbot, data, Settings(active_model=str(folder)))
-    assert w.retry_load.isVisible()
+    assert w.notes.retry_load.isVisible()
     with qtbot.waitSignal(w.controller.sig_model_loaded, timeout=120000):
         w.models.sig_use.emit(str(DEMO), "")  # the model manager's Use
-    assert not w.retry_load.isVisible() and w.settings.active_model == str(DEMO)
+    assert not w.notes.retry_load.isVisible() and w.settings.active_model == str(DEMO)

@@ -13,7 +13,8 @@ from runtime.cli import main
 from runtime.depth import depth_levels
 from runtime.errors import UsageError
 from runtime.sampling import SamplingSettings
-from runtime.server.openai_api import ApiError, ServedModel, parse_chat
+from runtime.server.openai_api import parse_chat
+from runtime.server.serving import ApiError, ServedModel
 from tests.paths import DEMO
 
 SERVED = ServedModel("demo", ("small", "mid", "full"), tuple(depth_levels(["small", "mid", "full"], 100)), 4096)

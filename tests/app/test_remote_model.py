@@ -52,7 +52,7 @@ def test_the_window_chats_on_a_remote_server_and_survives_one_that_dies(qtbot, h
             reply = ask(qtbot, w, SUM, "Off")
     assert reply.content == "partial reply" and reply.meta["finish_reason"] == "error"
     assert "dropped the connection" in error.args[0] and "\n" not in error.args[0]
-    assert w.error.isVisible() and w.send_button.isEnabled()
+    assert w.notes.error.isVisible() and w.send_button.isEnabled()
 
 
 def test_the_add_server_dialog_probes_says_where_the_key_goes_and_adds_a_usable_row(qtbot, home, monkeypatch):

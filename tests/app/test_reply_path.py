@@ -27,7 +27,7 @@ def window(qtbot, tmp_path):
 
 
 def test_sampling_is_converted_once_from_defaults_and_the_chat(qtbot):
-    from app.controller import sampling_for
+    from app.reply import sampling_for
     from app.state.settings import Sampling
     from runtime.errors import UsageError
 
@@ -47,19 +47,19 @@ def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
     try:
         with qtbot.waitSignal(c.sig_model_loaded, timeout=180000):
             c.load_model(DEMO, "", is_demo=True)
-        assert c.depth == "Balanced"  # a saved depth this model does not know
-        c.ensure_conversation()
+        assert c.depth.name == "Balanced"  # a saved depth this model does not know
+        c.chats.ensure()
         c.set_depth("Quick")
         streamed = []
         c.sig_stream.connect(lambda *a: streamed.append(a))
         with qtbot.waitSignal(c.sig_reply_done, timeout=180000) as done:
-            assert c.send("What is 2 + 3?")
+            assert c.chats.send("What is 2 + 3?")
         cid, message = done.args
-        assert cid == c.current and message.meta["finish_reason"] in ("end_of_turn", "length")
+        assert cid == c.chats.current and message.meta["finish_reason"] in ("end_of_turn", "length")
         assert message.meta["depth"] == "Quick" and message.meta["thinking_ms"] > 0
         assert streamed and streamed[-1][0] == cid
         saved = c.history.messages(cid)[-1]
-        assert saved.complete and saved.content == message.content and not c.busy
+        assert saved.complete and saved.content == message.content and not c.replies.busy
     finally:
         c.shutdown()
 
@@ -71,23 +71,23 @@ def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, win
     other = c.history.new_conversation("other").id
     window.settings.max_new_tokens = 60
     _, controls = hold(qtbot, window, gate, "Max", 3)  # held mid-reply until the test lets it end
-    first = c.current
+    first = c.chats.current
     if how == "switch":
-        c.select(other)
+        c.chats.select(other)
     else:
         qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
         assert window.input.hasFocus()
-    assert c.current != first and c.reply_in(first) is not None  # still streaming, into its own chat
+    assert c.chats.current != first and c.replies.reply_in(first) is not None  # still streaming, into its own chat
     assert all(w.message_id not in [m.id for m in c.history.messages(first)] for w in window.chat.widgets)
     # come back mid-reply: the reply is shown as far as it got and keeps updating, live
-    c.select(first)
+    c.chats.select(first)
     live = window.chat.widgets[-1]
-    assert live.role == "assistant" and c.reply_in(first) is not None
+    assert live.role == "assistant" and c.replies.reply_in(first) is not None
     with qtbot.waitSignal(c.sig_reply_done, timeout=180000) as done:
-        c.select(other)  # and away again, until it ends
+        c.chats.select(other)  # and away again, until it ends
         controls.released.set()
     assert done.args[0] == first and done.args[1].meta["finish_reason"] in ("end_of_turn", "length")
-    c.select(first)
+    c.chats.select(first)
     saved = c.history.messages(first)[-1]
     assert saved.complete and window.chat.widgets[-1].text == saved.content
 
@@ -100,12 +100,12 @@ def test_coming_back_mid_reply_shows_it_live(qtbot, window, gate):
     c.set_depth("Max")
     window.input.setPlainText("What is 45 + 23 - 17 + 9 + 12?")
     window.send()
-    first = c.current
-    reply = c.reply_in(first)
+    first = c.chats.current
+    reply = c.replies.reply_in(first)
     controls = reply.controls
     window.new_chat()
     held_at(qtbot, gate, reply, controls, 5)
-    c.select(first)
+    c.chats.select(first)
     widget = window.chat.widgets[-1]
     before = widget.thinking.body.text() + widget.text
     assert before  # built from the reply so far, not from the last save
@@ -113,9 +113,9 @@ def test_coming_back_mid_reply_shows_it_live(qtbot, window, gate):
     controls.released.set()
     held_at(qtbot, gate, reply, controls, 9)
     qtbot.waitUntil(lambda: widget.thinking.body.text() + widget.text != before, timeout=30000)
-    c.stop()
+    c.replies.stop()
     controls.released.set()
-    qtbot.waitUntil(lambda: not c.busy, timeout=180000)
+    qtbot.waitUntil(lambda: not c.replies.busy, timeout=180000)
     assert window.chat.widgets[-1] is widget and "stopped" in widget.info.text()
 
 
@@ -130,15 +130,15 @@ def test_regenerating_mid_reply_keeps_the_old_reply_as_a_version(qtbot, window, 
     c.sig_reply_done.connect(lambda cid, m: ends.__setitem__(m.id, m))
     window.settings.max_new_tokens = 30
     gate.at = None  # the new reply runs freely
-    c.regenerate()
+    c.chats.regenerate()
     controls.released.set()  # the old reply ends only now, after it was replaced
-    qtbot.waitUntil(lambda: not c.busy, timeout=180000)
-    msgs = c.history.messages(c.current)
+    qtbot.waitUntil(lambda: not c.replies.busy, timeout=180000)
+    msgs = c.history.messages(c.chats.current)
     assert [m.role for m in msgs] == ["user", "assistant"] and msgs[1].id != old.message_id
     assert set(ends) == {old.message_id, msgs[1].id} and msgs[1].versions == (old.message_id, msgs[1].id)
     assert msgs[1].complete and msgs[1].content == ends[msgs[1].id].content
     assert msgs[1].meta["finish_reason"] in ("end_of_turn", "length")
-    kept = next(m for m in c.history.all_messages(c.current) if m.id == old.message_id)
+    kept = next(m for m in c.history.all_messages(c.chats.current) if m.id == old.message_id)
     assert kept.complete and kept.meta["finish_reason"] == "stopped" and kept.content == ends[old.message_id].content
     assert window.chat.widgets[-1].text == msgs[1].content and window.chat.widgets[-1].message_id == msgs[1].id
 
@@ -171,7 +171,7 @@ def test_ctrl_n_on_an_empty_chat_makes_no_other(qtbot, window):
     ask(qtbot, window, "hello", "Off")
     qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
     qtbot.keyClick(window, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
-    assert len(c.history.conversations()) == before + 1 and not c.history.messages(c.current)
+    assert len(c.history.conversations()) == before + 1 and not c.history.messages(c.chats.current)
 
 
 @pytest.mark.slow
@@ -180,31 +180,31 @@ def test_enter_sends_shift_enter_breaks_the_line_and_tab_leaves(qtbot, window):
     qtbot.keyClicks(window.input, "one")
     qtbot.keyClick(window.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
     qtbot.keyClicks(window.input, "two")
-    assert window.input.toPlainText() == "one\ntwo" and not window.controller.busy
+    assert window.input.toPlainText() == "one\ntwo" and not window.controller.replies.busy
     qtbot.keyClick(window.input, Qt.Key.Key_Tab)
     assert not window.input.hasFocus() and window.input.toPlainText() == "one\ntwo"
     window.controller.set_depth("Off")
     with qtbot.waitSignal(window.controller.sig_reply_done, timeout=180000):
         qtbot.keyClick(window.input, Qt.Key.Key_Return)
-    assert window.controller.history.messages(window.controller.current)[0].content == "one\ntwo"
+    assert window.controller.history.messages(window.controller.chats.current)[0].content == "one\ntwo"
 
 
 @pytest.mark.slow
 def test_an_edit_can_be_cancelled_and_its_status_ends_when_sent(qtbot, window):
     ask(qtbot, window, "hello", "Off")
     c = window.controller
-    user = c.history.messages(c.current)[0]
+    user = c.history.messages(c.chats.current)[0]
     window.start_edit(user.id)
     assert "Editing" in window.status.currentMessage() and window.cancel_edit_button.isVisible()
     qtbot.keyClick(window.input, Qt.Key.Key_Escape)
-    assert c.editing is None and not window.cancel_edit_button.isVisible()
+    assert c.composer.editing is None and not window.cancel_edit_button.isVisible()
     assert window.status.currentMessage() == "" and window.input.toPlainText() == ""
     window.start_edit(user.id)
     window.input.setPlainText("hi")
     with qtbot.waitSignal(c.sig_reply_done, timeout=180000):
         qtbot.keyClick(window.input, Qt.Key.Key_Return)
-    assert "Editing" not in window.status.currentMessage() and c.editing is None
-    assert [m.content for m in c.history.messages(c.current)][0] == "hi"
+    assert "Editing" not in window.status.currentMessage() and c.composer.editing is None
+    assert [m.content for m in c.history.messages(c.chats.current)][0] == "hi"
 
 
 @pytest.mark.slow
@@ -220,8 +220,8 @@ def test_interrupted_replies_are_marked_at_start(qtbot, tmp_path):
     try:
         m = next(m for m in w.controller.history.messages(cid) if m.id == mid)
         assert m.complete and m.meta["finish_reason"] == "interrupted" and m.meta["think_submodel"] == "1.0M"
-        assert "interrupted" in w.error.text()
-        w.controller.select(cid)
+        assert "interrupted" in w.notes.error.text()
+        w.controller.chats.select(cid)
         shown = w.chat.widgets[-1]
         assert shown.thinking.toggle.text() == "Thought on 1.0M · 7 tokens, interrupted"
         assert "interrupted" in shown.info.text()
@@ -239,9 +239,9 @@ def test_menus_reach_quit_help_and_the_model_manager(window):
     assert actions["File"]["Quit"].shortcut().toString() == "Ctrl+Q"
     assert "Model manager…" in actions["File"] and "About Elastic Chat" in actions["Help"]
     assert "Keyboard shortcuts" in actions["Help"]
-    window.show_shortcuts()
-    assert "Shift+Enter" in window.shortcuts_dialog.text()
-    window.shortcuts_dialog.close()
+    window.dialogs.show_shortcuts()
+    assert "Shift+Enter" in window.dialogs.shortcuts_dialog.text()
+    window.dialogs.shortcuts_dialog.close()
 
 
 @pytest.mark.slow
@@ -317,7 +317,7 @@ def test_a_clean_quit_leaves_no_warning_and_no_crash_marker(tmp_path):
         "        return QTimer.singleShot(20, lambda: quit_when_held(w))\n"
         "    next(a for m in w.menuBar().actions() for a in m.menu().actions() if a.text() == '&Quit').trigger()\n"
         "def go(*_):\n"
-        "    w = win(); w.open_manager(); w.controller.set_depth('Max')\n"
+        "    w = win(); w.dialogs.open_manager(); w.controller.set_depth('Max')\n"
         "    w.input.setPlainText('What is 45 + 23 - 17?'); w.send()\n"
         "    quit_when_held(w)\n"
         "def hook():\n"
@@ -352,10 +352,10 @@ def test_auto_in_the_window_climbs_when_its_policy_says_so(qtbot, tmp_path):
     try:
         with qtbot.waitSignal(c.sig_model_loaded, timeout=180000):
             c.load_model(str(folder), "", is_demo=True)
-        c.ensure_conversation()
+        c.chats.ensure()
         c.set_depth("Auto")
         with qtbot.waitSignal(c.sig_reply_done, timeout=180000) as done:
-            assert c.send("What is 12 + 7?")
+            assert c.chats.send("What is 12 + 7?")
         meta = done.args[1].meta
         assert meta["depth"] == "Auto"
         # every token is "unsure", so the thought climbs the whole ladder before its first token and the

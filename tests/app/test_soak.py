@@ -51,11 +51,11 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
         return started[-1]
 
     def idle():
-        qtbot.waitUntil(lambda: not c.busy, timeout=120000)
+        qtbot.waitUntil(lambda: not c.replies.busy, timeout=120000)
 
     def first_token(mid):
         qtbot.waitUntil(lambda: mid in done or any(r.message_id == mid and r.progress.tokens
-                                                   for r in c.replies.values()), timeout=120000)
+                                                   for r in c.replies.in_flight.values()), timeout=120000)
 
     none_before = None
     i = 0
@@ -65,12 +65,12 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
         kind = i % 10
         if kind == 4:  # look at another chat right after sending, then come back
             mid = send(question)
-            here = c.current
+            here = c.chats.current
             others = [x.id for x in c.history.conversations() if x.id != here]
             if others:
-                c.select(others[i % len(others)])
+                c.chats.select(others[i % len(others)])
             idle()
-            c.select(here)
+            c.chats.select(here)
         elif kind == 5:  # Ctrl+N right after sending
             send(question)
             qtbot.keyClick(w, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
@@ -109,8 +109,8 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
             send(question)
             idle()
         if i % 40 == 20:  # a file as context (attachments), counted before sending
-            c.attach(str(notes))
-            qtbot.waitUntil(lambda: bool(c.attached.get(c.current)), timeout=60000)
+            c.composer.attach(str(notes))
+            qtbot.waitUntil(lambda: bool(c.composer.attached.get(c.chats.current)), timeout=60000)
             send("What is 2 + 3?")
             idle()
         if i % 40 == 35:  # a tool: the server approved, a call allowed when asked, its result answered, revoked
@@ -128,9 +128,9 @@ def test_a_long_session_of_replies_switches_stops_and_edits(qtbot, tmp_path, mon
             c.tools.revoke("calc")
             qtbot.waitUntil(lambda: not c.tools.known_tools(), timeout=60000)
         if i % 50 == 25:
-            w.open_manager()
-            qtbot.waitUntil(lambda: bool(w.manager.rows), timeout=60000)
-            w.manager.close()
+            w.dialogs.open_manager()
+            qtbot.waitUntil(lambda: bool(w.dialogs.manager.rows), timeout=60000)
+            w.dialogs.manager.close()
         if i % 60 == 30:
             w.settings.theme = "dark" if w.settings.theme != "dark" else "light"
             w.apply_appearance()

@@ -43,7 +43,7 @@ def test_a_session_of_tool_use(qtbot, tmp_path, scripted):
     view = w.chat.message_widget(reply.id)
     assert view.tools.isVisible() and view.tools.calls[0].toggle.text().startswith("✓ add_numbers · calc")
     w.grab().save(str(tmp_path / "tool_reply.png"))
-    cid = w.controller.current
+    cid = w.controller.chats.current
     w.close()
 
     again = MainWindow(data, Settings(max_new_tokens=160), data / "settings.json")  # a restart
@@ -51,7 +51,7 @@ def test_a_session_of_tool_use(qtbot, tmp_path, scripted):
     again.show()
     qtbot.waitUntil(lambda: again.loaded is not None, timeout=180000)
     warmed_up(qtbot, again)
-    again.controller.select(cid)
+    again.controller.chats.select(cid)
     shown = again.chat.message_widget(reply.id)
     assert shown is not None and shown.tools.calls[0].call["content"] == "368"
     # the next question's prompt holds the earlier call's result: the history replays what the model saw
@@ -77,7 +77,7 @@ def test_a_declined_call_and_the_chat_switch(qtbot, tmp_path, scripted):
     assert switch.text() == "Offer tools in this chat" and switch.isChecked()
     assert "add_numbers  (calc)" in [a.text() for a in w.tools_button.menu_.actions()]
     switch.trigger()
-    assert w.controller.chat_tools() == (False, set()) and w.tools_button.text() == "Tools: off"
+    assert w.controller.chats.tool_switch() == (False, set()) and w.tools_button.text() == "Tools: off"
     plain = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
     assert "tool_rounds" not in plain.meta
 
@@ -125,9 +125,9 @@ def test_the_meter_and_the_fit_count_the_tools_the_chat_offers(qtbot, tmp_path):
         return w.meter.tokens
 
     with_tools = counted(lambda: w.input.setPlainText("What is 1 + 2?"))
-    without = counted(lambda: c.set_chat_tools(False, set()))  # the chat's Tools switch off
+    without = counted(lambda: c.chats.set_tool_switch(False, set()))  # the chat's Tools switch off
     assert with_tools - without > 200, (with_tools, without)
-    assert counted(lambda: c.set_chat_tools(True, set())) == with_tools
+    assert counted(lambda: c.chats.set_tool_switch(True, set())) == with_tools
     reply = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
     assert reply.meta["prompt_tokens"] == with_tools  # the reply read what the meter said
     w.close()
@@ -184,9 +184,9 @@ def test_stop_while_the_dialog_asks_runs_nothing(qtbot, tmp_path, scripted):
     w = make_window(qtbot, data, Settings(max_new_tokens=160))
     scripted.append(Scripted(w.controller.worker.engine, [[format_tool_call("add_numbers", {"a": 1, "b": 2})],
                                                           ["never"]]))
-    w.controller.sig_consent.connect(lambda *_: QTimer.singleShot(50, w.controller.stop))  # Esc, while it asks
+    w.controller.sig_consent.connect(lambda *_: QTimer.singleShot(50, w.controller.replies.stop))  # Esc, while it asks
     reply = ask(qtbot, w, "What is 1 + 2?", "Off", timeout=120000)
-    qtbot.waitUntil(lambda: not w.consents, timeout=5000)  # the dialog went with the reply
+    qtbot.waitUntil(lambda: not w.dialogs.consents, timeout=5000)  # the dialog went with the reply
     call = reply.meta["tool_rounds"][0]["calls"][0]
     assert reply.meta["finish_reason"] == "stopped" and call["status"] == "stopped" and call["content"] != "3"
 

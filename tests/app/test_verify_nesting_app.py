@@ -279,22 +279,22 @@ def test_a_chat_never_starts_on_a_depth_whose_thinker_is_estimated(qtbot, tmp_pa
     notices = []
     controller.sig_notice.connect(notices.append)
     try:
-        controller.ensure_conversation()
+        controller.chats.ensure()
         with qtbot.waitSignal(controller.sig_model_loaded, timeout=180000) as loaded:
             controller.load_model(str(demo), "", is_demo=True)
         levels = {s.name: s for s in loaded.args[0].levels}
         assert levels["Balanced"].think == middle and levels["Balanced"].estimated
         default = loaded.args[0].default_depth
         assert default != "Balanced" and not levels[default].estimated
-        assert controller.depth == default and len(notices) == 1
+        assert controller.depth.name == default and len(notices) == 1
         assert "not Balanced" in notices[0] and "estimated" in notices[0] and "\n" not in notices[0]
         shown = {s.name: s for s in slider_stops(loaded.args[0].levels, {})}
         assert "estimated" in shown["Balanced"].detail and "estimated" not in shown[default].detail
         # chosen on purpose, it stays for this chat; a new chat starts on the default again
         controller.set_depth("Balanced")
-        controller.history.add_message(controller.current, "user", "hi")
-        controller.new_conversation()
-        assert controller.depth == default and len(notices) == 2
+        controller.history.add_message(controller.chats.current, "user", "hi")
+        controller.chats.new()
+        assert controller.depth.name == default and len(notices) == 2
     finally:
         controller.shutdown()
 

@@ -6,7 +6,8 @@ import sqlite3
 
 import pytest
 
-from app.state.history import MIGRATIONS, SCHEMA_VERSION, History
+from app.state.history import History
+from app.state.history_schema import MIGRATIONS, SCHEMA_VERSION
 from app.state.settings import Settings
 from tests.app_support import ask, make_window
 
@@ -103,19 +104,19 @@ def test_editing_an_earlier_message_keeps_the_later_turns_in_the_other_branch(qt
     c = window.controller
     ask(qtbot, window, "hello", "Off")
     ask(qtbot, window, "What is 2 + 3?", "Off")
-    first = c.history.messages(c.current)[0]
+    first = c.history.messages(c.chats.current)[0]
     window.start_edit(first.id)
     window.input.setPlainText("how do I get the real model?")
     with qtbot.waitSignal(c.sig_reply_done, timeout=180000):
         window.send()
-    shown = c.history.messages(c.current)
+    shown = c.history.messages(c.chats.current)
     assert [m.content for m in shown][0] == "how do I get the real model?" and len(shown) == 2
     top = window.chat.widgets[0]
     assert top.version_label.text() == "2/2" and not top.buttons["Next"].isEnabled()
     top.buttons["Previous"].click()  # the earlier branch, with both of its turns
-    assert [m.content for m in c.history.messages(c.current)][::2] == ["hello", "What is 2 + 3?"]
+    assert [m.content for m in c.history.messages(c.chats.current)][::2] == ["hello", "What is 2 + 3?"]
     assert window.chat.widgets[0].version_label.text() == "1/2" and len(window.chat.widgets) == 4
     with qtbot.waitSignal(c.sig_reply_done, timeout=180000):
         window.chat.widgets[-1].buttons["Regenerate"].click()
     last = window.chat.widgets[-1]
-    assert last.version_label.text() == "2/2" and len(c.history.all_messages(c.current)) == 7
+    assert last.version_label.text() == "2/2" and len(c.history.all_messages(c.chats.current)) == 7

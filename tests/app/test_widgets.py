@@ -30,7 +30,7 @@ def slider(qtbot):
 
 
 def test_the_slider_disables_stops_from_a_recorded_small_gpu_probe(qtbot):
-    from runtime.depth import depth_levels
+    from runtime.depth import depth_levels, usable_level
     from runtime.store.catalog import load_catalog
     from runtime.store.hardware import load_probe
     from runtime.store.planner import make_plan
@@ -45,10 +45,11 @@ def test_the_slider_disables_stops_from_a_recorded_small_gpu_probe(qtbot):
     reasons = {f.name: f.reason for f in nvfp4.submodels}
     slider = DepthSlider()
     qtbot.addWidget(slider)
-    slider.set_stops(slider_stops(stops, reasons), "Max")
+    chosen = usable_level(stops, "Max").name  # Max is unavailable: the depth's owner takes the nearest below
+    slider.set_stops(slider_stops(stops, reasons), chosen)
     enabled = {s.name: s.enabled for s in slider.stops}
     assert enabled == {"Off": True, "Quick": True, "Balanced": False, "Deep": False, "Max": False, "Auto": True}
-    assert slider.selected == "Quick"  # Max is unavailable: the nearest available stop
+    assert slider.selected == chosen == "Quick"
     labels = slider.labels
     assert labels[4].toolTip().startswith("Unavailable: 30B does not fit: needs")
     assert not labels[2].isEnabled() and "23B does not fit" in labels[2].toolTip()

@@ -20,7 +20,8 @@ from runtime.errors import CheckpointError
 from runtime.events import THINKING, Switch, Token
 from runtime.generate import ChatRequest, stream_chat
 from runtime.sampling import SamplingSettings
-from runtime.server.openai_api import ApiError, ServedModel, parse_chat
+from runtime.server.openai_api import parse_chat
+from runtime.server.serving import ApiError, ServedModel
 from tests.engine_support import HELLO, assert_same_as_fresh_prefill
 
 GREEDY = SamplingSettings(temperature=0)

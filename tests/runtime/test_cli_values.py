@@ -33,6 +33,14 @@ def one_error(capsys, *argv) -> str:
     return lines[0]
 
 
+@pytest.mark.parametrize("command", ["generate", "serve"])
+def test_a_checkpoint_that_is_not_a_folder_is_one_line_for_every_command(capsys, tmp_path, command):
+    (tmp_path / "a-file").write_text("x")
+    for where in (tmp_path / "missing", tmp_path / "a-file"):
+        extra = ("--prompt", "hi") if command == "generate" else ("--port", "0")
+        assert "is not a folder" in one_error(capsys, command, "--checkpoint", str(where), *extra)
+
+
 GENERATE_VALUES = [
     ("--seed", 2 ** 64), ("--seed", -1), ("--seed", "9" * 40), ("--seed", "x"), ("--seed", "1e3"),
     ("--temperature", "nan"), ("--temperature", "inf"), ("--temperature", -1), ("--temperature", 11),

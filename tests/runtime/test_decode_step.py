@@ -3,6 +3,7 @@ across a switch; it never synchronises with the host (checked op by op, and on t
 real 30B-A3B shape); and decode-check keeps its command-line contract."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -12,10 +13,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from runtime import ElasticModel
 from runtime.cuda_graphs import ENV, GraphSet
-from runtime.decode_check import check_submodel, random_model
+from runtime.decode_check import OpCounter, check_submodel, random_model
 from runtime.decode_step import span_for
 from runtime.engine import Engine
 from runtime.generate import decode_steps
+from runtime.matmul import force
 from runtime.sampling import DeviceSampler, SamplingSettings
 from tests.checkpoints import SPECS
 from tests.paths import ROOT
@@ -166,6 +168,40 @@ def test_30b_shape_on_meta_every_submodel(folder):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("algo", ["NVFP4", "FP8"])
+def test_30b_shape_on_meta_on_the_fused_kernels(algo, tmp_path):
+    """With the fused Triton kernels chosen (decode-check --kernel triton), the nested 12B's decode
+    step of the real shape runs them as their shape functions: no host sync, no data-dependent shape."""
+    pytest.importorskip("triton")
+    folder = shutil.copytree(SHAPE_30B / "nvfp4", tmp_path / algo.lower())
+    quant = json.loads((folder / "hf_quant_config.json").read_text())
+    quant["quantization"]["quant_algo"] = algo
+    (folder / "hf_quant_config.json").write_text(json.dumps(quant))
+    model = random_model(folder, "meta")
+    watch, ops = NoHostSync(), OpCounter()
+    force("triton")
+    try:
+        with watch, ops, torch.inference_mode():
+            row = check_submodel(model, "12B", steps=2)
+    finally:
+        force(None)
+    assert watch.bad == []
+    assert row["matmul_path"].startswith(f"{algo} fused Triton kernels")
+    # per step: in_proj and out_proj of 17 packed Mamba layers, 2 shared and 2 gathered per MoE layer
+    assert ops.ops[f"elastic_chat.{algo.lower()}_mm"] >= 2 * (2 * 17 + 4 * 23)
+
+
+@pytest.mark.slow
+def test_decode_check_cli_selects_the_fused_kernels():
+    pytest.importorskip("triton")
+    out = subprocess.run([sys.executable, "-m", "runtime", "decode-check", "--config", str(SHAPE_30B / "nvfp4"),
+                          "--submodel", "12B", "--device", "meta", "--steps", "1", "--kernel", "triton"],
+                         capture_output=True, text=True, check=True)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    assert row["submodel"] == "12B" and row["matmul_path"].startswith("NVFP4 fused Triton kernels")
+
+
+@pytest.mark.slow
 def test_decode_check_cli_contract(checkpoints):
     out = subprocess.run([sys.executable, "-m", "runtime", "decode-check", "--config", str(SHAPE_30B),
                           "--submodel", "23B", "--device", "meta", "--steps", "2"],
@@ -173,6 +209,7 @@ def test_decode_check_cli_contract(checkpoints):
     last = json.loads(out.stdout.strip().splitlines()[-1])
     assert {k: last[k] for k in ("submodel", "layers", "device")} == {"submodel": "23B", "layers": 52, "device": "meta"}
     assert isinstance(last["ops_per_step"], int) and last["ops_per_step"] > 0
+    assert last["matmul_path"] == "META, bfloat16 weights"  # the dense config: no packed matmuls
     out = subprocess.run([sys.executable, "-m", "runtime", "decode-check", "--config", str(checkpoints["hybrid"]),
                           "--device", "cpu", "--steps", "3"], capture_output=True, text=True, check=True)
     assert [json.loads(line)["submodel"] for line in out.stdout.strip().splitlines()] == ["full", "mid", "small"]

@@ -12,7 +12,8 @@ import torch
 from runtime.controls import Controls
 from runtime.engine import Engine
 from runtime.events import ANSWER, THINKING, Done, Prefill, Switch, Token
-from runtime.generate import GRACE_TOKENS, ChatRequest, chat, stream_chat
+from runtime.generate import ChatRequest, chat, stream_chat
+from runtime.reply_record import GRACE_TOKENS
 from runtime.sampling import SamplingSettings
 from tests.engine_support import HELLO, forbid
 

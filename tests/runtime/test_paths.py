@@ -90,3 +90,20 @@ def test_the_installers_answer(tmp_path):
     home_itself = run_paths({**env, "ELASTIC_CHAT_HOME": str(tmp_path)}, "--purgeable").stdout
     assert home_itself.startswith(f"keep\t{tmp_path}\t")
     assert run_paths(env, "--frobnicate").returncode == 2
+
+
+def test_the_apps_models_folder_is_this_process_alone(bare, monkeypatch, tmp_path):
+    """The app's setting reaches the store in-process: no environment variable, so nothing the app
+    starts (an MCP server, a download helper) inherits it; empty goes back to the default."""
+    monkeypatch.setenv("ELASTIC_CHAT_MODELS", str(bare / "from-the-shell"))
+    before = dict(os.environ)
+    try:
+        paths.use_models_dir(str(tmp_path / "chosen"))
+        assert paths.models_dir() == tmp_path / "chosen" and dict(os.environ) == before
+        child = subprocess.run([sys.executable, "-I", str(ROOT / "runtime" / "paths.py")], capture_output=True,
+                               text=True, env=os.environ.copy(), check=True)
+        assert f"models\t{bare / 'from-the-shell'}" in child.stdout  # a child sees the shell's, not the app's
+        paths.use_models_dir("")
+        assert paths.models_dir() == bare / "from-the-shell"
+    finally:
+        paths.use_models_dir(None)

@@ -1,12 +1,17 @@
-"""The reply's one record (runtime/events.py): every event carries the running totals, and the texts
-of each phase's Token events, joined, are exactly the texts in Done, however the reply goes (prompts,
-budgets, stop strings, a stop or an error mid-reply, Auto's climbs, steering, half characters at the
-end of a phase). The tiny checkpoint is random; sampling at temperature 1 makes it produce every kind
-of token, byte tokens that split a character included."""
+"""The reply's one record (runtime/reply_record.py): every event carries the running totals, and the
+texts of each phase's Token events, joined, are exactly the texts in Done, however the reply goes
+(prompts, budgets, stop strings, a stop or an error mid-reply, Auto's climbs, steering, half characters
+at the end of a phase). The tiny checkpoint is random; sampling at temperature 1 makes it produce every
+kind of token, byte tokens that split a character included.
+
+Both producers keep it: a reply on this PC (generate.py) and a reply from a server (remote/reply.py,
+here `runtime serve` on the same engine, an Elastic server). What a request cannot carry over the wire
+(logits processors, steering the thought in flight) is tested on the local producer alone."""
 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +19,7 @@ import torch
 from runtime.auto_depth import AutoPolicy, Escalation
 from runtime.controls import Controls
 from runtime.engine import Engine
+from runtime.engine_queue import EngineQueue
 from runtime.events import (
     ANSWER,
     END_OF_TURN,
@@ -27,8 +33,11 @@ from runtime.events import (
     Switch,
     Token,
 )
-from runtime.generate import ChatRequest, stream_chat
+from runtime.generate import ChatRequest
+from runtime.remote.client import RemoteServer
+from runtime.remote.engine import RemoteEngine
 from runtime.sampling import SamplingSettings
+from runtime.server.runner import ServerThread
 
 PROMPTS = ["Hello! What is 12 + 34?", "Unicode: café, naïve, ✓, 你好, 🙂.", "Think step by step: 7 * 8",
            "The quick brown fox"]
@@ -41,6 +50,22 @@ def engine(checkpoints):
     return Engine.load(checkpoints["hybrid"], max_context=512)
 
 
+@pytest.fixture(scope="module")
+def served(engine):
+    """The same engine behind `runtime serve`'s server, as a remote engine (an Elastic server)."""
+    queue = EngineQueue()
+    queue.set_engine(engine)
+    server = ServerThread(queue, "127.0.0.1", 0).start()
+    yield RemoteEngine.connect(RemoteServer(server.address), Path(engine.model.folder).name)
+    server.stop()
+
+
+@pytest.fixture(params=["local", "remote"])
+def producer(request, engine):
+    """Whoever makes the reply's events: the engine itself, or a server running it."""
+    return engine if request.param == "local" else request.getfixturevalue("served")
+
+
 def sampled(seed: int) -> SamplingSettings:
     return SamplingSettings(temperature=1.0, top_p=1.0, seed=seed)
 
@@ -51,7 +76,7 @@ def reply(engine, prompt=PROMPTS[0], think="small", answer="full", budget=6, max
     request = ChatRequest(({"role": "user", "content": prompt},), think, answer, budget, max_new,
                           sampling or sampled(seed), **kw)
     controls, events = Controls(), []
-    for event in stream_chat(engine, request, controls):
+    for event in engine.stream(request, controls):
         events.append(event)
         if steer is not None:
             steer(event, controls)
@@ -59,23 +84,27 @@ def reply(engine, prompt=PROMPTS[0], think="small", answer="full", budget=6, max
 
 
 def check_record(events) -> Done:
-    """The invariants every reply keeps; returns its Done."""
+    """The invariants every reply keeps, local or remote; returns its Done. A remote reply has no Prefill
+    and its Tokens no ids: each streamed piece is one token."""
     done = events[-1]
     assert isinstance(done, Done) and not any(isinstance(e, Done) for e in events[:-1])
-    assert isinstance(events[0], Prefill)
     tokens = [e for e in events if isinstance(e, Token)]
+    remote = not isinstance(events[0], Prefill)
+    assert not any(isinstance(e, Prefill) for e in events[1:])
+    if remote:
+        assert all(t.token_id is None for t in tokens)
     for phase, text in ((THINKING, done.thinking_text), (ANSWER, done.answer_text)):
         assert "".join(t.text for t in tokens if t.phase == phase) == text, phase
     assert not done.answer_text.startswith("\n")  # the line break after </think>, dropped once
     # A Token of no new token only releases held-back text, at the very end.
-    released = [t for t in tokens if t.token_id is None]
+    released = [t for t in tokens if t.token_id is None and not remote]
     assert len(released) <= 1 and all(t is tokens[-1] and t.text and not t.forced for t in released)
     assert done.switches == tuple(e for e in events if isinstance(e, Switch))
     # Each event's totals are what came before it, counted here once to check them.
     counted = {THINKING: Counter(), ANSWER: Counter()}
     elapsed, ttft = 0.0, None
     for e in events:
-        if isinstance(e, Token) and e.token_id is not None:
+        if isinstance(e, Token) and (e.token_id is not None or remote):
             counted[e.phase][e.submodel] += 1
             ttft = e.progress.ttft_ms if ttft is None else ttft
         p = e.progress
@@ -90,22 +119,25 @@ def check_record(events) -> Done:
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
-def test_the_streamed_texts_are_the_final_texts(engine, prompt):
+def test_the_streamed_texts_are_the_final_texts(producer, prompt):
     finishes = set()
     for seed, (think, answer, budget) in enumerate([("small", "full", 6), ("small", "full", None), ("mid", "mid", 3),
                                                     ("small", "full", 0), ("full", "small", 1)]):
-        done = check_record(reply(engine, prompt, think, answer, budget, seed=seed))
+        done = check_record(reply(producer, prompt, think, answer, budget, seed=seed))
         finishes.add(done.finish_reason)
         assert done.finish_reason in (END_OF_TURN, LENGTH)
     assert LENGTH in finishes
 
 
 def answer_tokens_of(events) -> list[Token]:
-    return [e for e in events if isinstance(e, Token) and e.phase == ANSWER and e.token_id is not None]
+    """The answer's Tokens of a token each (a remote reply's pieces all are; a local one's have ids)."""
+    remote = not isinstance(events[0], Prefill)
+    return [e for e in events if isinstance(e, Token) and e.phase == ANSWER and (e.token_id is not None or remote)]
 
 
-def test_stop_strings_across_tokens_never_matching_and_at_the_start(engine):
+def test_stop_strings_across_tokens_never_matching_and_at_the_start(producer):
     """Greedy, so each variant repeats the base reply's tokens up to its stop."""
+    engine = producer
     base = reply(engine, budget=3, max_new=40, sampling=GREEDY)
     check_record(base)
     raw = [t for t in answer_tokens_of(base) if t.text.strip("\n")]
@@ -190,6 +222,16 @@ def test_half_characters_at_the_end_of_each_phase_reach_the_tokens(engine):
     assert done.answer_text == "a\ufffd" and done.answer_tokens == 2
 
 
+@pytest.mark.parametrize("after", [1, 3])
+def test_a_stop_mid_reply_keeps_the_record_local_or_remote(producer, after):
+    def stop(event, controls):
+        if isinstance(event, Token) and event.progress.tokens >= after:
+            controls.stop()
+
+    done = check_record(reply(producer, budget=None, max_new=60, seed=3, steer=stop))
+    assert done.finish_reason == STOPPED and done.progress.tokens >= after
+
+
 def test_a_stop_or_an_error_mid_reply_keeps_the_record(engine):
     sp = engine.chat.special
     a = engine.chat.encode("a")[0]
@@ -254,9 +296,9 @@ def test_auto_climbs_and_steering_keep_the_counts_per_submodel(engine):
     assert done.thinking_end == "user"
 
 
-def test_one_serialisation_per_event(engine):
+def test_one_serialisation_per_event(producer):
     """`to_dict` is the only one: `generate --json` prints it, a chat saves it, the server projects it."""
-    events = reply(engine, budget=3, seed=2)
+    events = reply(producer, budget=3, seed=2)
     done = check_record(events)
     token = next(e for e in events if isinstance(e, Token))
     assert set(token.to_dict()) == {"type", "phase", "submodel", "token_id", "text", "latency_ms"}

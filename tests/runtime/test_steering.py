@@ -7,7 +7,8 @@ import pytest
 
 from runtime.controls import Controls
 from runtime.events import ANSWER, THINKING, Done, Switch, Token
-from runtime.generate import GRACE_TOKENS, ChatRequest, stream_chat
+from runtime.generate import ChatRequest, stream_chat
+from runtime.reply_record import GRACE_TOKENS
 from runtime.sampling import SamplingSettings
 from tests.engine_support import HELLO, assert_same_as_fresh_prefill, forbid
 

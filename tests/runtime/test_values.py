@@ -16,7 +16,8 @@ from runtime.engine import Engine
 from runtime.events import Done, Switch
 from runtime.generate import ChatRequest, stream_chat
 from runtime.sampling import DeviceSampler, SamplingSettings
-from runtime.server.openai_api import ApiError, ServedModel, parse_chat
+from runtime.server.openai_api import parse_chat
+from runtime.server.serving import ApiError, ServedModel
 from tests.paths import DEMO, ROOT
 
 SERVED = ServedModel("demo", ("small", "mid", "full"), tuple(depth_levels(["small", "mid", "full"], 100)), 4096)

@@ -233,10 +233,10 @@ def test_problems_stay_in_range_and_their_working_is_correct():
     for _ in range(2000):
         p = make_problem(rng, rng.choice([2, 3, 4]))
         assert all(0 <= n <= 99 for n in p.numbers) and all(0 <= v <= 199 for v in p.partials)
-        assert eval(p.expression) == p.result  # noqa: S307 (our own digits and +/-)
+        assert eval(p.expression) == p.result  # our own digits and +/-
         for step, a, op, b in zip(p.steps, p.partials, p.ops, p.numbers[1:]):
             head, columns, value = re.fullmatch(r"(\d+[+-]\d+): (.+) so (\d+)", step).groups()
-            assert head == f"{a}{op}{b}" and int(value) == eval(head)  # noqa: S307
+            assert head == f"{a}{op}{b}" and int(value) == eval(head)
             digits, borrow_or_carry = [], 0
             for i, col in enumerate(columns.split(" ")):
                 x, y = (int(d) for d in (str(a)[::-1].ljust(3, "0")[i], str(b)[::-1].ljust(3, "0")[i]))

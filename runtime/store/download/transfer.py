@@ -79,7 +79,7 @@ MIN_PROGRESS = READ  # a try that moves a file's furthest point by less (and doe
 
 
 @dataclass(frozen=True)
-class Progress:
+class DownloadProgress:
     state: str
     done_bytes: int
     total_bytes: int
@@ -107,10 +107,10 @@ class _Stopped(Exception):
 
 class Download:
     """Downloads `remote` into `dest`. `run()` blocks (call it from a worker thread) and returns
-    the final Progress: DONE when every file is complete and verified, PAUSED or CANCELLED when
+    the final DownloadProgress: DONE when every file is complete and verified, PAUSED or CANCELLED when
     asked; it raises an ElasticError (one line) when it gives up or the folder is unsafe or busy."""
 
-    def __init__(self, remote: RemoteModel, dest: Path, on_progress: Callable[[Progress], None] | None = None,
+    def __init__(self, remote: RemoteModel, dest: Path, on_progress: Callable[[DownloadProgress], None] | None = None,
                  stall_seconds: float = 30.0, max_failures: int = 6, backoff: tuple[float, ...] = (1, 2, 4, 8, 16, 30),
                  token: str | None = None, min_rate_bps: float = 16 * 1024):
         self.remote, self.dest = remote, Path(os.path.abspath(dest))
@@ -126,7 +126,7 @@ class Download:
         self._manifest: dict = {}
         self._ours: set[str] = set()  # names this folder's record says we wrote: ours to replace
         self._window: deque[tuple[float, int]] = deque()
-        self._last = Progress(QUEUED, 0, remote.total_bytes, 0.0, None)
+        self._last = DownloadProgress(QUEUED, 0, remote.total_bytes, 0.0, None)
 
     # controls, from any thread (pause also from a signal handler): they only set a flag; the hub
     # call in flight is watched and its socket shut within a poll (hub_http.POLL_S)
@@ -144,10 +144,10 @@ class Download:
         return self._pause.is_set() or self._cancel.is_set()
 
     @property
-    def progress(self) -> Progress:
+    def progress(self) -> DownloadProgress:
         return self._last
 
-    def run(self) -> Progress:
+    def run(self) -> DownloadProgress:
         try:
             home = Path.home().resolve()
             if home == self.dest.resolve() or home.is_relative_to(self.dest.resolve()):
@@ -163,7 +163,7 @@ class Download:
         finally:
             self._pause.clear()  # a paused job may run again
 
-    def _run_locked(self) -> Progress:
+    def _run_locked(self) -> DownloadProgress:
         try:
             self._manifest = read_manifest(self.dest)
         except DownloadError as e:
@@ -454,7 +454,7 @@ class Download:
                                 f"download (+{format_bytes(DISK_MARGIN, 'GiB')} margin), {format_bytes(free, 'GiB')} "
                                 "free. Free some space or choose another models folder")
 
-    def _emit(self, state: str, file: str = "", message: str = "") -> Progress:
+    def _emit(self, state: str, file: str = "", message: str = "") -> DownloadProgress:
         now = time.monotonic()
         self._window.append((now, self._done_bytes))
         while self._window and now - self._window[0][0] > 5:
@@ -463,7 +463,7 @@ class Download:
         speed = (self._done_bytes - b0) / (now - t0) if now - t0 > 0.2 and state == DOWNLOADING else 0.0
         left = self.remote.total_bytes - self._done_bytes
         eta = left / speed if speed > 0 else None
-        self._last = Progress(state, self._done_bytes, self.remote.total_bytes, speed, eta, file, message)
+        self._last = DownloadProgress(state, self._done_bytes, self.remote.total_bytes, speed, eta, file, message)
         self.on_progress(self._last)
         return self._last
 

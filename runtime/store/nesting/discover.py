@@ -34,7 +34,7 @@ from ...checkpoint.safetensors_io import TensorInfo
 from ...checkpoint.submodel_table import ESTIMATED, SubmodelTable
 from ...checkpoint.submodels import FORMAT, PER_LAYER_FIELDS, Submodel, parent_submodel, parse_elastic
 from ...checkpoint.weights import check_tensor_table, mamba_head_order
-from ...errors import CheckpointError, UsageError
+from ...errors import CheckpointError, UsageError, show
 from .tensor_source import TensorSource, row_bytes
 
 # Fields that must be equal in a parent and its slice: nesting shrinks widths, nothing else.
@@ -73,8 +73,8 @@ def discover(parent: TensorSource, piece: TensorSource, name: str | None = None)
 
     mismatched = [f for f in FIXED_FIELDS if getattr(pcfg, f) != getattr(scfg, f)]
     for f in mismatched:
-        report.problems.append(f"{f} differs: the slice has {_show(getattr(scfg, f))}, the parent "
-                               f"{_show(getattr(pcfg, f))}; a nested submodel only narrows widths")
+        report.problems.append(f"{f} differs: the slice has {_config_value(getattr(scfg, f))}, the parent "
+                               f"{_config_value(getattr(pcfg, f))}; a nested submodel only narrows widths")
     if "layer_types" in mismatched or "n_groups" in mismatched:
         return _finish(report, parent, piece)
 
@@ -128,11 +128,12 @@ def _finish(report: NestingReport, parent: TensorSource, piece: TensorSource) ->
     return report
 
 
-def _show(value) -> str:
+def _config_value(value) -> str:
+    """A config field for the report: a layer pattern in its letters (as config.json spells it), else quoted."""
     if isinstance(value, tuple) and value and isinstance(value[0], str):
         letters = {MAMBA: "M", ATTENTION: "*", MOE: "E", MLP: "-"}
         return "".join(letters.get(v, "?") for v in value) + f" ({len(value)} layers)"
-    return repr(value)
+    return show(value)
 
 
 def size_name(params: int) -> str:

@@ -52,9 +52,9 @@ def spell_replies(monkeypatch):
 
     import torch
 
-    from runtime.server import jobs
+    import runtime.generate
 
-    real = jobs.stream_chat
+    real = runtime.generate.stream_chat
 
     def spell(text: str):
         def steered(engine, request, controls=None):
@@ -70,6 +70,6 @@ def spell_replies(monkeypatch):
 
             return real(engine, replace(request, logits_processors=(speller,)), controls)
 
-        monkeypatch.setattr(jobs, "stream_chat", steered)
+        monkeypatch.setattr(runtime.generate, "stream_chat", steered)
 
     return spell

@@ -17,7 +17,7 @@ import requests
 from runtime.engine import Engine
 from runtime.engine_queue import EngineQueue
 from runtime.errors import UsageError
-from runtime.server import http_app
+from runtime.server import access_rules
 from runtime.server.runner import ServerThread
 from tests.engine_support import held_engine
 from tests.paths import DEMO_NVFP4
@@ -221,7 +221,7 @@ def test_the_key_is_compared_in_constant_time_in_every_form_read(engine, monkeyp
         compared.append((len(a), len(b)))
         return a == b
 
-    monkeypatch.setattr(http_app.hmac, "compare_digest", spy)
+    monkeypatch.setattr(access_rules.hmac, "compare_digest", spy)
     srv = serve(engine, api_key="s3cret-key")
     url = f"http://127.0.0.1:{srv.port}/v1/models"
     try:
@@ -240,4 +240,5 @@ def test_the_key_is_compared_in_constant_time_in_every_form_read(engine, monkeyp
             assert requests.get(url, headers=headers, timeout=CLIENT_BOUND_S).status_code == 401, headers
     finally:
         srv.stop()
-    assert http_app.key_matches("s3cret-key", "s3cret-key") and not http_app.key_matches("s3cret-kez", "s3cret-key")
+    matches = access_rules.key_matches
+    assert matches("s3cret-key", "s3cret-key") and not matches("s3cret-kez", "s3cret-key")

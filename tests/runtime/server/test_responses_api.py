@@ -8,8 +8,8 @@ import openai
 import pytest
 import requests
 
-from runtime.server.openai_api import ServedModel
 from runtime.server.responses_api import parse_response
+from runtime.server.serving import ServedModel
 from runtime.tool_calls import format_tool_call
 from tests.paths import DEMO_NVFP4
 

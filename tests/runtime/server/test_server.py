@@ -427,7 +427,7 @@ def test_the_chat_window_waits_its_turn_through_stream_in_turn(server, engine):
     """What the app's engine worker does for a chat reply while the server is busy."""
     request = ChatRequest(tuple(QUESTION), None, "1.5M", 0, 5)
     with held_engine(engine) as valve:
-        a, a_box = in_thread(ask, server, max_tokens=30, reasoning_effort="none")  # noqa: F841
+        a, a_box = in_thread(ask, server, max_tokens=30, reasoning_effort="none")
         assert wait_for(lambda: server.queue.snapshot().running is not None)
         chat, chat_box = in_thread(lambda: [(e, time.monotonic())
                                             for e in stream_in_turn(server.queue, request, Controls())])

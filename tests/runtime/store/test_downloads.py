@@ -159,10 +159,9 @@ def test_too_small_a_disk_is_refused_before_any_byte(hub, tmp_path, monkeypatch)
 
 def test_offline_mode_fails_fast(hub, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    t0 = time.monotonic()
     with pytest.raises(DownloadError, match="offline mode"):
         resolve(REPO)
-    assert time.monotonic() - t0 < 1
+    assert not hub.api_requests and not hub.requests  # it asked nobody, so it waited for nobody
 
 
 def test_pause_resume_and_cancel(hub, tmp_path):

@@ -1,0 +1,136 @@
+"""The message being written, per chat: the draft in the box (not saved), the sent message being edited,
+and the files attached to it (read in a worker thread, counted by the context meter's counter).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+from PySide6.QtCore import QObject, Slot
+
+
+class Composer(QObject):
+    def __init__(self, front):
+        super().__init__(front)
+        from .workers import TaskRunner
+
+        self.front = front  # app/controller.py ChatController
+        self.drafts: dict[int, str] = {}  # chat id -> the message being written there (not saved)
+        self.editing: int | None = None  # the sent message being edited
+        self.editing_text = ""  # the edited message as the box holds it now (for the meter)
+        self.attached: dict[int, list] = {}  # chat id -> the Attachments of the message being written there
+        self.attachment_tokens: dict[int, int] = {}  # an attachment's key -> its tokens alone
+        self._attachment_keys = itertools.count(1)  # (a key crosses to the counter as a C int: not id())
+        self.attachment_key: dict[int, int] = {}  # id(Attachment) -> its key
+        self.tasks = TaskRunner(self)  # reads attached files (a PDF can take a while)
+        front.context.counter.sig_text_counted.connect(self._on_text_counted)
+
+    # ------------------------------------------------------------------ the draft and the edit
+
+    def set_draft(self, text: str) -> None:
+        """The message box's text in the chat shown (kept per chat); the meter counts it after a pause."""
+        current = self.front.chats.current
+        if self.editing is not None:
+            self.editing_text = text
+        elif current is not None:
+            if text:
+                self.drafts[current] = text
+            else:
+                self.drafts.pop(current, None)
+        self.front.context.count_later()
+
+    def draft(self, cid: int | None) -> str:
+        return self.drafts.get(cid, "") if cid is not None else ""
+
+    def begin_edit(self, message_id: int) -> str | None:
+        """Starts editing sent message `message_id` of the chat shown; its text, or None when there is none."""
+        front = self.front
+        msg = next((m for m in front.history.messages(front.chats.current)
+                    if m.id == message_id and m.role == "user"), None)
+        if msg is None:
+            return None
+        self.editing, self.editing_text = message_id, msg.content
+        front.sig_editing.emit(msg.content)
+        return msg.content
+
+    def cancel_edit(self) -> None:
+        if self.editing is not None:
+            self.editing = None
+            self.front.sig_editing.emit("")
+
+    def next_message(self, cid: int) -> tuple[str, list[dict]]:
+        """What the box holds for chat `cid` now: (text, files), the edited message's text while editing
+        (its files are the sent ones)."""
+        if self.editing is not None:
+            return self.editing_text, []
+        return self.draft(cid), self.files_to_send(cid)
+
+    # ------------------------------------------------------------------ attachments
+
+    def files_to_send(self, cid: int) -> list[dict]:
+        """The files attached in chat `cid`, as a message's meta keeps them (none while editing)."""
+        return [a.to_dict() for a in self.attached.get(cid, [])] if self.editing is None else []
+
+    def sent(self, cid: int) -> None:
+        """The message of chat `cid` was sent: its files are no longer attached to the next one."""
+        sent = self.attached.pop(cid, [])
+        for a in sent:
+            self.attachment_tokens.pop(self.attachment_key.pop(id(a), 0), None)
+        if sent:
+            self.show_attachments()
+
+    def take_back(self, cid: int, message) -> None:
+        """A message taken back from chat `cid`: its text in the box, its files attached again."""
+        from .state.attachments import Attachment
+
+        files = message.meta.get("attachments") or []
+        if files:
+            self.attached[cid] = [Attachment(a["name"], a["text"], a.get("kind", "text")) for a in files]
+            for a in self.attached[cid]:
+                self._count_attachment(a)
+        self.drafts[cid] = message.content
+
+    def attach(self, path: str) -> None:
+        """Reads the file at `path` in a worker thread and attaches it to the message being written in the
+        chat shown (a refusal is the error line)."""
+        from .state.attachments import read_attachment
+
+        cid = self.front.chats.current
+        if cid is None:
+            return
+        self.tasks.run(read_attachment, (path,), functools.partial(self._attached, cid), self._not_attached)
+
+    def _attached(self, cid: int, attachment) -> None:
+        self.attached.setdefault(cid, []).append(attachment)
+        self._count_attachment(attachment)
+        if attachment.note:
+            self.front.sig_notice.emit(f"{attachment.name} is attached: {attachment.note}.")
+        if cid == self.front.chats.current:
+            self.show_attachments()
+            self.front.context.count()
+
+    def _count_attachment(self, attachment) -> None:
+        key = self.attachment_key[id(attachment)] = next(self._attachment_keys)
+        self.front.context.count_text(key, attachment.text)
+
+    def _not_attached(self, message: str) -> None:
+        self.front.sig_error.emit(message, "")
+
+    def detach(self, index: int) -> None:
+        files = self.attached.get(self.front.chats.current, [])
+        if 0 <= index < len(files):
+            self.attachment_tokens.pop(self.attachment_key.pop(id(files.pop(index)), 0), None)
+            self.show_attachments()
+            self.front.context.count()
+
+    @Slot(int, int)
+    def _on_text_counted(self, key: int, tokens: int) -> None:
+        self.attachment_tokens[key] = tokens
+        self.show_attachments()
+
+    def show_attachments(self) -> None:
+        """Says (sig_attachments) which files the message being written in the chat shown has."""
+        files = self.attached.get(self.front.chats.current, [])
+        self.front.sig_attachments.emit([(a.name, self.attachment_tokens.get(self.attachment_key.get(id(a), 0), -1),
+                                          a.note) for a in files])

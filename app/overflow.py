@@ -1,0 +1,57 @@
+"""A chat too long for the context: the line that says so, and its two offers (leave out the earliest
+turns, take the message back). The reply it refused is already gone (app/replies.py)."""
+
+from __future__ import annotations
+
+from .read_only import refuses_read_only
+
+
+class Overflow:
+    def __init__(self, front):
+        self.front = front  # app/controller.py ChatController
+        self.cid: int | None = None  # the chat whose last message did not fit (the offers act on it)
+
+    def offer(self, cid: int, tokens: int, limit: int, context: int, trimmable: bool) -> None:
+        """Chat `cid` of `tokens` does not fit `limit` of a context of `context`; `trimmable`: leaving
+        out turns would do. The window offers what to do (sig_overflow)."""
+        self.cid = cid
+        ceiling = self.front.loaded.context_ceiling if self.front.loaded else 0
+        longer = (f", or raise the context length in Settings (up to {ceiling:,} tokens fit this PC's memory)"
+                  if ceiling > context else "")
+        fits = f"the context of {context:,} holds at most {limit:,} with room for the reply"
+        if trimmable:
+            text = (f"Nothing was sent: this chat is {tokens:,} tokens, and {fits}. Leave out its earliest turns"
+                    + (f", take your message back to shorten it{longer}." if longer else
+                       " or take your message back to shorten it."))
+        else:
+            text = (f"Nothing was sent: your message is too long for the context even alone ({tokens:,} tokens; "
+                    f"{fits}). Take it back to shorten it or attach less{longer}.")
+        self.front.sig_overflow.emit(text, trimmable)
+
+    @refuses_read_only
+    def send_leaving_out(self) -> bool:
+        """Answers the refused chat's last question with its earliest turns left out."""
+        from .context_fit import KEEP_SYSTEM
+
+        front = self.front
+        cid, self.cid = self.cid, None
+        if cid is None or front.loaded is None or front.replies.reply_in(cid) is not None:
+            return False
+        front.chats.select(cid)
+        front.replies.start(cid, [], overflow=KEEP_SYSTEM)
+        return True
+
+    @refuses_read_only
+    def take_back(self) -> bool:
+        """Removes the refused chat's last message; its text goes back to the box, its files with it."""
+        front = self.front
+        cid, self.cid = self.cid, None
+        last = front.history.messages(cid)[-1:] if cid is not None else []
+        if not last or last[0].role != "user":
+            return False
+        front.history.delete_message(cid, last[0].id)
+        front.composer.take_back(cid, last[0])
+        front.chats.select(cid)
+        front.sig_take_back.emit(last[0].content)
+        front.context.count()
+        return True

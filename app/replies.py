@@ -1,0 +1,293 @@
+"""The replies in flight: each tagged with its request id and bound to its own chat, never to a view.
+
+Switching chats (or Ctrl+N) leaves a reply streaming into its own stored message, and a view that shows
+that chat again picks it up live. Text and timings come from the runtime's events only (the per-token
+deltas are joined once, here, to show and save the reply so far; the final text and timings are the Done
+event's). The view gets the text on a ~30 Hz timer; SQLite gets it about once a second, so a crash loses
+at most a second. The engine has one line: a reply in another chat waits for the one ahead to end.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from .read_only import refuses_read_only
+from .reply import Reply, sampling_for
+from .state.history import HistoryReadOnly, Message
+
+FLUSH_MS, PERSIST_MS = 33, 1000
+TOOL_EVENTS = ("tools_ready", "tool_call", "invalid_tool_call", "tool_result", "tool_round")
+
+
+class Replies(QObject):
+    _sig_generate = Signal(int, object, object, str)  # to the engine worker (queued: it lives in its own thread)
+
+    def __init__(self, front):
+        super().__init__(front)
+        self.front = front  # app/controller.py ChatController: the history, the worker, the signals
+        self.in_flight: dict[int, Reply] = {}  # request id -> reply, oldest first
+        self._ids = itertools.count(1)
+        worker = front.worker
+        worker.sig_event.connect(self._on_event)
+        worker.sig_reply_failed.connect(self._on_reply_failed)
+        worker.sig_fitted.connect(self._on_fitted)
+        worker.sig_overflow.connect(self._on_overflow)
+        self._sig_generate.connect(worker.generate)
+        front.tools.sig_consent.connect(self._consent_asked)
+        self.flush_timer = QTimer(self)
+        self.flush_timer.setInterval(FLUSH_MS)
+        self.flush_timer.timeout.connect(self._flush)
+        self.persist_timer = QTimer(self)
+        self.persist_timer.setInterval(PERSIST_MS)
+        self.persist_timer.timeout.connect(self._persist)
+
+    def _live(self) -> list[Reply]:
+        return [r for r in self.in_flight.values() if not r.stopping]
+
+    def reply_in(self, cid: int | None) -> Reply | None:
+        """The reply streaming in chat `cid` (at most one; a stopped one waiting for its end does not count)."""
+        return next((r for r in self._live() if r.conversation_id == cid), None)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.in_flight)
+
+    def _shown(self, r: Reply) -> bool:
+        return r.conversation_id == self.front.chats.current
+
+    # ------------------------------------------------------------------ start and stop
+
+    def _request(self, cid: int, level):
+        from runtime.api import ChatRequest
+
+        front = self.front
+        conv = front.history.conversation(cid)
+        return ChatRequest(tuple(front.chats.chat_messages(cid)), level.think, level.answer, level.budget,
+                           front.settings.max_new_tokens, sampling_for(front.settings.sampling, conv.settings),
+                           escalation=level.escalation)
+
+    def start(self, cid: int, added: list[Message], overflow: str | None = None) -> None:
+        """Starts a reply in chat `cid` after the messages just `added` (shown with it); `overflow`: what
+        the worker does with a chat longer than the context (the settings' policy when None)."""
+        from runtime.api import Controls, ElasticError, Progress
+
+        front = self.front
+        try:
+            level = front.depth.level()
+            request = self._request(cid, level)
+        except ElasticError as e:
+            front.sig_messages_added.emit(cid, added, None)
+            front.sig_error.emit(str(e), "")
+            return
+        submodel, phase = level.think or level.answer, "thinking" if level.think else "answer"
+        self._say_if_waiting(cid)
+        reply = Reply(next(self._ids), cid, 0, Controls(), level, submodel, phase, Progress())
+        msg = front.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
+        reply.message_id = msg.id
+        self.in_flight[reply.request_id] = reply
+        front.sig_messages_added.emit(cid, added + [msg], msg.id)
+        front.sig_reply_started.emit(cid, msg.id, submodel, phase)
+        front.sig_busy.emit(True)
+        front.steering.update_live_phase()
+        self.flush_timer.start()
+        self.persist_timer.start()
+        job = front.tools.job(reply.request_id, cid, request, front.history.conversation(cid).settings)
+        self._sig_generate.emit(reply.request_id, job or request, reply.controls,
+                                overflow or front.settings.context_overflow)
+
+    def _say_if_waiting(self, cid: int) -> None:
+        ahead = next((x for x in self._live() if x.conversation_id != cid), None)
+        if ahead is not None:  # the engine has one line: this reply waits for that one to end
+            title = self.front.history.conversation(ahead.conversation_id).title
+            self.front.sig_notice.emit(f"This reply starts when the one in “{title[:40]}” ends (one reply at a "
+                                       "time; stop that one there to start this one now).")
+
+    def stop(self, cid: int | None = None) -> None:
+        """Stops the replies in flight (the decode loop sees the flag within one token; each one's Done saves
+        it): those of chat `cid` alone when given, else every one (a model load, an unload)."""
+        for r in self._live():
+            if cid is None or r.conversation_id == cid:
+                r.controls.stop()
+                self.front.tools.reply_ended(r.request_id)  # a consent it waits for is declined
+                r.stopping = True
+                self.front.steering.update_live_phase()
+
+    def stop_shown(self) -> None:
+        """Esc and Stop: the reply of the chat shown, never one streaming in another chat."""
+        if self.front.chats.current is not None:
+            self.stop(self.front.chats.current)
+
+    # ------------------------------------------------------------------ the events
+
+    @Slot(int, object)
+    def _on_event(self, request_id: int, event) -> None:
+        r = self.in_flight.get(request_id)
+        if r is None:
+            return  # a late event of a reply already closed
+        kind, r.progress = event.type, getattr(event, "progress", None) or r.progress  # (a tool result has none)
+        if kind == "prefill":  # its turn came: the view stops saying it waits
+            r.submodel, r.dirty = event.submodel, True
+        elif kind == "token":
+            self._on_token(r, event)
+        elif kind == "switch":
+            self._on_switch(r, event)
+        elif kind in TOOL_EVENTS:
+            self._on_tool_event(r, event)
+        elif kind == "done":
+            self._finish(r, event)
+
+    def _on_token(self, r: Reply, event) -> None:
+        (r.thinking if event.phase == "thinking" else r.answer).append(event.text)
+        phase_changed = r.phase != event.phase
+        r.phase, r.submodel, r.dirty = event.phase, event.submodel, True
+        if phase_changed:
+            self.front.steering.update_live_phase()
+        if not r.stopping and event.token_id is not None and self._shown(r):
+            # (a Token of no new token only releases text; the strip shows the chat on screen alone)
+            p = event.progress
+            self.front.sig_token.emit(event.submodel, event.phase, event.latency_ms, p.ttft_ms, p.tokens_per_s)
+
+    def _on_switch(self, r: Reply, event) -> None:
+        r.switches.append(event)
+        r.submodel = event.to_submodel
+        if event.reason == "answer":  # thinking is over: the answering submodel takes over
+            r.phase = "answer"
+            self.front.steering.update_live_phase()
+        if not r.stopping and self._shown(r):
+            self.front.sig_switch.emit(event.from_submodel, event.to_submodel, event.reprefill_tokens, event.ms,
+                                       event.reason)
+
+    @Slot(int, object, object)
+    def _consent_asked(self, request_id: int, call, box) -> None:
+        """A call waits for the user's consent: shown as asking, and the window asks (sig_consent)."""
+        r = self.in_flight.get(request_id)
+        if r is None or r.stopping:
+            self.front.tools.answered(request_id, box, "decline")
+            return
+        for c in r.calls:
+            if c["id"] == call.id:
+                c["status"], c["server"] = "asking", call.server
+        self.front.sig_tool_rounds.emit(r.conversation_id, r.message_id, r.shown_rounds())
+        self.front.sig_consent.emit(request_id, call, box)
+
+    def _on_tool_event(self, r: Reply, event) -> None:
+        """A tool event of the reply's loop (runtime/tool_loop.py): the calls shown live, then each round's
+        record; a round's texts move into its record and the next round streams afresh."""
+        kind = event.type
+        if kind == "tools_ready":
+            for problem in event.problems:
+                self.front.sig_error.emit(problem, "")
+            return
+        if kind == "tool_call":
+            r.calls.append({"id": event.id, "name": event.name, "server": "", "arguments": event.arguments,
+                            "content": "", "is_error": False, "status": "pending", "ms": 0})
+        elif kind == "tool_result":
+            r.calls = [c for c in r.calls if c["id"] != event.id] + [event.to_dict()]
+        elif kind == "tool_round":
+            r.rounds.append(event.to_dict())
+            r.calls, r.thinking, r.answer, r.dirty = [], [], [], True
+        if not r.removed:
+            self.front.sig_tool_rounds.emit(r.conversation_id, r.message_id, r.shown_rounds())
+
+    @Slot(int, int, int)
+    def _on_fitted(self, request_id: int, tokens: int, dropped: int) -> None:
+        r = self.in_flight.get(request_id)
+        if r is not None:
+            r.prompt_tokens, r.dropped = tokens, dropped
+            if dropped and not r.removed and self._shown(r):
+                self.front.sig_notice.emit(f"This chat is longer than the context: its {dropped} earliest message"
+                                           f"{'s were' if dropped > 1 else ' was'} left out of this reply (Settings "
+                                           "→ Defaults: context length, and what to do when a chat is longer).")
+
+    @Slot(int, int, int, int, bool)
+    def _on_overflow(self, request_id: int, tokens: int, limit: int, context: int, trimmable: bool) -> None:
+        """The reply could not start: its chat does not fit. Its empty message goes; the question stays,
+        and the window offers what to do (app/overflow.py)."""
+        r = self.in_flight.get(request_id)
+        if r is None:
+            return
+        r.removed = True
+        self.front.history.delete_message(r.conversation_id, r.message_id)
+        self._close(r, "", "", {})
+        if self._shown(r):
+            self.front.chats.select(r.conversation_id)
+        self.front.overflow.offer(r.conversation_id, tokens, limit, context, trimmable)
+
+    @Slot(int, str)
+    def _on_reply_failed(self, request_id: int, message: str) -> None:
+        r = self.in_flight.get(request_id)
+        if r is not None:
+            self._close(r, *r.texts(), {**r.meta(), "finish_reason": "error", "error": message})
+            self.report_failure(message)
+
+    def report_failure(self, message: str) -> None:
+        """The error line for a failed reply; out of memory, it offers the next lower depth."""
+        lower = self.front.depth.lower() if "memory" in message.lower() else None
+        hint = f" Try the lower reasoning depth {lower}." if lower else ""
+        self.front.sig_error.emit(f"The reply failed: {message}.{hint}", lower or "")
+
+    # ------------------------------------------------------------------ showing, saving, ending
+
+    def _flush(self) -> None:
+        for r in self._live():
+            if r.dirty:
+                r.dirty = False
+                self.front.sig_stream.emit(r.conversation_id, r.message_id, *r.texts(), r.submodel,
+                                           r.phase == "thinking", r.progress)
+
+    @refuses_read_only
+    def _persist(self) -> None:
+        for r in self.in_flight.values():
+            if not r.removed:
+                self.front.history.update_message(r.message_id, *r.texts(), r.meta(), complete=False)
+
+    def _finish(self, r: Reply, done) -> None:
+        if r.removed:  # nothing to save or show: its message is gone, and its id may be the new reply's
+            self._close(r, "", "", {})
+            return
+        r.switches = list(done.switches)
+        meta = {**r.meta(), "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
+                "thinking_budget": done.thinking_budget,
+                **{k: v for k, v in done.to_dict().items() if k != "type"}}
+        self._close(r, done.answer_text, done.thinking_text, meta)
+        if done.finish_reason == "error":
+            self.report_failure(done.error or "unknown error")
+        if self._shown(r):
+            self.front.sig_done.emit(done)
+
+    def _close(self, r: Reply, answer: str, thinking: str, meta: dict) -> None:
+        front = self.front
+        del self.in_flight[r.request_id]
+        front.tools.reply_ended(r.request_id)
+        if not self.in_flight:
+            self.flush_timer.stop()
+            self.persist_timer.stop()
+        front.steering.update_live_phase()
+        if r.removed:
+            front.sig_busy.emit(self.busy)
+            return
+        try:
+            front.history.update_message(r.message_id, answer, thinking, meta, complete=True)
+        except HistoryReadOnly as e:  # a full disk: the reply is shown, the banner says it is not saved
+            front.sig_error.emit(str(e), "")
+        front.sig_reply_done.emit(r.conversation_id, Message(r.message_id, r.conversation_id, "assistant", answer,
+                                                             thinking, meta, True))
+        front.sig_busy.emit(self.busy)
+        front.chats.refresh()
+        if self._shown(r):
+            front.context.count()
+
+    def stop_for_exit(self) -> None:
+        """At exit, before the engine's thread ends: every reply is told to stop, nothing more is shown."""
+        self.flush_timer.stop()
+        self.persist_timer.stop()
+        for r in self.in_flight.values():
+            r.controls.stop()
+
+    def save_at_exit(self) -> None:
+        """At exit, once the engine's thread has ended and its last events were taken in: what the replies
+        that did not end had is saved as stopped."""
+        for r in list(self.in_flight.values()):
+            self._close(r, *r.texts(), {**r.meta(), "finish_reason": "stopped"})
