@@ -95,11 +95,10 @@ class _Graph:
     def _needs(self, node) -> list[list]:
         """What `node` needs, as choices: every choice must be met, each by one of its keys. A node of
         several types that need something gets one key per type (`(id, kind)`), whose needs are that
-        type's. (true needs nothing; false has one empty choice, never met.)"""
-        if node is True:
+        type's. `false` counts as met: a schema that needs it has no value either, but that is no
+        recursion, and the grammar's own checks name it better (a required name that is no property)."""
+        if isinstance(node, bool):
             return []
-        if node is False:
-            return [[]]
         needs = [[id(self.refs[id(node)])]] if id(node) in self.refs else []
         needs += [[id(sub)] for sub in node.get("allOf", [])]
         needs += [[id(sub) for sub in node[key]] for key in ("anyOf", "oneOf") if key in node]
@@ -133,7 +132,7 @@ class _Graph:
         """The keys of the nodes that have a finite value (a work list: linear in nodes and edges)."""
         self.typed: dict = {}
         needs = {key: self._needs(node) for key, node in self.nodes.items()}
-        for extra in (True, False):  # a true / false reached by a $ref or a type's needs
+        for extra in (True, False):  # a true / false reached by a type's needs
             needs.setdefault(id(extra), self._needs(extra))
         needs.update(self.typed)
         unmet = {key: len(choices) for key, choices in needs.items()}

@@ -62,6 +62,7 @@ FINITE_SCHEMAS = {
     "escaped pointer parts": {"$defs": {"a/b": {"type": "string"}, "c~d": {"$ref": "#/$defs/a~1b"}},
                               "$ref": "#/$defs/c~0d"},
     "closed objects": node(properties={"a": {"type": "string"}}, required=["a"], additionalProperties=False),
+    "false is not recursion (the grammar names it)": node(required=["a"], additionalProperties=False),
     "no refs at all": node(properties={"a": {"type": "array", "items": {"type": "integer"}, "minItems": 3}}),
 }
 
