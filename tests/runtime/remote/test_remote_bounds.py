@@ -126,7 +126,8 @@ def test_an_honest_stream_with_its_extra_events_is_read_whole():
 # ---------------------------------------------------------------------- the total deadline
 
 
-DRIP = Timeouts(connect=0.5, first_byte=5.0, between_chunks=5.0, answer=0.5)
+# Each wait between reads is far above the drip (a busy PC does not trip it); only the total can end it.
+DRIP = Timeouts(connect=0.5, first_byte=5.0, between_chunks=5.0, answer=1.5)
 
 
 @pytest.mark.parametrize("headers", [False, True], ids=["the body drips", "the headers drip too"])
@@ -137,7 +138,7 @@ def test_a_model_list_that_drips_is_cut_at_its_total_deadline(headers, drip):
         with pytest.raises(RemoteError) as e:
             RemoteEngine.connect(RemoteServer(stub.url, timeouts=DRIP), "model-1")
         assert stub.hangups.wait(HANGUP_WAIT_S)
-    assert re.search(r"did not finish its answer to /models within 1 s \(it sends too slowly", str(e.value))
+    assert re.search(r"did not finish its answer to /models within 2 s \(it sends too slowly", str(e.value))
     assert "\n" not in str(e.value)
 
 
@@ -147,7 +148,7 @@ def test_a_model_list_that_drips_fast_enough_is_read():
     assert engine.model.id == "star"
 
 
-STREAM_DRIP = Timeouts(connect=0.5, first_byte=0.5, between_chunks=0.5, per_token=0.05)
+STREAM_DRIP = Timeouts(connect=0.5, first_byte=2.0, between_chunks=2.0, per_token=0.05)
 
 
 @pytest.mark.parametrize("steps", [
