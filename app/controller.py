@@ -172,6 +172,7 @@ class ChatController(QObject):
         stop the engine thread, save what the replies had, save the settings, close the history."""
         self.server.shutdown()
         self.replies.stop_for_exit()
+        self.worker.cancel_load()  # a load or its warm-up in flight stops too (it held the quit 12-19 s)
         stop_thread(self.thread)  # the decode loop sees the stop flag within a token, then the thread ends
         self.composer.tasks.shutdown()
         self.context.shutdown()

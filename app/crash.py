@@ -18,6 +18,7 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
+import stat
 import sys
 import threading
 import traceback
@@ -92,9 +93,53 @@ def install(log_path: Path) -> None:
         if _fault_file is None:
             _fault_file = open_append(log_path)  # kept open on purpose; a planted link is refused
         faulthandler.enable(file=_fault_file, all_threads=True)
+        _unread_stderr_to(_fault_file)
     except OSError as e:  # an unwritable log: the app still runs, the trace goes to stderr
         faulthandler.enable()
         log.warning("fatal-error traces go to stderr: %s", e)
+    _qt_messages_to_log()
+
+
+def _unread_stderr_to(log_file) -> None:
+    """Points a stderr that nobody reads (/dev/null, or none: a desktop launcher's) at the log. Python's
+    own fatal errors ("Fatal Python error: none_dealloc", then abort) switch faulthandler off and write
+    their reason to stderr alone; a terminal, a pipe or a file keeps it (someone reads those)."""
+    try:
+        st = os.fstat(2)
+    except OSError:  # no stderr at all
+        st = None
+    if st is None or (stat.S_ISCHR(st.st_mode) and not os.isatty(2)):
+        if sys.stderr is not None:
+            sys.stderr.flush()
+        os.dup2(log_file.fileno(), 2)
+        log.info("stderr went nowhere; it goes to this log")
+
+
+def _qt_messages_to_log() -> None:
+    """Qt's warnings, criticals and fatals go to the log too (and to stderr, as Qt's own handler does):
+    a qFatal's reason was on stderr alone, and faulthandler's trace after it said only "Aborted"."""
+    try:
+        from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+    except ImportError:
+        return
+    levels = {QtMsgType.QtInfoMsg: logging.INFO, QtMsgType.QtWarningMsg: logging.WARNING,
+              QtMsgType.QtCriticalMsg: logging.ERROR, QtMsgType.QtFatalMsg: logging.CRITICAL}
+
+    def handler(kind, _context, message):
+        if kind in levels:
+            log.log(levels[kind], "Qt: %s", message)
+        if sys.stderr is not None:
+            print(message, file=sys.stderr, flush=True)
+    qInstallMessageHandler(handler)
+
+
+def stop_qt_messages() -> None:
+    """Qt's own handler again, at the end of main: no Python is called once the interpreter winds down."""
+    try:
+        from PySide6.QtCore import qInstallMessageHandler
+    except ImportError:
+        return
+    qInstallMessageHandler(None)
 
 
 def begin_session(data_dir: Path, log_path: Path) -> str:

@@ -4,8 +4,9 @@
 
 With no checkpoint the bundled demo model loads (its NVFP4 export, so the app takes the
 quantized path a real RTX PC takes). `--probe` plans with a recorded hardware probe instead
-of this PC's (for demos and tests). A second launch raises the running window and exits
-(app/single_instance.py: a lock held for the app's life decides, in a folder private to the user).
+of this PC's (for demos and tests). A second launch raises the running window and exits, or says
+in a window that the running app did not answer (app/single_instance.py: a lock held for the app's
+life decides, in a folder private to the user).
 
 Teardown is explicit and in order: the window (and every widget it owns) is deleted while the
 application object exists, wrappers left in reference cycles are collected, then "clean exit" is
@@ -35,7 +36,6 @@ def main(argv: list[str] | None = None) -> int:
     from runtime.api import data_dir, log_file, use_models_dir
 
     from . import crash
-    from .single_instance import ask_until_answered
     from .state.data_files import check_data_files, prepare_data_folder
     from .state.settings import Settings
 
@@ -51,10 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setDesktopFileName("elastic-chat")
     instance, instance_problem = _claim_instance(folder)
     if instance is not None and not instance.held:
-        reply = ask_until_answered(instance.socket, "raise", 30)  # the holder may still be starting its server
-        print("Elastic Chat is already running; its window was raised." if reply == "raised" else
-              "Elastic Chat is already running (it did not answer; it may still be starting).")
-        return 0
+        return _second_launch(instance.socket)
     shown = _Shown()
     server, problem = _serve(instance, shown) if instance is not None else (None, "")
     instance_problem = instance_problem or problem
@@ -89,9 +86,32 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()  # wrappers in reference cycles go now too, not in PySide's teardown at the interpreter's exit
     logging.getLogger("elastic-chat").info("clean exit")
     crash.end_session(folder)
+    crash.stop_qt_messages()
     if instance is not None:
         instance.release()  # last: a launch from now on is the app
     return code
+
+
+ANSWER_S = 10  # a running app answers at once; one that is starting (or quitting) may need a moment
+
+
+def _second_launch(socket: str) -> int:
+    """This launch found the app running: it asks that app to raise its window, and says so in a window
+    of its own when that app does not answer (it is quitting, or busy): from a desktop launcher a line
+    on stderr is nothing at all."""
+    from PySide6.QtWidgets import QMessageBox
+
+    from .single_instance import ask_until_answered
+
+    if ask_until_answered(socket, "raise", ANSWER_S) == "raised":
+        print("Elastic Chat is already running; its window was raised.")
+        return 0
+    text = ("Elastic Chat is already running, but it did not answer: it may be quitting or still starting. "
+            "Wait a moment, then open it again.")
+    print(text)
+    logging.getLogger("elastic-chat").warning("a second launch was refused: %s", text)
+    QMessageBox.information(None, "Elastic Chat", text)
+    return 0
 
 
 class _Shown:

@@ -38,6 +38,7 @@ from runtime.api import (
     McpManager,
     PendingCall,
     ServerConfig,
+    consent_key,
     merge_imported,
     read_config,
     run_tool_loop,
@@ -104,6 +105,7 @@ class ToolJob:
     # server name -> StartFailure: not tried again by every reply (a server that hangs at start would hold
     # each one up); approving it again in Settings tries again
     failed: dict = field(default_factory=dict)
+    always: object = None  # () -> the consent keys allowed always, once the servers have started
 
     def prepare(self) -> ToolsReady:
         """Starts the approved servers not running yet (in the engine thread, never the GUI's) and puts
@@ -123,6 +125,8 @@ class ToolJob:
             self.failed[server.name] = failed._replace(said=True)
         offered = [t for t in self.manager.tools() if t.name not in self.off]
         self.request = replace(self.request, tools=tuple(t.as_tool() for t in offered) or None)
+        if self.always is not None:  # the tools now running, as allowed for the server and definition they have
+            self.chat_tools.always_allowed = self.always()
         return ToolsReady(tuple(t.name for t in offered), tuple(problems))
 
     def run(self, stream, controls):
@@ -253,14 +257,25 @@ class ToolsController(QObject):
         if not on or not servers:
             return PlainReply(request)
         chat = self.chats.setdefault(cid, ChatTools())
-        chat.always_allowed = frozenset().union(*(self.approvals.always_allowed(s) for s in servers))
+        chat.always_allowed = frozenset()  # set once the servers run (ToolJob.prepare): keyed on their tools
 
         def ask(call: PendingCall, controls) -> str:
             box = Mailbox()
             self._sig_ask.emit(request_id, call, box)  # queued to the GUI thread
             return box.wait(lambda: controls.stop_requested)
         return ToolJob(request, self.manager, servers, chat, off, ask, max_calls or MAX_TOOL_CALLS.default,
-                       failed=self.failed)
+                       failed=self.failed, always=lambda: self.always_allowed_keys(servers))
+
+    def always_allowed_keys(self, servers) -> frozenset:
+        """The consent keys (runtime/tool_loop.py) of the running tools the user allowed always: each for its
+        own server as approved now and its own definition, never another server's tool of the same name."""
+        keys = set()
+        for server in servers:
+            for tool in self.manager.tools():
+                if (tool.server == server.name and tool.origin == server.fingerprint()
+                        and self.approvals.is_always_allowed(server, tool)):
+                    keys.add(consent_key(tool))
+        return frozenset(keys)
 
     @Slot(int, object, object)
     def _ask(self, request_id: int, call: PendingCall, box: Mailbox) -> None:

@@ -155,11 +155,16 @@ class EngineWorker(QObject):
         self.max_context = max_context
         self.probe_file = probe_file
         self.cancel_requested = threading.Event()  # set by the GUI thread (cancel_load), read between tensors
+        self._warming = None  # the warm-up reply's runtime.controls.Controls while it runs
         self._progress_at = 0.0
 
     def cancel_load(self) -> None:
-        """Called from the GUI thread: the load in progress stops before its next tensor."""
+        """Called from the GUI thread (Cancel, or quitting): the load in progress stops before its next
+        tensor, the warm-up within a token."""
         self.cancel_requested.set()
+        warming = self._warming
+        if warming is not None:
+            warming.stop()
 
     def _progress(self, p) -> None:
         now = time.monotonic()
@@ -282,14 +287,21 @@ class EngineWorker(QObject):
         work (allocations, kernel selection, lazy unpacking); returns its milliseconds."""
         started = time.perf_counter()
         for name in submodels:
+            self._warming = controls = Controls()
+            if self.cancel_requested.is_set():  # quitting: a warm-up is not worth waiting for
+                log.info("warm-up cancelled before %s", name)
+                self._warming = None
+                break
             request = ChatRequest(({"role": "user", "content": "hi"},), None, name, 0, 2, SamplingSettings(0.0))
             try:
-                for _ in self.engine.stream(request):
+                for _ in self.engine.stream(request, controls):
                     pass
             except BaseException as e:  # a courtesy: the first real reply reports any problem (a panic too)
                 if not _caught(e):
                     raise
                 log.warning("warm-up on %s failed: %s", name, _describe(e))
+            finally:
+                self._warming = None
         return round((time.perf_counter() - started) * 1000, 1)
 
     @Slot()

@@ -17,7 +17,7 @@ from .controls import Controls
 from .depth import DepthLevel, find_level, level_names, lower_level, table_default_level, usable_level
 from .engine import Engine, EngineStatus
 from .engine_queue import EngineQueue, stream_in_turn
-from .errors import ElasticError, UsageError, one_line, printable, show
+from .errors import ElasticError, UsageError, for_approval, one_line, printable, show
 from .events import (
     END_OF_TURN,
     ENDED_BY_USER,
@@ -78,7 +78,7 @@ from .paths import (
     use_models_dir,
 )
 from .placement import ExpertPlacement
-from .private_files import make_file_private, make_private_folder, open_append, read_bounded, read_tail, write_private
+from .private_files import make_private_folder, open_append, private_before_open, read_bounded, read_tail, write_private
 from .remote.client import RemoteServer
 from .remote.engine import RemoteEngine
 from .remote.engine import list_models as list_server_models
@@ -103,6 +103,7 @@ from .tool_loop import (
     DECLINE,
     ChatTools,
     PendingCall,
+    consent_key,
     describe_arguments,
     replay_messages,
     run_tool_loop,
@@ -122,12 +123,12 @@ __all__ = [
     "SamplingSettings", "ServerConfig", "ServerThread", "Switch", "Token", "TokenCounter", "UsageError",
     "add_source", "annotations", "apply_threads", "bundled_calculator", "cache_bytes", "catalog_slices",
     "check_catalog_slices",
-    "check_cpu_fit", "check_destination", "check_slice", "checkpoint_sizing", "data_dir", "default_models_dir",
-    "delete", "describe", "describe_arguments", "download_dir", "find_level", "fit_submodel", "folder_table",
+    "check_cpu_fit", "check_destination", "check_slice", "checkpoint_sizing", "consent_key", "data_dir", "default_models_dir",
+    "delete", "describe", "describe_arguments", "download_dir", "find_level", "fit_submodel", "folder_table", "for_approval",
     "format_bytes", "hub_token", "import_folder", "instance_name", "is_loopback", "is_panic", "is_spec",
     "level_names", "list_models", "list_server_models", "load_catalog", "load_probe", "load_sources", "log_file",
-    "lower_level", "make_file_private", "make_plan", "make_private_folder", "merge_imported", "models_dir",
-    "one_line", "open_append", "options", "parse_server", "parse_spec", "plan_checkpoint", "printable", "probe",
+    "lower_level", "make_plan", "make_private_folder", "merge_imported", "models_dir",
+    "one_line", "open_append", "options", "parse_server", "parse_spec", "plan_checkpoint", "printable", "private_before_open", "probe",
     "read_bounded", "read_config", "read_json_file", "read_key", "read_tail", "refusal", "remove_source",
     "replay_messages", "resolve", "run_tool_loop", "saved_rounds", "server_model_choices", "show",
     "socket_file_name", "socket_folders", "stream_in_turn", "table_default_level", "usable_level", "use_models_dir",

@@ -19,10 +19,12 @@ offsets, in the text as typed) is encoded as characters, like a token's string t
 
 The tokenizer is native code from a download (Rust, through tokenizers): every call into it goes
 through runtime/native.py, so a panic (a backtracking regex that hits Oniguruma's retry limit) is
-one error line, never an exception that escapes `except Exception`. Its time is bounded too: at
-load a few short probe texts must encode within PROBE_SECONDS (else the tokenizer is refused), and
-every encode runs in a helper thread (tokenizers releases the GIL while it encodes a batch) with a
-deadline that grows with the text; a tokenizer past its deadline is marked broken and used no more.
+one error line, never an exception that escapes `except Exception`. Its work is bounded too, in
+CPU time, never in wall-clock time (runtime/work_bound.py: a busy PC must not have an honest
+tokenizer refused): at load a few short probe texts must encode within PROBE_CPU_SECONDS (else the
+tokenizer is refused), and every encode runs in a helper thread (tokenizers releases the GIL while it
+encodes) with a CPU budget that grows with the text; a tokenizer past its budget is marked broken
+and used no more.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from .checkpoint.config import read_json
 from .errors import CheckpointError, UsageError, show
 from .native import describe, guarded
 from .units import format_bytes
+from .work_bound import STALL_SECONDS, wait_for_work
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +54,11 @@ MAX_TOKENIZER_FILE = 256 << 20  # tokenizer.json of a 131k vocabulary is about 1
 MARK_OPEN, MARK_CLOSE, MARK_BASE = "\U000F0000", "\U000F0001", 0xF0100
 MARK = re.compile("\U000F0000([\U000F0100-\U000FFFFD])\U000F0001")
 TEMPLATE_STRING_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
-# Encoding time: a short text gets ENCODE_SECONDS, a longer one ENCODE_CHARS_PER_S more per character
-# (a sound tokenizer encodes millions of characters a second; these only catch one that backtracks).
-ENCODE_SECONDS, ENCODE_CHARS_PER_S = 2.0, 100_000
-PROBE_SECONDS = 2.0  # for all of PROBE_TEXTS at load; each takes a sound tokenizer well under 1 ms
+# Encoding work, in CPU seconds of the encoding thread: a short text gets ENCODE_CPU_SECONDS, a longer
+# one a second more per ENCODE_CHARS_PER_CPU_S characters (the demo's tokenizer encodes about 470,000
+# characters per CPU second on a busy 2-core PC; these only catch one that backtracks).
+ENCODE_CPU_SECONDS, ENCODE_CHARS_PER_CPU_S = 2.0, 100_000
+PROBE_CPU_SECONDS = 2.0  # for all of PROBE_TEXTS at load; each takes a sound tokenizer well under 1 ms
 # Runs of one character class, then a different one: what makes a backtracking regex explode.
 PROBE_TEXTS = tuple(c * 64 + end for c in ("a", "A", "1", " ", "\n", ".", "é", "日", "🙂", "a1", "a ")
                     for end in ("!", "a", "")) + ("Hello, world! What is 12 + 34? It is 46.\n",)
@@ -150,14 +154,14 @@ class ChatFormat:
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
-        self.broken = ""  # set when the tokenizer ran past a deadline: it is used no more
+        self.broken = ""  # set when the tokenizer ran past its budget: it is used no more
         with guarded(lambda why: CheckpointError(folder, f"the tokenizer files cannot be loaded ({why})")):
             self.tokenizer = PreTrainedTokenizerFast.from_pretrained(
                 str(folder), local_files_only=True, trust_remote_code=False)
         tok = self.tokenizer
         try:
             self._bounded(lambda: [tok.encode(t, add_special_tokens=False) for t in PROBE_TEXTS], "encode",
-                          sum(map(len, PROBE_TEXTS)), seconds=PROBE_SECONDS)
+                          sum(map(len, PROBE_TEXTS)), cpu_seconds=PROBE_CPU_SECONDS)
         except UsageError as e:
             raise CheckpointError(folder, f"the tokenizer fails on ordinary short texts: {e}") from None
         source, where = template_text(folder, config)
@@ -186,13 +190,13 @@ class ChatFormat:
 
     # ------------------------------------------------------------------ the native calls, bounded
 
-    def _bounded(self, call, what: str, size: int = 0, seconds: float | None = None):
-        """`call()` (a tokenizer call) in a helper thread under a deadline; its failures, a Rust panic
-        included, are one UsageError line. Past the deadline the call is left to finish on its own and
+    def _bounded(self, call, what: str, size: int = 0, cpu_seconds: float | None = None):
+        """`call()` (a tokenizer call) in a helper thread under a CPU budget; its failures, a Rust panic
+        included, are one UsageError line. Past the budget the call is left to finish on its own and
         this tokenizer is marked broken (the thread may still be using it)."""
         if self.broken:
             raise UsageError(self.broken)
-        limit = seconds if seconds is not None else ENCODE_SECONDS + size / ENCODE_CHARS_PER_S
+        limit = cpu_seconds if cpu_seconds is not None else ENCODE_CPU_SECONDS + size / ENCODE_CHARS_PER_CPU_S
         box: dict = {}
 
         def run():
@@ -202,9 +206,11 @@ class ChatFormat:
                 box["error"] = e
         worker = threading.Thread(target=run, name="tokenizer", daemon=True)
         worker.start()
-        worker.join(limit)
-        if worker.is_alive():
-            self.broken = (f"the tokenizer took more than {limit:.3g} s to {what} {size:,} characters: its rules "
+        why = wait_for_work(worker, limit)
+        if why:
+            spent = (f"took more than {limit:.3g} s of CPU time" if why == "cpu"
+                     else f"did no work for {STALL_SECONDS:g} s without finishing")
+            self.broken = (f"the tokenizer {spent} to {what} {size:,} characters: its rules "
                            "(tokenizer.json) are broken or hostile; choose another model")
             raise UsageError(self.broken)
         if "error" in box:

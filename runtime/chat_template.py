@@ -14,9 +14,11 @@ internals or changing data; this module adds the bounds the sandbox lacks:
   much as a whole-number argument says (a width, a count: SIZED_CALLS) refuse one above MAX_CHARS;
   elsewhere a number is only printed (bounded by Python's digit limit) or compared, so a request's
   `maximum: 9007199254740991` renders as it is;
-* time: a trace function sees every line the compiled template runs and stops it after
-  MAX_SECONDS; the same hook stops it when the process grew by more than MAX_GROWTH bytes
-  (a string doubled in a loop);
+* work: a trace function sees every line the compiled template runs and stops it once its thread
+  has spent MAX_CPU_SECONDS of CPU time (time.thread_time: the work itself, so a PC busy with
+  other programs slows an honest template down but never has it refused, as a wall-clock limit
+  did); the same hook stops it when the process grew by more than MAX_GROWTH bytes (a string
+  doubled in a loop);
 * output: rendering stops once the text passes MAX_CHARS.
 
 The context matches what transformers gives templates (messages, add_generation_prompt, the
@@ -44,7 +46,8 @@ from .units import format_bytes
 
 MAX_CHARS = 1 << 24  # 16.7M characters: far more than any context window holds
 MAX_INT_BITS = 1 << 16  # about 19,700 digits; one operation on two such numbers takes milliseconds
-MAX_SECONDS = 3.0
+MAX_CPU_SECONDS = 3.0  # of this thread's CPU time; the demo's template compiles in about 0.1 s of it
+LOOK_EVERY, LOOK_SECONDS = 256, 0.002  # the guard reads the clocks every 256 trace events or 2 ms
 MAX_GROWTH = 512 << 20  # bytes the process may grow while one template runs
 MAX_TEMPLATE = 1 << 20  # characters of template source
 
@@ -276,8 +279,12 @@ def _raise_exception(message):
 
 
 class _Guard:
-    """Stops the code running in this thread after MAX_SECONDS, or once the process grew by
-    MAX_GROWTH bytes, from a trace function (it sees every line of the compiled template)."""
+    """Stops the code running in this thread once it has spent MAX_CPU_SECONDS of CPU time, or once
+    the process grew by MAX_GROWTH bytes, from a trace function (it sees every line of the compiled
+    template). It looks every LOOK_EVERY events and, so that one step allocating a lot (a value of
+    MAX_CHARS in a loop) is seen soon, every LOOK_SECONDS in between; the memory, which costs more
+    to read, only after LOOK_SECONDS more of CPU time. The wall clock paces the looking, it never
+    refuses."""
 
     def __init__(self):
         import psutil
@@ -285,10 +292,9 @@ class _Guard:
         self.process = psutil.Process()
 
     def __enter__(self):
-        self.start = time.monotonic()
-        self.deadline = self.start + MAX_SECONDS
+        self.cpu0 = time.thread_time()
         self.rss0 = self.process.memory_info().rss
-        self.next_memory_check = self.start
+        self.steps, self.next_look, self.next_memory = LOOK_EVERY, time.monotonic() + LOOK_SECONDS, 0.0
         self.previous = sys.gettrace()
         sys.settrace(self._trace)
         return self
@@ -298,15 +304,20 @@ class _Guard:
         return False
 
     def _trace(self, frame, event, arg):
-        now = time.monotonic()
-        if now > self.deadline:
-            raise TemplateLimit(f"the chat template ran for more than {MAX_SECONDS:g} s")
-        if now >= self.next_memory_check:
-            self.next_memory_check = now + 0.002
-            grown = self.process.memory_info().rss - self.rss0
-            if grown > MAX_GROWTH:
-                raise TemplateLimit(f"the chat template used more than {format_bytes(MAX_GROWTH)} of memory")
+        self.steps -= 1
+        if self.steps <= 0 or time.monotonic() >= self.next_look:
+            self._look()
         return self._trace
+
+    def _look(self) -> None:
+        self.steps, self.next_look = LOOK_EVERY, time.monotonic() + LOOK_SECONDS
+        worked = time.thread_time() - self.cpu0
+        if worked > MAX_CPU_SECONDS:
+            raise TemplateLimit(f"the chat template worked for more than {MAX_CPU_SECONDS:g} s of CPU time")
+        if worked >= self.next_memory:
+            self.next_memory = worked + LOOK_SECONDS
+            if self.process.memory_info().rss - self.rss0 > MAX_GROWTH:
+                raise TemplateLimit(f"the chat template used more than {format_bytes(MAX_GROWTH)} of memory")
 
 
 _ENV: BoundedSandbox | None = None

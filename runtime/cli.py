@@ -22,7 +22,7 @@ import sys
 
 from . import options, threads
 from .depth import level_names
-from .errors import ElasticError, UsageError, one_line, printable
+from .errors import ElasticError, UsageError, for_approval, one_line, printable
 from .options import (
     CLI_MAX_NEW_TOKENS,
     CONTEXT,
@@ -398,7 +398,7 @@ class _TextPrinter:
 
     def tool_call(self, e):
         if e.type == "tool_call":
-            print(f"\n[tool call {printable(e.name)} {printable(json.dumps(e.arguments, ensure_ascii=False))}]",
+            print(f"\n[tool call {for_approval(e.name)} {for_approval(json.dumps(e.arguments, ensure_ascii=False))}]",
                   flush=True)
         else:
             print(f"\n[invalid tool call: {printable(e.error)}]", flush=True)

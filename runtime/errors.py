@@ -4,11 +4,13 @@ Every problem with user input (a checkpoint folder, a command-line value) become
 `CheckpointError` or `UsageError` whose message names the file or value and says what
 to do. The CLI prints that message as one line and exits non-zero; the GUI shows it.
 
-The three helpers here are the only ones: `printable` (control characters shown, never obeyed),
-`one_line` (a message as one printable line) and `show` (a value quoted inside a message).
+The helpers here are the only ones: `printable` (control characters shown, never obeyed),
+`for_approval` (what the user approves: format characters shown too, so nothing is reordered or
+hidden), `one_line` (a message as one printable line) and `show` (a value quoted inside a message).
 """
 
 import re
+import unicodedata
 
 # C0 and C1 control characters, DEL, and the line/paragraph separators: a file or submodel name
 # holding them could move the cursor, recolour or retitle a terminal, or split one line into two.
@@ -26,6 +28,23 @@ def printable(text, keep_newlines: bool = False) -> str:
         c = m.group()
         return c if c in keep else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
     return _CONTROL.sub(escape, str(text))
+
+
+def for_approval(text, keep_newlines: bool = False) -> str:
+    """`text` as it must be seen to be approved (a command, an argument, a tool's name or description):
+    `printable`, and every format character (Unicode Cf: bidirectional embeddings, overrides, isolates
+    and marks, zero-width characters, the BOM, the soft hyphen, tag characters) and every code point
+    this Python does not know (a format character of a newer Unicode) shown as an escape. Otherwise an
+    argument `"notes.txt\u202e\u2066 (read-only)\u2069"` shows "(read-only)" outside the string, as
+    if the app had said it. Model text elsewhere keeps them (emoji sequences join with U+200D)."""
+    text = printable(text, keep_newlines)
+    if text.isascii():
+        return text
+    return "".join(_escape(c) if unicodedata.category(c) in ("Cf", "Cn") else c for c in text)
+
+
+def _escape(c: str) -> str:
+    return f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}"
 
 
 def one_line(text, limit: int | None = None) -> str:

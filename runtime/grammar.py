@@ -25,8 +25,9 @@ Two kinds of grammar, one Lark text each:
 - `response_format` `json_object` or `json_schema` (strict or not: the output always validates),
   or either of them or a call when tools are offered with `tool_choice` "auto".
 
-Schemas come from outside: `check_schema` bounds their size and depth and refuses a keyword this
-module cannot honour, naming it (GrammarError carries the request parameter it came from).
+Schemas come from outside: `check_schema` bounds their size and depth, refuses a keyword this
+module cannot honour, naming it (GrammarError carries the request parameter it came from), and a
+`$ref` that points nowhere or recurses without end (schema_refs.py): before any work, on every route.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from .errors import ElasticError, show
+from .schema_refs import SchemaRefError, check_refs
 from .tool_calls import CALL_CLOSE, CALL_OPEN, format_tool_call, tool_schemas
 
 MAX_SCHEMA_BYTES = 64 << 10  # one schema, as JSON
@@ -111,6 +113,10 @@ def check_schema(schema, param: str) -> dict:
     if size > MAX_SCHEMA_BYTES:
         raise GrammarError(param, f"is {size:,} bytes as JSON; at most {MAX_SCHEMA_BYTES:,} are accepted")
     _walk(schema, param, 0)
+    try:
+        check_refs(schema, param)
+    except SchemaRefError as e:
+        raise GrammarError(e.where, e.message) from None
     return schema
 
 

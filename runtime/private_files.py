@@ -108,16 +108,30 @@ def write_private(path: Path, data: bytes) -> None:
     _sync_folder(path.parent)
 
 
-def make_file_private(path: Path) -> None:
-    """0600 for a file the app made through another library (the history's database and its journal)."""
-    try:
-        fd = _open_regular(Path(path), os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        _make_private(fd)
-    finally:
-        os.close(fd)
+def private_before_open(path: Path, companions: tuple[str, ...] = ("-wal", "-shm")) -> None:
+    """Makes a database that another library opens (SQLite: the history) the user's alone, called just
+    before it opens it: a missing file is created empty and 0600 (SQLite then gives its -wal and -shm the
+    database's mode), and an existing one and its companions (`path` + suffix) lose group and other bits.
+
+    It changes modes by name and never opens an existing file: closing ANY descriptor of a file drops
+    every POSIX lock the process holds on it, SQLite's too; the next reader then believes it is alone,
+    resets the -shm the app has mapped, and the app dies of a Bus error (or two processes each own the
+    WAL index, which is how databases get corrupted). Raises OSError (NotARegularFile for a link)."""
+    path = Path(path)
+    try:  # new, so no library holds it yet
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY,
+                         PRIVATE_FILE))
+    except FileExistsError:
+        pass
+    for name in (str(path), *(f"{path}{suffix}" for suffix in companions)):
+        try:
+            st = os.lstat(name)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise NotARegularFile(0, "it is a link or not a regular file", name)
+        if hasattr(os, "getuid") and st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(name, stat.S_IMODE(st.st_mode) & ~0o077)
 
 
 def _make_private(fd: int) -> None:

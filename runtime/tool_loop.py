@@ -8,7 +8,8 @@
 One round is one reply of `stream` (generate.stream_chat, or engine_queue.stream_in_turn, which takes a
 turn on the engine per round, so others may use it while a call waits for consent) with the tools
 offered. When it ends having made calls, each call is put to `consent` (unless the tool is allowed
-already: always, or in this chat), run through the
+already: always, or in this chat; a consent covers one tool of one server as both were defined when it
+was given, see `consent_key`), run through the
 `toolbox` (runtime/mcp/client.py's McpManager, or anything with its `tool` and `call`) and its result
 becomes a `tool` message after the round's assistant turn (runtime/tool_calls.py's messages, which the
 template renders); then the model goes on in the next round. A declined call goes back to the model as
@@ -110,15 +111,28 @@ class Toolbox(Protocol):
     def call(self, name: str, arguments: dict, cancelled: Callable[[], bool] = ..., timeout_s: float | None = ...): ...
 
 
+def consent_key(tool) -> tuple | None:
+    """What a consent covers: one tool of one server, as both were defined when it was given: the server's
+    name and the fingerprint of its approved command (McpTool.origin), the tool's name, and a digest of its
+    description and schema (McpTool.definition). Keyed on the bare name, a tool allowed for one server ran
+    unasked when another server offered a tool of that name (issue 37); a changed definition asks again.
+    None (always ask) when no server offers the tool."""
+    if tool is None:
+        return None
+    return (str(tool.server), str(getattr(tool, "origin", "")), str(tool.name), str(getattr(tool, "definition", "")))
+
+
 @dataclass
 class ChatTools:
     """A chat's tool state, kept by its owner across replies: the tools allowed without asking in this
-    chat ("Always allow this tool in this chat") and those allowed always (the user's settings)."""
-    allowed_in_chat: set[str] = field(default_factory=set)
-    always_allowed: frozenset[str] = frozenset()
+    chat ("Always allow this tool in this chat") and those allowed always (the user's settings), each a
+    `consent_key`."""
+    allowed_in_chat: set[tuple] = field(default_factory=set)
+    always_allowed: frozenset[tuple] = frozenset()
 
-    def allowed(self, name: str) -> bool:
-        return name in self.allowed_in_chat or name in self.always_allowed
+    def allowed(self, tool) -> bool:
+        key = consent_key(tool)
+        return key is not None and (key in self.allowed_in_chat or key in self.always_allowed)
 
 
 def conversation_after(round_: ToolRound) -> list[dict]:
@@ -237,17 +251,20 @@ def _outcome(call, toolbox, consent, controls: Controls, chat_tools: ChatTools, 
     if over:
         return result(f"not run: this reply reached its limit of {max_calls} tool calls; answer with what you have",
                       NOT_RUN)
-    if not chat_tools.allowed(call.name):
+    if not chat_tools.allowed(tool):
         started = time.perf_counter()
         answer = consent(PendingCall(call.id, call.name, server, call.arguments,
                                      getattr(tool, "description", "") if tool else ""))
         if controls.stop_requested:
             return result("not run: the user stopped the reply", STOPPED_CALL)
-        if answer == ALLOW_IN_CHAT:
-            chat_tools.allowed_in_chat.add(call.name)
+        if answer == ALLOW_IN_CHAT and consent_key(tool) is not None:
+            chat_tools.allowed_in_chat.add(consent_key(tool))
         elif answer != ALLOW_ONCE:
             return result("declined: the user did not allow this call; do not call it again for this request",
                           DECLINED, ms=round((time.perf_counter() - started) * 1000, 1))
+    if consent_key(toolbox.tool(call.name)) != consent_key(tool):  # it changed while the user was asked
+        return result("not run: the tool changed (its server or its definition) while the user was asked; "
+                      "call it again to be asked about the tool as it is now", DECLINED)
     outcome = toolbox.call(call.name, call.arguments, cancelled=lambda: controls.stop_requested, timeout_s=timeout_s)
     status = STOPPED_CALL if outcome.stopped else FAILED if outcome.is_error else OK
     return result(outcome.content, status, outcome.is_error, ms=outcome.ms, truncated=outcome.truncated)

@@ -10,6 +10,8 @@ per file path on `HubStub.faults`:
     stall=S          send half the requested bytes, then go silent for S seconds (once)
     status=CODE      answer CODE instead of the file (every time, or `times` times)
     throttle=S       sleep S seconds after every 64 KiB (slow link; lifting the fault speeds it up)
+    hold=True        send all but the last piece, then nothing more until the test lifts the fault (a
+                     download in progress for as long as a test needs one, however slow the machine)
 
 Hostile modes, for the downloader's input classes:
 
@@ -282,6 +284,8 @@ class HubStub:
                         live = stub.faults.get(path, {})  # read per piece: a test may lift a slow link
                         throttle, trickle = live.get("throttle", 0), live.get("trickle", 0)
                         step = 1 if trickle else min(65536, limit - sent)
+                        while sent + step >= length and stub.faults.get(path, {}).get("hold"):
+                            time.sleep(0.02)
                         piece = data[start + sent:start + sent + step]
                         if corrupt_at is not None and sent <= corrupt_at < sent + len(piece):
                             i = corrupt_at - sent

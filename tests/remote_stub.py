@@ -28,11 +28,17 @@ def sse(obj) -> bytes:
 class RemoteStub:
     """`script(body) -> list of steps`: bytes (sent as they are), ("sleep", s), ("status", code, body),
     ("drop",) (the socket closes mid-answer), ("length", n) (a Content-Length header of n), ("close",)
-    (no length, no chunks: `Connection: close` and the body ends when the socket does)."""
+    (no length, no chunks: `Connection: close` and the body ends when the socket does), ("forever", bytes,
+    s) (the bytes again and again, `s` apart, until the client hangs up: a server that never stops).
+
+    `models_drip` (s): the model list's answer is sent a byte at a time, that far apart; with
+    `drip_headers` its status line and headers are too (a server that never trips a wait between reads).
+    `hangups` is set when the client hung up on an answer still being sent."""
 
     def __init__(self, models: list[dict], script=None, models_raw: bytes | None = None, models_delay: float = 0.0,
-                 pages: dict[str, dict] | None = None):
+                 models_drip: float = 0.0, drip_headers: bool = False, pages: dict[str, dict] | None = None):
         self.models, self.script, self.models_raw, self.models_delay = models, script, models_raw, models_delay
+        self.models_drip, self.drip_headers = models_drip, drip_headers
         self.pages = pages or {}  # other GET paths it answers (llama.cpp's /props, vLLM's /version)
         self.gets: list[str] = []  # every GET path asked
         self.bodies: list[dict] = []
@@ -55,7 +61,24 @@ class RemoteStub:
                     return self._send(404, b'{"error": {"message": "no such route"}}')
                 time.sleep(stub.models_delay)
                 raw = stub.models_raw or json.dumps({"object": "list", "data": stub.models}).encode()
+                if stub.models_drip:
+                    return self._drip(raw)
                 self._send(200, raw)
+
+            def _drip(self, raw: bytes):
+                head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(raw)}\r\n"
+                        "\r\n").encode()
+                try:
+                    if not stub.drip_headers:
+                        self.wfile.write(head)
+                        head = b""
+                    for i in range(len(head + raw)):
+                        self.wfile.write((head + raw)[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(stub.models_drip)
+                except (BrokenPipeError, ConnectionResetError):
+                    stub.hangups.set()
+                self.close_connection = True
 
             def _seen(self):
                 if stub.on_headers is not None:
@@ -87,6 +110,10 @@ class RemoteStub:
                             self._write(step, chunked=length is None)
                         elif step[0] == "sleep":
                             time.sleep(step[1])
+                        elif step[0] == "forever":
+                            while True:
+                                self._write(step[1], chunked=length is None)
+                                time.sleep(step[2])
                         elif step[0] in ("close", "length", "status"):
                             continue
                         elif step[0] == "drop":

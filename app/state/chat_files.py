@@ -111,7 +111,19 @@ def _text(value, what: str, limit: int) -> str:
         raise ValueError(f"{what} is not text")
     if len(value) > limit:
         raise ValueError(f"{what} is longer than {limit:,} characters")
+    _unicode(value, what)
     return value
+
+
+def _unicode(value: str, what: str) -> None:
+    """JSON may write half a character (a lone surrogate, "\\ud800"), which is no text: the history
+    cannot store it (SQLite's UTF-8 refuses it) nor the window show it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        half = value[e.start]
+        raise ValueError(f"{what} holds half a character (the lone surrogate \\u{ord(half):04x}), which is not "
+                         "text; the file was damaged or not written by Elastic Chat") from None
 
 
 def _checked(data: dict):
@@ -158,6 +170,7 @@ def _checked(data: dict):
     shown = data.get("shown", messages[-1][0])
     if not _is_id(shown, zero=True) or (shown and shown not in seen):
         raise ValueError("the message it shows is not in it")
+    _unicode(_json_dumps(data, ascii=False), "a name or value in it")  # settings, details, keys: the rest
     return title or "Imported chat", prompt, settings, messages, shown, dropped
 
 
@@ -166,7 +179,7 @@ def _is_id(value, zero: bool = False) -> bool:
         and value < 2**63
 
 
-def _json_dumps(value) -> str:
+def _json_dumps(value, ascii: bool = True) -> str:
     import json
 
-    return json.dumps(value)
+    return json.dumps(value, ensure_ascii=ascii)

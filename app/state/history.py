@@ -19,8 +19,6 @@ import sqlite3
 import time
 from pathlib import Path
 
-from runtime.api import make_file_private
-
 from .history_recovery import HistoryOpening
 from .history_rows import (
     MAX_SHOWN_CHARS,
@@ -54,13 +52,7 @@ class History(HistoryOpening):
         self.notices: list[str] = []  # one line per problem found while opening, for the window's banner
         self.read_only = ""  # why writes are refused; "" while the history is writable
         self.moved_aside: Path | None = None  # where an unreadable file went
-        self.db = self._open()
-        if not self.read_only:  # the chats are the user's alone: 0600, like every file of the data folder
-            for suffix in ("", "-wal", "-shm"):
-                try:
-                    make_file_private(Path(f"{self.path}{suffix}"))
-                except OSError as e:
-                    log.warning("could not make %s private: %s", f"{self.path.name}{suffix}", e)
+        self.db = self._open()  # made private (0600) before SQLite opens it: HistoryOpening._open_writable
         self._note_bad_json()
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from runtime.api import show
+from runtime.api import private_before_open, show
 
 from .history_rows import as_text, chat_settings, reply_meta
 from .history_schema import (
@@ -37,7 +37,9 @@ from .history_schema import (
 from .reasons import why
 
 log = logging.getLogger(__name__)
-READ_SECONDS = 30.0  # a hostile file's query (a recursive view, a huge table) is stopped after this
+# A hostile file's queries (a recursive view, a huge table) are stopped after this many steps of
+# SQLite's virtual machine: about 30 s of CPU on a busy 2-core PC, counted as work, not wall clock.
+READ_STEPS, STEPS_PER_CHECK = 1_000_000_000, 10_000
 
 
 class HistoryOpening:
@@ -79,6 +81,10 @@ class HistoryOpening:
                                         "The details are in elastic-chat.log; please report them.")
 
     def _open_writable(self) -> sqlite3.Connection:
+        try:  # the chats are the user's alone (0600); done before SQLite holds a lock, never after
+            private_before_open(self.path)
+        except OSError as e:
+            log.warning("could not make %s private: %s", self.path.name, e)
         db = sqlite3.connect(str(self.path), isolation_level=None, timeout=5)  # explicit transactions
         try:  # read-only checks first: a file that is not ours must reach the side unchanged, byte for byte
             _check_pages(db)
@@ -224,10 +230,15 @@ def _refuse_code(db: sqlite3.Connection) -> None:
         raise Damaged(f"it holds a {rows[0][0]} ({show(as_text(rows[0][1]), 40)}), which Elastic Chat never writes")
 
 
-def _bound_reads(db: sqlite3.Connection, seconds: float = READ_SECONDS) -> None:
-    """Interrupts any statement on `db` (a hostile file's copy) once `seconds` have passed."""
-    deadline = time.monotonic() + seconds
-    db.set_progress_handler(lambda: 1 if time.monotonic() > deadline else 0, 10_000)
+def _bound_reads(db: sqlite3.Connection) -> None:
+    """Interrupts any statement on `db` (a hostile file's copy) once its statements together have run
+    READ_STEPS virtual-machine steps (SQLite calls the handler every STEPS_PER_CHECK of them)."""
+    left = [READ_STEPS // STEPS_PER_CHECK]
+
+    def count() -> int:
+        left[0] -= 1
+        return 1 if left[0] < 0 else 0
+    db.set_progress_handler(count, STEPS_PER_CHECK)
 
 
 def _other_tables(db: sqlite3.Connection) -> list[str]:

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from runtime.api import ConfigError, bundled_calculator, one_line, parse_server, printable, show
+from runtime.api import ConfigError, bundled_calculator, for_approval, one_line, parse_server, show
 
 
 def _plain(text: str = "", object_name: str = "") -> QLabel:
@@ -186,7 +186,7 @@ class McpSettingsBox(QWidget):
         for server in self.tools.config.servers:
             approved = self.tools.approvals.is_approved(server)
             status = self.tools.status.get(server.name, "")
-            text = f"{printable(server.name)} — {'approved' if approved else 'not approved'}" + (
+            text = f"{for_approval(server.name)} — {'approved' if approved else 'not approved'}" + (
                 f" · {one_line(status, 120)}" if status and approved else "")
             item = QListWidgetItem(text)
             item.setData(Qt.ItemDataRole.UserRole, server.name)
@@ -202,7 +202,7 @@ class McpSettingsBox(QWidget):
     def _show_selected(self, *_) -> None:
         server = self.selected()
         approved = bool(server) and self.tools.approvals.is_approved(server)
-        self.command.setPlainText(printable(server.command_line(reveal=self.reveal.isChecked())) if server else "")
+        self.command.setPlainText(for_approval(server.command_line(reveal=self.reveal.isChecked())) if server else "")
         status = self.tools.status.get(server.name, "not started yet").rstrip(".…") if server else ""
         self.state.setText("" if not server else
                            (f"Approved; {status}." if approved else
@@ -215,21 +215,23 @@ class McpSettingsBox(QWidget):
         self.tool_list.blockSignals(True)
         self.tool_list.clear()
         if approved:
-            always = self.tools.approvals.always_allowed(server)
             for tool in (t for t in self.tools.known_tools() if t.server == server.name):
-                item = QListWidgetItem(printable(tool.name))
-                item.setToolTip(printable(tool.description))
+                item = QListWidgetItem(for_approval(tool.name))
+                item.setToolTip(for_approval(tool.description))
                 item.setData(Qt.ItemDataRole.UserRole, tool.name)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-                item.setCheckState(Qt.CheckState.Checked if tool.name in always else Qt.CheckState.Unchecked)
+                allowed = self.tools.approvals.is_always_allowed(server, tool)
+                item.setCheckState(Qt.CheckState.Checked if allowed else Qt.CheckState.Unchecked)
                 self.tool_list.addItem(item)
         self.tool_list.blockSignals(False)
 
     def _tool_changed(self, item: QListWidgetItem) -> None:
         server = self.selected()
-        if server is not None and self.tools.approvals.is_approved(server):
-            self.tools.approvals.set_always_allowed(server, item.data(Qt.ItemDataRole.UserRole),
-                                                    item.checkState() == Qt.CheckState.Checked)
+        name = item.data(Qt.ItemDataRole.UserRole)
+        tool = next((t for t in self.tools.known_tools() if server and t.server == server.name and t.name == name),
+                    None)
+        if server is not None and tool is not None and self.tools.approvals.is_approved(server):
+            self.tools.approvals.set_always_allowed(server, tool, item.checkState() == Qt.CheckState.Checked)
 
     def _act(self, action) -> None:
         server = self.selected()

@@ -14,7 +14,7 @@ import json
 
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from runtime.api import describe_arguments, one_line, printable
+from runtime.api import describe_arguments, for_approval, one_line, printable
 
 from .foldable import Foldable
 from .labels import plain_label
@@ -30,9 +30,9 @@ STATUS = {"ok": ("✓", ""), "error": ("✗", "failed"), "declined": ("⊘", "de
 def call_summary(call: dict) -> str:
     """ "✓ add_numbers · calc · 12 ms" or "✗ fetch · web · 30.0 s: the tool did not answer ..." """
     mark, word = STATUS.get(call.get("status", ""), ("?", str(call.get("status", ""))))
-    parts = [printable(call.get("name") or "(no name)")]
+    parts = [for_approval(call.get("name") or "(no name)")]
     if call.get("server"):
-        parts.append(printable(call["server"]))
+        parts.append(for_approval(call["server"]))
     ms = call.get("ms") or 0
     if call.get("status") not in ("pending", "asking", "running", "declined", "limit", "invalid", "stopped") or ms:
         parts.append(f"{ms:.0f} ms" if ms < 1000 else f"{ms / 1000:.1f} s")
@@ -59,7 +59,7 @@ def _call_body(call: dict) -> QWidget:
     column = QVBoxLayout(body)
     column.setContentsMargins(16, 0, 0, 4)
     column.addWidget(plain_label("Arguments", "toolCallHeading"))
-    column.addWidget(plain_label(printable(describe_arguments(call.get("arguments") or {}), keep_newlines=True),
+    column.addWidget(plain_label(for_approval(describe_arguments(call.get("arguments") or {}), keep_newlines=True),
                                  "toolCallArguments", mono=True))
     if call.get("status") not in ("pending", "asking", "running"):
         content = str(call.get("content", ""))

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from runtime.api import ALLOW_IN_CHAT, ALLOW_ONCE, DECLINE, PendingCall, describe_arguments, printable
+from runtime.api import ALLOW_IN_CHAT, ALLOW_ONCE, DECLINE, PendingCall, describe_arguments, for_approval
 
 from .labels import plain_label
 
@@ -36,14 +36,14 @@ class ToolConsentDialog(QDialog):
         self.setWindowTitle("Allow this tool call?")
         self.setModal(True)
         layout = QVBoxLayout(self)
-        where = f" from the MCP server “{printable(call.server)}”" if call.server else ""
-        self.title = plain_label(f"The model wants to run the tool “{printable(call.name)}”{where}.", "consentTitle")
+        where = f" from the MCP server “{for_approval(call.server)}”" if call.server else ""
+        self.title = plain_label(f"The model wants to run the tool “{for_approval(call.name)}”{where}.", "consentTitle")
         font = self.title.font()
         font.setBold(True)
         self.title.setFont(font)
         layout.addWidget(self.title)
         if call.description:
-            layout.addWidget(plain_label(printable(call.description), "consentDescription"))
+            layout.addWidget(plain_label(for_approval(call.description), "consentDescription"))
         layout.addWidget(plain_label("With these arguments:"))
         self.arguments = QPlainTextEdit()
         self.arguments.setReadOnly(True)
@@ -79,7 +79,7 @@ class ToolConsentDialog(QDialog):
         self._decided = False
 
     def _show(self, whole: bool) -> None:
-        self.arguments.setPlainText(printable(self.whole if whole else self.folded, keep_newlines=True))
+        self.arguments.setPlainText(for_approval(self.whole if whole else self.folded, keep_newlines=True))
 
     def _decide(self, answer: str) -> None:
         self.answer = answer

@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QMenu, QToolButton
 
-from runtime.api import printable
+from runtime.api import for_approval
 
 
 class ToolsButton(QToolButton):
@@ -48,13 +48,13 @@ class ToolsButton(QToolButton):
         if not tools and not waiting:
             self.menu_.addAction("No server is running: approve one in MCP servers…").setEnabled(False)
         for line in waiting:
-            self.menu_.addAction(printable(line)).setEnabled(False)
+            self.menu_.addAction(for_approval(line)).setEnabled(False)
         for tool in tools:
-            action = self.menu_.addAction(f"{printable(tool.name)}  ({printable(tool.server)})")
+            action = self.menu_.addAction(f"{for_approval(tool.name)}  ({for_approval(tool.server)})")
             action.setCheckable(True)
             action.setChecked(tool.name not in off)
             action.setEnabled(on)
-            action.setToolTip(printable(tool.description))
+            action.setToolTip(for_approval(tool.description))
             action.toggled.connect(lambda checked, name=tool.name: self._changed(
                 on, (off - {name}) if checked else (off | {name})))
         self.menu_.addSeparator()

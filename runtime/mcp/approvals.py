@@ -7,7 +7,10 @@ Approvals are remembered in the data folder (`mcp_approvals.json`, private, writ
 revoked from Settings. The file keeps digests only, never a command's secrets.
 
 A tool may also be allowed always (per tool, never globally): that too belongs to the approval, so
-it goes when the server's definition changes or its approval is revoked.
+it goes when the server's definition changes or its approval is revoked; and it is kept with a digest
+of the tool's own definition (its description and schema: McpTool.definition), so a server that changes
+a tool after it was allowed is asked about again. (An allowance written before digests were kept has
+none, and asks once more.)
 
 The file is outside input: an unreadable or damaged one counts as no approvals (`notice` says so),
 and an entry of wrong types is dropped.
@@ -54,11 +57,14 @@ class Approvals:
             if not (isinstance(entry, dict) and isinstance(entry.get("fingerprint"), str)
                     and _DIGEST.fullmatch(entry["fingerprint"])):
                 continue
-            tools = entry.get("always_allow", [])
-            tools = [t for t in tools if isinstance(t, str) and len(t) <= 128][:MAX_TOOLS] \
-                if isinstance(tools, list) else []
+            tools = entry.get("always_allow", {})
+            if isinstance(tools, list):  # written before definitions were kept: none matches, so it asks
+                tools = {t: "" for t in tools if isinstance(t, str)}
+            tools = dict(list((t, d) for t, d in tools.items() if isinstance(t, str) and len(t) <= 128
+                              and isinstance(d, str) and (d == "" or _DIGEST.fullmatch(d)))[:MAX_TOOLS]) \
+                if isinstance(tools, dict) else {}
             when = entry.get("approved_at")
-            self._servers[name] = {"fingerprint": entry["fingerprint"], "always_allow": sorted(set(tools)),
+            self._servers[name] = {"fingerprint": entry["fingerprint"], "always_allow": tools,
                                    "approved_at": when if isinstance(when, (int, float)) else 0}
 
     def _save(self) -> None:
@@ -73,7 +79,7 @@ class Approvals:
         """Approves `server` as it is now defined (a new definition starts with no tool always allowed)."""
         with self._lock:
             old = self._servers.get(server.name)
-            keep = old["always_allow"] if old and old["fingerprint"] == server.fingerprint() else []
+            keep = old["always_allow"] if old and old["fingerprint"] == server.fingerprint() else {}
             self._servers[server.name] = {"fingerprint": server.fingerprint(), "always_allow": keep,
                                           "approved_at": time.time()}
             self._save()
@@ -83,20 +89,32 @@ class Approvals:
             if self._servers.pop(name, None) is not None:
                 self._save()
 
-    def always_allowed(self, server: ServerConfig) -> frozenset[str]:
-        """The tools of `server` that run without asking (none unless it is approved as defined now)."""
+    def always_allowed(self, server: ServerConfig) -> dict[str, str]:
+        """The tools of `server` that run without asking, each with the definition it was allowed as
+        (McpTool.definition; "" for one allowed before definitions were kept): none unless the server is
+        approved as defined now."""
         with self._lock:
             entry = self._servers.get(server.name)
             if entry is None or entry["fingerprint"] != server.fingerprint():
-                return frozenset()
-            return frozenset(entry["always_allow"])
+                return {}
+            return dict(entry["always_allow"])
 
-    def set_always_allowed(self, server: ServerConfig, tool: str, allowed: bool) -> None:
+    def is_always_allowed(self, server: ServerConfig, tool) -> bool:
+        """Whether `tool` (an McpTool) runs without asking: allowed for this server as defined now, and the
+        tool as defined now."""
+        return bool(tool.definition) and self.always_allowed(server).get(tool.name) == tool.definition
+
+    def set_always_allowed(self, server: ServerConfig, tool, allowed: bool) -> None:
+        """Allows `tool` (an McpTool of `server`: its name and its definition now) to run without asking,
+        or not."""
         with self._lock:
             entry = self._servers.get(server.name)
             if entry is None or entry["fingerprint"] != server.fingerprint():
                 raise ValueError(f"the MCP server {server.name!r} is not approved")
-            tools = set(entry["always_allow"])
-            tools = tools | {tool} if allowed else tools - {tool}
-            entry["always_allow"] = sorted(tools)[:MAX_TOOLS]
+            tools = dict(entry["always_allow"])
+            if allowed:
+                tools[tool.name] = tool.definition
+            else:
+                tools.pop(tool.name, None)
+            entry["always_allow"] = dict(sorted(tools.items())[:MAX_TOOLS])
             self._save()

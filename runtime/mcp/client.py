@@ -23,19 +23,23 @@ so a server that hangs or dies is one line of error, never a blocked caller:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
+import hashlib
 import json
 import logging
 import os
 import re
 import threading
 import time
+import weakref
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..errors import ElasticError, one_line
 from ..options import TOOL_TIMEOUT
+from . import process_group
 from .config import ServerConfig
 
 log = logging.getLogger(__name__)
@@ -44,9 +48,11 @@ MAX_SCHEMA_CHARS = 32 * 1024
 MAX_SCHEMA_DEPTH = 16
 MAX_DESCRIPTION = 2000
 MAX_RESULT_CHARS = 16_000  # what one result may add to the conversation
+MAX_RESULT_BLOCKS = 1_000  # content blocks of one result read; a tool's answer is rarely more than a few
 MAX_LIST_PAGES = 8
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
+LAST_WORDS_S = 5.0  # the longest wait for a dead server's last stderr line (it is there within milliseconds)
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")  # the MCP spec's tool names
 _POLL_S = 0.05
 
@@ -65,6 +71,15 @@ class McpTool:
     name: str
     description: str
     input_schema: dict
+    origin: str = ""  # the fingerprint of the server's definition it was listed by (ServerConfig.fingerprint)
+
+    @property
+    def definition(self) -> str:
+        """A digest of what the user consents to besides the name: the description and the schema. A server
+        that changes them after a consent (MCP's "rug pull") is asked about again (runtime/tool_loop.py)."""
+        text = json.dumps({"description": self.description, "input_schema": self.input_schema}, sort_keys=True,
+                          ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def as_tool(self) -> dict:
         """The tool as offered to the model (OpenAI's function form, which the chat template renders)."""
@@ -90,7 +105,16 @@ class _Running:
     tools: tuple[McpTool, ...] = ()
     problems: list[str] = field(default_factory=list)
     stderr_tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=5))
+    stderr_done: threading.Event = field(default_factory=threading.Event)  # its stderr reached its end
     dead: str = ""  # why it stopped, once it has
+    pid: int | None = None  # a stdio server's process, which leads a process group of its own
+
+    def last_words(self, wait_s: float = 0.0) -> str:
+        """Its last line on stderr, quoted; after waiting up to `wait_s` for the stderr of a server that
+        died to end (it is read by another thread: the line may not have arrived yet)."""
+        if wait_s:
+            self.stderr_done.wait(wait_s)
+        return _quote(self.stderr_tail)
 
 
 class McpManager:
@@ -103,6 +127,8 @@ class McpManager:
         self._running: dict[str, _Running] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        manager = weakref.ref(self)
+        atexit.register(lambda: (m := manager()) is not None and m._end_all())  # even without close()
 
     # ------------------------------------------------------------------ the loop thread
 
@@ -133,14 +159,16 @@ class McpManager:
             return running.tools
         if running is not None:
             self.stop(server.name)
+        asked = time.monotonic()
         ready = self._submit(self._launch(server))
         try:
             running = ready.result(self.start_timeout_s)
         except TimeoutError:
             ready.cancel()
-            self.stop(server.name)
-            raise McpError(f"the MCP server {server.name!r} did not start within {self.start_timeout_s:g} s"
-                           f"{self._last_words(server.name)}") from None
+            said = self._last_words(server.name)
+            self.stop(server.name)  # its whole process group ends: a hung server is never left running
+            raise McpError(f"the MCP server {server.name!r} did not start within "
+                           f"{time.monotonic() - asked:.0f} s{said}") from None
         return running.tools
 
     async def _launch(self, server: ServerConfig) -> _Running:
@@ -160,7 +188,8 @@ class McpManager:
 
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
-                running.tools, running.problems = await _list_tools(session, server.name, self._taken(server.name))
+                tools, running.problems = await _list_tools(session, server.name, self._taken(server.name))
+                running.tools = tuple(replace(t, origin=server.fingerprint()) for t in tools)
                 for problem in running.problems:
                     log.warning("MCP server %s: %s", server.name, problem)
                 running.session = session
@@ -170,6 +199,8 @@ class McpManager:
             why = _reason(e)
             running.dead = why
             if not started.done():
+                if not isinstance(e, asyncio.CancelledError):  # it died: its last line may be on its way
+                    await asyncio.to_thread(running.stderr_done.wait, LAST_WORDS_S)
                 started.set_exception(McpError(f"the MCP server {server.name!r} could not start: {why}"
                                                f"{_quote(running.stderr_tail)}"))
             elif not running.stop.is_set():
@@ -192,10 +223,14 @@ class McpManager:
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        errlog = _stderr_to_log(server.name, running.stderr_tail)
+        errlog = _stderr_to_log(server.name, running.stderr_tail, running.stderr_done)
         stack.callback(errlog.close)
         params = StdioServerParameters(command=server.command, args=list(server.args), env=dict(server.env) or None)
+        before = process_group.children()
         streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        running.pid = process_group.spawned_since(before)
+        if os.name == "posix":  # the server has its own copy: its stderr ends when it (and its group) does
+            errlog.close()
         return streams[0], streams[1]
 
     def _taken(self, name: str) -> set[str]:
@@ -203,24 +238,43 @@ class McpManager:
         return {t.name for n, r in list(self._running.items()) if n != name and not r.dead for t in r.tools}
 
     def stop(self, name: str) -> None:
-        """Stops one server (its process ends; waits at most STOP_TIMEOUT_S)."""
+        """Stops one server: a running one is asked to end (the SDK closes its stdin, then ends its
+        process tree; waits at most STOP_TIMEOUT_S); one that never finished starting has its process
+        group ended at once (it would never reach the SDK's end); either way its group is ended after."""
         running = self._running.pop(name, None)
-        if running is None or self._loop is None:
+        if running is None:
             return
+        if running.session is None:
+            process_group.end_group(running.pid)
+        if self._loop is not None:
+            self._stop_task(running)
+        process_group.end_group(running.pid)  # whatever outlived the SDK's end (a child that ignored it)
+
+    def _stop_task(self, running: _Running) -> None:
+        name = running.server.name
 
         async def stop():
             running.stop.set()
-            if running.task is not None:
-                try:
-                    await asyncio.wait_for(asyncio.shield(running.task), STOP_TIMEOUT_S)
-                except (asyncio.TimeoutError, asyncio.CancelledError):
-                    running.task.cancel()
-                except Exception:
-                    pass
+            task = running.task
+            if task is None:
+                return
+            if running.session is None:  # still starting: it would never look at `stop`
+                task.cancel()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT_S)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                task.cancel()
+            except Exception:
+                pass
         try:
             self._submit(stop()).result(STOP_TIMEOUT_S + 2)
         except Exception:
             log.warning("MCP server %s did not stop cleanly", name)
+
+    def _end_all(self) -> None:
+        """At the interpreter's exit: every server's process group ends, whatever state it is in."""
+        for running in list(self._running.values()):
+            process_group.end_group(running.pid, grace_s=0.5)
 
     def close(self) -> None:
         """Stops every server and the loop thread."""
@@ -291,27 +345,32 @@ class McpManager:
             running = self._running.get(tool.server)
             if running is not None:
                 running.dead = "connection closed"
-            return f"the MCP server {tool.server!r} stopped during the call{self._last_words(tool.server)}"
+            said = self._last_words(tool.server, LAST_WORDS_S)
+            return f"the MCP server {tool.server!r} stopped during the call{said}"
         return f"the tool {tool.name!r} of {tool.server!r} failed: {reason}"
 
-    def _last_words(self, name: str) -> str:
+    def _last_words(self, name: str, wait_s: float = 0.0) -> str:
         running = self._running.get(name)
-        return _quote(running.stderr_tail) if running else ""
+        return running.last_words(wait_s) if running else ""
 
 
 # ----------------------------------------------------------------------------- helpers
 
-def _stderr_to_log(name: str, tail: collections.deque):
-    """A file the server's stderr is written to; a thread logs each line (and keeps the last few)."""
+def _stderr_to_log(name: str, tail: collections.deque, done: threading.Event):
+    """A file the server's stderr is written to; a thread logs each line (and keeps the last few), and
+    sets `done` at its end."""
     read_fd, write_fd = os.pipe()
 
     def pump():
-        with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as src:
-            for line in src:
-                line = one_line(line.rstrip("\n"), 500)
-                if line:
-                    tail.append(line)
-                    log.info("[mcp %s] %s", name, line)
+        try:
+            with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as src:
+                for line in src:
+                    line = one_line(line.rstrip("\n"), 500)
+                    if line:
+                        tail.append(line)
+                        log.info("[mcp %s] %s", name, line)
+        finally:
+            done.set()
     threading.Thread(target=pump, name=f"mcp-stderr-{name}", daemon=True).start()
     return os.fdopen(write_fd, "w", encoding="utf-8")
 
@@ -387,26 +446,39 @@ async def _list_tools(session, server: str, taken: set[str]) -> tuple[tuple[McpT
 
 
 def _result_text(result, limit: int) -> tuple[str, bool]:
-    """A CallToolResult's content as text for the model, at most `limit` characters (cut with a note)."""
-    parts, total = [], 0
-    for block in getattr(result, "content", None) or []:
-        kind = getattr(block, "type", "")
-        if kind == "text":
-            text = block.text if isinstance(block.text, str) else ""
-        elif kind == "resource":
-            resource = block.resource
-            text = getattr(resource, "text", None) or f"[a resource {one_line(resource.uri, 200)}, not text]"
-        elif kind == "resource_link":
-            text = f"[a link to {one_line(block.uri, 200)}]"
-        else:
-            text = f"[{kind or 'unknown'} content ({one_line(getattr(block, 'mime_type', '') or '', 40)}), not shown]"
+    """A CallToolResult's content as text for the model, at most `limit` characters (cut with a note).
+    Linear in the result: a running total, and at most MAX_RESULT_BLOCKS blocks read (40,000 empty
+    blocks took 50 s when each block summed the text kept so far)."""
+    blocks = getattr(result, "content", None) or []
+    parts, kept, total = [], 0, 0
+    for block in blocks[:MAX_RESULT_BLOCKS]:
+        text = _block_text(block)
         total += len(text)
-        if sum(len(p) for p in parts) < limit:
+        if kept < limit:
             parts.append(text)
+            kept += len(text) + 1
     if not parts and getattr(result, "structured_content", None) is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
         parts, total = [text], len(text)
     text = "\n".join(parts)
-    if len(text) <= limit:
-        return text, False
-    return (text[:limit] + f"\n[cut: the tool returned {total:,} characters; the first {limit:,} are kept]"), True
+    notes = []
+    if len(text) > limit:
+        text = text[:limit]
+        notes.append(f"[cut: the tool returned {total:,} characters; the first {limit:,} are kept]")
+    if len(blocks) > MAX_RESULT_BLOCKS:
+        notes.append(f"[cut: the tool returned {len(blocks):,} content blocks; the first {MAX_RESULT_BLOCKS:,} "
+                     "are read]")
+    return "\n".join([text, *notes]) if notes else text, bool(notes)
+
+
+def _block_text(block) -> str:
+    """One content block as text (what is not text is named, not shown)."""
+    kind = getattr(block, "type", "")
+    if kind == "text":
+        return block.text if isinstance(block.text, str) else ""
+    if kind == "resource":
+        resource = block.resource
+        return getattr(resource, "text", None) or f"[a resource {one_line(resource.uri, 200)}, not text]"
+    if kind == "resource_link":
+        return f"[a link to {one_line(block.uri, 200)}]"
+    return f"[{kind or 'unknown'} content ({one_line(getattr(block, 'mime_type', '') or '', 40)}), not shown]"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
-from ..errors import UsageError, printable
+from ..errors import UsageError, for_approval, printable
 from ..tool_loop import ALLOW_ONCE, DECLINE, PendingCall, run_tool_loop
 from .client import McpManager
 from .config import McpConfig, read_config
@@ -34,7 +34,7 @@ def _consent(allow: bool):
     def consent(call: PendingCall) -> str:
         if allow:
             return ALLOW_ONCE
-        print(f"declined the tool call {printable(call.name)} (run with --allow-tools to allow tool calls)",
+        print(f"declined the tool call {for_approval(call.name)} (run with --allow-tools to allow tool calls)",
               file=sys.stderr, flush=True)
         return DECLINE
     return consent
@@ -45,11 +45,11 @@ def generate_with_tools(stream, request, config: McpConfig, args, printer) -> in
     manager = McpManager(is_approved=lambda server: True, call_timeout_s=args.tool_timeout)
     try:
         for server in config.servers:
-            print(f"starting MCP server {printable(server.name)}: {server.command_line()}", file=sys.stderr,
-                  flush=True)
+            print(f"starting MCP server {for_approval(server.name)}: {for_approval(server.command_line())}",
+                  file=sys.stderr, flush=True)
             manager.start(server)
             for problem in manager.problems(server.name):
-                print(f"MCP server {printable(server.name)}: {problem}", file=sys.stderr, flush=True)
+                print(f"MCP server {for_approval(server.name)}: {for_approval(problem)}", file=sys.stderr, flush=True)
         offered = (*(request.tools or ()), *(t.as_tool() for t in manager.tools()))
         request = replace(request, tools=offered or None)
         events = run_tool_loop(stream, request, manager, _consent(args.allow_tools), max_calls=args.max_tool_calls,

@@ -4,8 +4,11 @@ Each call is one connection (`http.client`), bounded in time and in size, and re
 
 - Time: connecting (`Timeouts.connect`), the first byte of the answer and of the stream
   (`first_byte`: the server may be busy prefilling), and then between any two reads of a stream
-  (`between_chunks`). A `stop` predicate (the user's Stop) is polled by a watcher thread that shuts
-  the socket at once, while connecting, waiting or mid-stream.
+  (`between_chunks`). Each answer also has a total deadline (`Timeouts.total`: a JSON answer's
+  `answer`, a stream's `per_token` for each token asked), so a server that sends a byte now and then
+  cannot hold the caller. A watcher thread shuts the socket at once at that deadline or when the
+  `stop` predicate (the user's Stop) says so, while waiting for the answer or mid-stream. This is
+  wall-clock time on purpose: it bounds a wait on another program, not work done here.
 - Size: a JSON answer is read to at most `MAX_JSON_BYTES`; a stream goes through sse.py's bounds.
 - No redirect is followed (an API key must not travel to another address): a 3xx is one line
   asking for the final address. TLS certificates are verified by Python's default context.
@@ -23,6 +26,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -36,6 +40,9 @@ MAX_URL_CHARS = 2048
 READ = 64 * 1024
 POLL_S = 0.05  # how often the watcher looks at the stop predicate
 MESSAGE_CHARS = 200  # of a server's own error message, quoted in ours
+# Events a stream may send beyond one a token: the role chunk, the finish, the usage, keep-alives, a
+# server's own extras. A stream of `max_tokens` tokens that sends more events than that is cut.
+EXTRA_EVENTS = 256
 
 
 class RemoteError(ElasticError):
@@ -56,6 +63,13 @@ class Timeouts:
     first_byte: float = 300.0  # a long prompt on a busy GPU server takes a while to prefill
     between_chunks: float = 60.0
     answer: float = 30.0  # a plain JSON answer (/v1/models): nothing to compute, so no reason to wait long
+    per_token: float = 2.0  # the slowest average a stream may keep up, on top of its first byte
+
+    def total(self, max_tokens: int | None = None) -> float:
+        """The whole answer's deadline: a JSON answer's (`max_tokens` None) or a stream's of that many tokens."""
+        if max_tokens is None:
+            return self.connect + self.answer
+        return self.connect + self.first_byte + self.between_chunks + self.per_token * max_tokens
 
 
 def parse_base_url(url) -> tuple[str, str, int, str]:
@@ -108,7 +122,7 @@ class RemoteServer:
 
     def get_json(self, path: str, stop: Callable[[], bool] | None = None, root: bool = False) -> dict:
         """GET `path` (under /v1, or with `root` under the server's root: llama.cpp's /props): its JSON object."""
-        with _Call(self, "GET", path, None, stop, self.timeouts.answer, root) as call:
+        with _Call(self, "GET", path, None, stop, self.timeouts.answer, self.timeouts.total(), root) as call:
             call.expect("application/json")
             raw = call.read_all(MAX_JSON_BYTES)
         try:
@@ -119,17 +133,24 @@ class RemoteServer:
 
     def stream(self, path: str, body: dict, stop: Callable[[], bool] | None = None) -> Iterator[dict]:
         """POST `body` to `path` with streaming on: the JSON object of each event. Closing the generator
-        closes the connection (the server stops generating)."""
-        with _Call(self, "POST", path, body, stop) as call:
+        closes the connection (the server stops generating). The stream's deadline is that of the
+        `max_tokens` the body asks for."""
+        asked = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else None
+        most = self.sse_limits.events if asked is None else asked + EXTRA_EVENTS
+        with _Call(self, "POST", path, body, stop, deadline=self.timeouts.total(asked)) as call:
             call.expect("text/event-stream")
             try:
-                yield from events(call.chunks(), self.sse_limits)
+                for count, event in enumerate(events(call.chunks(), self.sse_limits), 1):
+                    if count > most:
+                        raise RemoteError(f"the server at {self.address} sent more than {most} events for a reply "
+                                          f"of at most {asked} tokens, the rest without text; the reply was cut there")
+                    yield event
             except SseError as e:
                 raise RemoteError(f"the server at {self.address} sent a broken stream ({e}); the reply was cut "
                                   "there") from None
 
     def post_json(self, path: str, body: dict, stop: Callable[[], bool] | None = None) -> dict:
-        with _Call(self, "POST", path, body, stop) as call:
+        with _Call(self, "POST", path, body, stop, deadline=self.timeouts.total()) as call:
             call.expect("application/json")
             raw = call.read_all(MAX_JSON_BYTES)
         try:
@@ -139,13 +160,17 @@ class RemoteServer:
 
 
 class _Call:
-    """One request on its own connection, with the watcher that enforces `stop`."""
+    """One request on its own connection, with the watcher that enforces `stop` and the total deadline
+    (`deadline` seconds from the start: the answer must be whole by then)."""
 
     def __init__(self, server: RemoteServer, method: str, path: str, body: dict | None,
-                 stop: Callable[[], bool] | None, wait: float | None = None, root: bool = False):
+                 stop: Callable[[], bool] | None, wait: float | None = None, deadline: float | None = None,
+                 root: bool = False):
         self.server, self.method, self.path, self.body, self.stop = server, method, path, body, stop
         self.target = (server.prefix.removesuffix("/v1") if root else server.prefix) + path
         self.wait = min(wait, server.timeouts.first_byte) if wait else server.timeouts.first_byte
+        self.deadline = deadline if deadline is not None else server.timeouts.total()
+        self.expired = False  # the watcher shut the socket at the deadline
         self.conn: http.client.HTTPConnection | None = None
         # The socket, kept here: http.client drops its own reference when an answer says Connection: close
         # (the answer's file still reads from it), and the timeouts and the stop watcher need it throughout.
@@ -164,8 +189,8 @@ class _Call:
                                                     context=ssl.create_default_context())
         else:
             self.conn = http.client.HTTPConnection(s.host, s.port, timeout=t.connect)
-        if self.stop is not None:
-            threading.Thread(target=self._watch, name="remote stop watcher", daemon=True).start()
+        threading.Thread(target=self._watch, args=(time.monotonic() + self.deadline,), name="remote call watcher",
+                         daemon=True).start()
         headers = {"Accept": "text/event-stream" if self.method == "POST" else "application/json",
                    "User-Agent": "elastic-chat"}
         data = None
@@ -205,23 +230,31 @@ class _Call:
         if self.conn is not None:
             self.conn.close()
 
-    def _watch(self) -> None:
+    def _watch(self, deadline: float) -> None:
         while not self.done.wait(POLL_S):
-            if self.stop():
+            if self.stop is not None and self.stop():
                 self.stopped = True
-                sock = self.sock
-                if sock is not None:
-                    try:
-                        sock.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
-                return
+            elif time.monotonic() >= deadline and self.sock is not None:
+                self.expired = True
+            else:
+                continue
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, AttributeError):  # not connected yet (the stop then ends the connect's wait)
+                pass
+            return
+
+    def _too_slow(self) -> RemoteError:
+        return RemoteError(f"the server at {self.server.address} did not finish its answer to {self.path} within "
+                           f"{self.deadline:g} s (it sends too slowly, or without end); the answer was cut there")
 
     def _failure(self, e: BaseException) -> ElasticError:
         """What a socket failure means, as one line."""
         s = self.server
         if self.stopped:
             return RemoteStopped("stopped")
+        if self.expired:
+            return self._too_slow()
         if isinstance(e, TimeoutError | socket.timeout):
             return RemoteError(f"the server at {s.address} did not answer within {self.wait:g} s: "
                                "it may be overloaded; try again, or check it")
@@ -318,6 +351,8 @@ class _Call:
             except BaseException as e:
                 if self.stopped:
                     raise RemoteStopped("stopped") from None
+                if self.expired:
+                    raise self._too_slow() from None
                 if isinstance(e, TimeoutError | socket.timeout):
                     raise RemoteError(f"the server at {self.server.address} sent nothing for {waited:g} s; "
                                       "it may be overloaded or stuck: the reply was cut there") from None
@@ -327,6 +362,8 @@ class _Call:
                 raise
             if self.stopped:
                 raise RemoteStopped("stopped")
+            if self.expired:
+                raise self._too_slow()
             if not chunk:
                 if self.response.length:  # read1 ends quietly where the body is shorter than it said
                     raise RemoteError(f"the server at {self.server.address} dropped the connection mid-answer "

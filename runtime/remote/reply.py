@@ -75,6 +75,7 @@ class _Chunk:
         self.texts: list[tuple[str, str]] = []  # (phase, text), thinking first
         self.finish: str | None = None
         self.any = bool(choices)
+        self.token = False  # whether it carries a token (text or a piece of a tool call): max_tokens counts it
         if not choices:  # the usage chunk
             return
         choice = choices[0]
@@ -92,6 +93,12 @@ class _Chunk:
         if finish is not None and not (isinstance(finish, str) and len(finish) <= 64):
             raise RemoteError(f"the server at {address} sent a finish reason that is not a short name")
         self.finish = finish
+        self.token = any(text for _, text in self.texts) or bool(delta.get("tool_calls"))
+
+    @classmethod
+    def cut_at_length(cls) -> _Chunk:
+        """The end this client gives a stream that went past its max_tokens: what an honest server says then."""
+        return cls({"choices": [{"delta": {}, "finish_reason": "length"}]}, "")
 
 
 class _RemoteReply:
@@ -139,15 +146,26 @@ class _RemoteReply:
         return self.controls.stop_requested
 
     def _chunks(self, body: dict) -> Iterator[_Chunk]:
-        """The stream's chunks, checked; the last that carried a finish reason is kept (`_final`)."""
+        """The stream's chunks, checked; the last that carried a finish reason is kept (`_final`). A server
+        that goes on past the body's max_tokens is hung up on, and the stream ends as an honest one would."""
         self.final = None
-        for data in self.server.stream("/chat/completions", body, self._stop):
-            if self.controls.stop_requested:
-                raise RemoteStopped("stopped")
-            chunk = _Chunk(data, self.server.address)
-            if chunk.finish is not None:
-                self.final = chunk
-            yield chunk
+        tokens = 0
+        stream = self.server.stream("/chat/completions", body, self._stop)
+        try:
+            for data in stream:
+                if self.controls.stop_requested:
+                    raise RemoteStopped("stopped")
+                chunk = _Chunk(data, self.server.address)
+                tokens += chunk.token
+                if tokens > body["max_tokens"]:
+                    chunk = _Chunk.cut_at_length()
+                if chunk.finish is not None:
+                    self.final = chunk
+                yield chunk
+                if chunk.finish == "length" and tokens > body["max_tokens"]:
+                    return
+        finally:
+            stream.close()  # hangs up: the server stops generating
 
     def _final(self, what: str) -> _Chunk:
         """The chunk that said how the stream ended; a stream that never said was cut short."""

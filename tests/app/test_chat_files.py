@@ -92,6 +92,47 @@ def test_a_bad_file_imports_nothing_and_says_why_in_one_line(history, tmp_path, 
     assert [(c.id, c.title) for c in history.conversations()] == before
 
 
+def _first(d: dict, **changed) -> list:
+    return [{**d["messages"][0], **changed}, *d["messages"][1:]]
+
+
+HALVES = {  # where a lone surrogate sits (valid JSON: "\\ud800")
+    "the title": lambda d, c: {**d, "title": f"Sums {c}"},
+    "the system prompt": lambda d, c: {**d, "system_prompt": c},
+    "a message's text": lambda d, c: {**d, "messages": _first(d, content=f"2 + 3{c}")},
+    "a message's thinking": lambda d, c: {**d, "messages": _first(d, thinking=c * 3)},
+    "a setting's value": lambda d, c: {**d, "settings": {"sampling": {"temperature": 0.2}, "name": c}},
+    "a reply detail": lambda d, c: {**d, "messages": _first(d, meta={**META, "depth": c})},
+    "a reply detail's key": lambda d, c: {**d, "messages": _first(d, meta={**META, c: 1})},
+    "a key of the file": lambda d, c: {**d, f"x{c}": 1},
+}
+
+
+@pytest.mark.parametrize("half", ["\ud800", "\udbff", "\udc00", "\udfff", "\udc80"])
+@pytest.mark.parametrize("where", list(HALVES))
+def test_a_lone_surrogate_is_a_one_line_refusal(history, tmp_path, where, half):
+    cid = _chat(history)
+    path = tmp_path / "half.json"
+    path.write_text(json.dumps(HALVES[where](_valid(history, cid), half)))  # ASCII: the escape, as JSON allows
+    before = [(c.id, c.title) for c in history.conversations()]
+    with pytest.raises(ChatFileError) as e:
+        import_chat(history, path)
+    message = str(e.value)
+    assert "half.json could not be imported" in message and "\n" not in message
+    assert f"lone surrogate \\u{ord(half):04x}" in message and message.isprintable()
+    assert [(c.id, c.title) for c in history.conversations()] == before
+
+
+def test_a_whole_character_beyond_the_basic_plane_is_imported(history, tmp_path):
+    """A surrogate pair in JSON ("\\ud83d\\ude00") is one character, not two halves."""
+    cid = _chat(history)
+    path = tmp_path / "emoji.json"
+    data = _valid(history, cid)
+    path.write_text(json.dumps({**data, "title": "Sums \U0001F600", "messages": _first(data, content="\U0001F600")}))
+    new, _ = import_chat(history, path)
+    assert history.conversation(new).title == "Sums \U0001F600"
+
+
 def test_files_that_are_not_json_or_too_big_or_not_files(history, tmp_path, monkeypatch):
     for name, content in (("garbage.json", b"\x00\xff{"), ("list.json", b"[1, 2]")):
         (tmp_path / name).write_bytes(content)

@@ -238,3 +238,66 @@ def test_two_real_launches_at_once_leave_one_app(qapp, tmp_path):
                 if p.poll() is None:
                     p.terminate()
                     p.wait(timeout=60)
+
+
+# A holder of the lock: it serves the socket and runs its event loop ("answers"), or serves it from an
+# event loop that does not run ("busy": an app quitting, its GUI thread in its teardown).
+HOLDER = r"""
+import os, sys, time
+sys.path.insert(0, os.environ["ELASTIC_TEST_ROOT"])
+from pathlib import Path
+from PySide6.QtCore import QCoreApplication, QTimer
+from app.single_instance import InstanceLock, InstanceServer
+app = QCoreApplication([])
+lock = InstanceLock(Path(sys.argv[1]))
+assert lock.held
+server = InstanceServer(lock)
+print("holding", flush=True)
+if sys.argv[2] == "busy":
+    time.sleep(120)
+QTimer.singleShot(120000, app.quit)
+app.exec()
+"""
+
+SECOND = r"""
+import os, sys
+sys.path.insert(0, os.environ["ELASTIC_TEST_ROOT"])
+from PySide6.QtWidgets import QApplication, QMessageBox
+QMessageBox.information = staticmethod(lambda parent, title, text, *a: print("BOX:", text, flush=True))
+app = QApplication([])
+from app.main import main
+sys.exit(main(["--data-dir", sys.argv[1]]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("holder", ["answers", "busy", "no socket"])
+def test_a_refused_launch_tells_the_user_in_a_window_unless_the_app_was_raised(tmp_path, holder):
+    """From a desktop launcher a line on stderr is nothing: a launch the running app does not answer
+    (it is quitting, or has no socket) says so in a window; one it answers raises its window."""
+    data = tmp_path / "data"
+    data.mkdir()
+    env = {**os.environ, "ELASTIC_TEST_ROOT": str(ROOT), "QT_QPA_PLATFORM": "offscreen", "HF_HUB_OFFLINE": "1"}
+    lock, proc = None, None
+    if holder == "no socket":
+        lock = InstanceLock(data)
+        assert lock.held
+    else:
+        proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(data), holder], env=env, text=True,
+                                stdout=subprocess.PIPE)
+        assert proc.stdout.readline().strip() == "holding"
+    try:
+        second = subprocess.run([sys.executable, "-c", SECOND, str(data)], env=env, text=True,
+                                capture_output=True, timeout=240)
+    finally:
+        if lock is not None:
+            lock.release()
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+    assert second.returncode == 0, second.stderr[-2000:]
+    if holder == "answers":
+        assert "its window was raised" in second.stdout and "BOX:" not in second.stdout
+    else:
+        box = [line for line in second.stdout.splitlines() if line.startswith("BOX:")]
+        assert len(box) == 1 and "already running, but it did not answer" in box[0], second.stdout

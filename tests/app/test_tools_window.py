@@ -97,7 +97,8 @@ def test_nothing_starts_before_approval_and_settings_approve(qtbot, tmp_path, sc
     assert box.tool_list.count() == 6
     add = next(box.tool_list.item(i) for i in range(6) if box.tool_list.item(i).text() == "add_numbers")
     add.setCheckState(Qt.CheckState.Checked)  # always allow this one tool
-    assert Approvals(data / "mcp_approvals.json").always_allowed(CALC) == {"add_numbers"}
+    tool = w.controller.tools.manager.tool("add_numbers")
+    assert Approvals(data / "mcp_approvals.json").always_allowed(CALC) == {"add_numbers": tool.definition}
     scripted[0] = Scripted(w.controller.worker.engine, [[format_tool_call("add_numbers", {"a": 1, "b": 2})],
                                                        ["3."]])
     with qtbot.assertNotEmitted(w.controller.sig_consent):  # allowed always: not asked

@@ -112,17 +112,17 @@ def slow_chain(d, n=2000):
 
 def test_a_tokenizer_slower_than_the_probe_allows_is_refused_at_load(tmp_path, monkeypatch):
     folder = tokenizer_folder(tmp_path, slow_chain)
-    monkeypatch.setattr(chat_format, "PROBE_SECONDS", 0.01)  # the chain takes about 0.2 s for the probes
+    monkeypatch.setattr(chat_format, "PROBE_CPU_SECONDS", 0.01)  # the chain takes about 0.2 s for the probes
     with pytest.raises(CheckpointError, match=r"fails on ordinary short texts: the tokenizer took more than"):
         ChatFormat(folder)
 
 
 def test_an_encode_past_its_deadline_is_refused_and_the_tokenizer_is_used_no_more(tmp_path, monkeypatch):
-    monkeypatch.setattr(chat_format, "PROBE_SECONDS", 60.0)
+    monkeypatch.setattr(chat_format, "PROBE_CPU_SECONDS", 60.0)
     chat = ChatFormat(tokenizer_folder(tmp_path, slow_chain))
-    monkeypatch.setattr(chat_format, "ENCODE_SECONDS", 0.01)
-    monkeypatch.setattr(chat_format, "ENCODE_CHARS_PER_S", 10 ** 9)
-    with pytest.raises(UsageError, match="took more than 0.01 s to encode 20,000 characters"):
+    monkeypatch.setattr(chat_format, "ENCODE_CPU_SECONDS", 0.01)
+    monkeypatch.setattr(chat_format, "ENCODE_CHARS_PER_CPU_S", 10 ** 9)
+    with pytest.raises(UsageError, match="took more than 0.01 s of CPU time to encode 20,000 characters"):
         chat.encode_plain("word " * 4000)
     with pytest.raises(UsageError, match="broken or hostile; choose another model"):
         chat.encode_plain("hi")  # even a short text: the thread may still be using the tokenizer

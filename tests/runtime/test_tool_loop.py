@@ -40,7 +40,7 @@ def engine(checkpoints):
 
 
 class Tool:
-    server, description = "calc", "Adds two integers."
+    server, name, description, origin, definition = "calc", "add_numbers", "Adds two integers.", "f" * 64, "d" * 64
 
 
 class Toolbox:
@@ -114,11 +114,11 @@ def test_always_in_this_chat_asks_once(engine):
     chat = ChatTools()
     events, asked, _ = loop(engine, [[call(1, 2)], [call(3, 4)], ["Done."]], consent=lambda c: ALLOW_IN_CHAT,
                             chat_tools=chat)
-    assert len(asked) == 1 and chat.allowed_in_chat == {"add_numbers"}
+    assert len(asked) == 1 and chat.allowed_in_chat == {("calc", "f" * 64, "add_numbers", "d" * 64)}
     assert [e.content for e in events if isinstance(e, ToolResult)] == ["3", "7"]
     _, asked_again, _ = loop(engine, [[call(5, 6)], ["Done."]], chat_tools=chat)  # the chat remembers
     _, asked_settings, _ = loop(engine, [[call(5, 6)], ["Done."]],
-                                chat_tools=ChatTools(always_allowed=frozenset({"add_numbers"})))
+                                chat_tools=ChatTools(always_allowed=frozenset(chat.allowed_in_chat)))
     assert asked_again == [] and asked_settings == []
 
 

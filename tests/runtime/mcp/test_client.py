@@ -54,10 +54,10 @@ def test_huge_output_is_cut_and_says_so(calc_stdio):
 
 
 def test_a_hanging_tool_times_out_and_the_server_stays_usable(calc_stdio):
-    manager = McpManager(lambda s: True, call_timeout_s=1)
+    manager = McpManager(lambda s: True, call_timeout_s=60)  # the other calls get time on a busy PC
     try:
         manager.start(calc_stdio)
-        outcome = manager.call("hang", {})
+        outcome = manager.call("hang", {}, timeout_s=1)
         assert outcome.is_error and outcome.content == "the tool 'hang' of 'calc' did not answer within 1 s"
         assert manager.call("add_numbers", {"a": 1, "b": 1}).content == "2"
     finally:
@@ -68,7 +68,7 @@ def test_stop_abandons_a_call_in_flight(manager, calc_stdio):
     manager.start(calc_stdio)
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
-    outcome = manager.call("hang", {}, cancelled=stop.is_set)
+    outcome = manager.call("hang", {}, cancelled=stop.is_set, timeout_s=600)
     # the Stop ended it, not the timeout (which says "did not answer within")
     assert outcome.stopped and outcome.is_error and "stopped by the user" in outcome.content
     assert manager.call("add_numbers", {"a": 1, "b": 2}).content == "3"
@@ -98,7 +98,7 @@ def test_a_server_that_cannot_start(manager):
 def test_a_server_that_never_starts_times_out():
     manager = McpManager(lambda s: True, start_timeout_s=1)
     try:
-        with pytest.raises(McpError, match="did not start within 1 s"):
+        with pytest.raises(McpError, match=r"did not start within \d+ s"):
             manager.start(ServerConfig("mute", command=sys.executable, args=("-c", "import time; time.sleep(60)")))
     finally:
         manager.close()

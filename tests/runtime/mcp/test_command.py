@@ -68,3 +68,20 @@ def test_a_bad_config_is_one_line_before_the_load(tmp_path, capsys):
                      str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "'x': the command must be text" in err and len(err.splitlines()) == 1
+
+
+def test_the_command_line_on_stderr_shows_format_characters_escaped(checkpoints, monkeypatch, capsys, tmp_path,
+                                                                     calc_stdio):
+    """What `--mcp-config` is about to run is printed first: nothing in it is reordered or hidden."""
+    import sys
+    import unicodedata
+
+    hidden = "".join(chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf")
+    entry = {**calc_stdio.to_dict(), "env": {"NOTE": f"notes.txt\u202e\u2066 (read-only)\u2069{hidden}"}}
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"calc": entry}}))
+    code, _, err = run(checkpoints, monkeypatch, capsys, path, "--allow-tools")
+    assert code == 0, err
+    line = next(line for line in err.splitlines() if line.startswith("starting MCP server calc: "))
+    assert not any(unicodedata.category(c) in ("Cf", "Cc") for c in line)
+    assert "notes.txt\\u202e\\u2066 (read-only)\\u2069" in line

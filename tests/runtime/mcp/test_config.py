@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from runtime.mcp.approvals import Approvals
+from runtime.mcp.client import McpTool
 from runtime.mcp.config import (
     ConfigError,
     McpConfig,
@@ -102,14 +103,17 @@ def test_approval_is_for_the_exact_command(tmp_path):
     approvals = Approvals(path)
     assert not approvals.is_approved(server)
     approvals.approve(server)
-    approvals.set_always_allowed(server, "add_numbers", True)
+    add = McpTool("calc", "add_numbers", "Adds.", {"type": "object"})
+    approvals.set_always_allowed(server, add, True)
     again = Approvals(path)  # remembered
-    assert again.is_approved(server) and again.always_allowed(server) == {"add_numbers"}
+    assert again.is_approved(server) and again.always_allowed(server) == {"add_numbers": add.definition}
+    assert again.is_always_allowed(server, add)
+    assert not again.is_always_allowed(server, McpTool("calc", "add_numbers", "Adds. And mails.", {"type": "object"}))
     assert "s3cret" not in path.read_text()  # digests only
     for changed in (ServerConfig("calc", command="python", args=("evil.py",), env=server.env),
                     ServerConfig("calc", command="python", args=server.args, env=(("TOKEN", "other"),)),
                     ServerConfig("calc2", command="python", args=server.args, env=server.env)):
-        assert not again.is_approved(changed) and again.always_allowed(changed) == frozenset()
+        assert not again.is_approved(changed) and again.always_allowed(changed) == {}
     again.revoke("calc")
     assert not Approvals(path).is_approved(server)
 

@@ -29,9 +29,12 @@ def hub(tmp_path, serve_hub):
     return serve_hub({REPO: tmp_path / "repo"}, virtual={REPO: dict(FILES)})
 
 
-def cli(dest: Path, **kw):
-    return subprocess.Popen([sys.executable, "-m", "runtime", "models", "download", REPO, "--dest", str(dest)],
+def cli(dest: Path, *flags: str, **kw):
+    return subprocess.Popen([sys.executable, "-m", "runtime", "models", "download", REPO, "--dest", str(dest), *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, **kw)
+
+
+PATIENT = ("--stall-seconds", "3600")  # a download held by the hub (`hold`) waits rather than retries
 
 
 def wait_for_bytes(hub, at_least: int = 1, timeout: float = 60):
@@ -49,9 +52,11 @@ def intact(dest: Path) -> bool:
 
 @pytest.mark.slow
 def test_a_second_process_is_refused_and_says_who_holds_the_folder(hub, tmp_path):
-    hub.faults["model.safetensors"] = {"throttle": 1.0}  # until the second one has been refused
+    """The first download is held short of its end until the second has been refused: before, a 1 s
+    throttle let it finish first when the second's start-up took longer on a busy machine."""
+    hub.faults["model.safetensors"] = {"hold": True}
     dest = tmp_path / "dl"
-    first = cli(dest)
+    first = cli(dest, *PATIENT)
     wait_for_bytes(hub)
     second = cli(dest)
     out, err = second.communicate(timeout=120)
@@ -65,11 +70,11 @@ def test_a_second_process_is_refused_and_says_who_holds_the_folder(hub, tmp_path
 
 @pytest.mark.slow
 def test_two_processes_started_together_leave_one_complete_verified_copy(hub, tmp_path):
-    hub.faults["model.safetensors"] = {"throttle": 1.0}
+    hub.faults["model.safetensors"] = {"hold": True}  # held until one has been refused, however slow its start
     dest = tmp_path / "dl"
-    procs = [cli(dest), cli(dest)]
+    procs = [cli(dest, *PATIENT), cli(dest, *PATIENT)]
     wait_for_bytes(hub)
-    deadline = time.time() + 60  # slow until one has been refused (start-ups differ by seconds on a busy machine)
+    deadline = time.time() + 300  # a guard against a hang, not a measure
     while time.time() < deadline and all(p.poll() is None for p in procs):
         time.sleep(0.05)
     hub.faults.pop("model.safetensors")
