@@ -46,7 +46,7 @@ class ChatController(QObject):
     sig_reply_started = Signal(int, int, str, str)  # conversation id, message id, submodel about to work, phase
     # conv id, message id, answer, thinking, submodel, thinking live, the last event's runtime.events.Progress
     sig_stream = Signal(int, int, str, str, str, bool, object)
-    sig_token = Signal(str, str, float, float, float)  # submodel, phase, latency ms, TTFT ms, tokens/s so far
+    sig_tokens = Signal(object)  # app.reply.TokenBatch: the shown reply's tokens of one frame, for the strip
     sig_switch = Signal(str, str, int, float, str)  # from, to, re-prefilled tokens, ms, reason (Switch.reason)
     sig_reply_done = Signal(int, object)  # conversation id, the saved Message
     sig_done = Signal(object)  # the runtime's Done event (for the live strip)

@@ -122,7 +122,7 @@ class MainWindow(QMainWindow):
         c.sig_stream.connect(self.chat.stream)
         c.sig_reply_done.connect(self.chat.finish)
         c.sig_reply_started.connect(self._reply_started)
-        c.sig_token.connect(self.strip.on_token)
+        c.sig_tokens.connect(self.strip.on_tokens)
         c.sig_switch.connect(self.strip.on_switch)
         c.sig_done.connect(self.strip.on_done)
         c.sig_error.connect(notes.show_error)

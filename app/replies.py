@@ -3,8 +3,9 @@
 Switching chats (or Ctrl+N) leaves a reply streaming into its own stored message, and a view that shows
 that chat again picks it up live. Text and timings come from the runtime's events only (the per-token
 deltas are joined once, here, to show and save the reply so far; the final text and timings are the Done
-event's). The view gets the text on a ~30 Hz timer; SQLite gets it about once a second, so a crash loses
-at most a second. The engine has one line: a reply in another chat waits for the one ahead to end.
+event's). The events come from the engine worker's outbox (app/event_outbox.py), taken on the ~30 Hz
+flush (or at once for an event that is not a token); the view and the live strip get one update per
+frame, never one per token. SQLite gets the text about once a second, so a crash loses at most a second. The engine has one line: a reply in another chat waits for the one ahead to end.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import itertools
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from .read_only import refuses_read_only
-from .reply import Reply, sampling_for
+from .reply import Reply, TokenBatch, sampling_for
 from .state.history import HistoryReadOnly, Message
 
 FLUSH_MS, PERSIST_MS = 33, 1000
@@ -29,8 +30,10 @@ class Replies(QObject):
         self.front = front  # app/controller.py ChatController: the history, the worker, the signals
         self.in_flight: dict[int, Reply] = {}  # request id -> reply, oldest first
         self._ids = itertools.count(1)
+        self._points: list[tuple[float, str]] = []  # the shown reply's tokens of this frame, for the strip
+        self._last_token = None  # the last of them (its submodel, phase and totals)
         worker = front.worker
-        worker.sig_event.connect(self._on_event)
+        worker.sig_events.connect(self._take_events)
         worker.sig_reply_failed.connect(self._on_reply_failed)
         worker.sig_fitted.connect(self._on_fitted)
         worker.sig_overflow.connect(self._on_overflow)
@@ -121,12 +124,29 @@ class Replies(QObject):
 
     # ------------------------------------------------------------------ the events
 
-    @Slot(int, object)
+    @Slot()
+    def _take_events(self) -> None:
+        """Everything the engine said since the last look, in order; then the strip's frame."""
+        for request_id, event in self.front.worker.outbox.take():
+            self._on_event(request_id, event)
+        self._strip_frame()
+
+    def _strip_frame(self) -> None:
+        """The live strip's update for the tokens taken since the last one: one signal, whatever their number."""
+        if self._points:
+            t = self._last_token
+            p = t.progress
+            self.front.sig_tokens.emit(TokenBatch(tuple(self._points), t.submodel, t.phase, p.ttft_ms,
+                                                  p.tokens_per_s))
+            self._points, self._last_token = [], None
+
     def _on_event(self, request_id: int, event) -> None:
         r = self.in_flight.get(request_id)
         if r is None:
             return  # a late event of a reply already closed
         kind, r.progress = event.type, getattr(event, "progress", None) or r.progress  # (a tool result has none)
+        if kind != "token":
+            self._strip_frame()  # the tokens before it reach the strip before what it says
         if kind == "prefill":  # its turn came: the view stops saying it waits
             r.submodel, r.dirty = event.submodel, True
         elif kind == "token":
@@ -146,8 +166,8 @@ class Replies(QObject):
             self.front.steering.update_live_phase()
         if not r.stopping and event.token_id is not None and self._shown(r):
             # (a Token of no new token only releases text; the strip shows the chat on screen alone)
-            p = event.progress
-            self.front.sig_token.emit(event.submodel, event.phase, event.latency_ms, p.ttft_ms, p.tokens_per_s)
+            self._points.append((event.latency_ms, event.submodel))
+            self._last_token = event
 
     def _on_switch(self, r: Reply, event) -> None:
         r.switches.append(event)
@@ -231,6 +251,7 @@ class Replies(QObject):
     # ------------------------------------------------------------------ showing, saving, ending
 
     def _flush(self) -> None:
+        self._take_events()
         for r in self._live():
             if r.dirty:
                 r.dirty = False
@@ -287,7 +308,8 @@ class Replies(QObject):
             r.controls.stop()
 
     def save_at_exit(self) -> None:
-        """At exit, once the engine's thread has ended and its last events were taken in: what the replies
+        """At exit, once the engine's thread has ended: its last events are taken in, and what the replies
         that did not end had is saved as stopped."""
+        self._take_events()
         for r in list(self.in_flight.values()):
             self._close(r, *r.texts(), {**r.meta(), "finish_reason": "stopped"})

@@ -64,6 +64,17 @@ class Reply:
         return "".join(self.answer), "".join(self.thinking)
 
 
+@dataclass(frozen=True)
+class TokenBatch:
+    """The tokens of the reply shown that arrived in one frame, for the live strip: each one's latency and
+    submodel in order, and the reply's totals as of the last (the runtime's Progress)."""
+    points: tuple[tuple[float, str], ...]  # (latency ms, submodel) per token
+    submodel: str  # the last token's
+    phase: str
+    ttft_ms: float
+    tokens_per_s: float
+
+
 def sampling_for(defaults, chat_settings: dict):
     """The one conversion: the settings' defaults, overridden by this chat's, as the runtime's dataclass."""
     from runtime.api import SamplingSettings

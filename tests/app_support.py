@@ -83,7 +83,10 @@ class Gate:
                     self.released.clear()  # ready for a later hold
                 return super().take_thinking_request()
 
+        import runtime.api
+
         monkeypatch.setattr(engine, "Controls", HeldControls)
+        monkeypatch.setattr(runtime.api, "Controls", HeldControls)  # app/ takes it from there
 
     def release_all(self) -> None:
         self.at = None  # no further holds
