@@ -27,6 +27,7 @@ from .depth_choice import DepthChoice
 from .overflow import Overflow
 from .replies import Replies
 from .reply import mark_interrupted
+from .send_queue import SendQueue
 from .server_control import ServerControl
 from .state.history import History
 from .state.settings import Settings
@@ -93,6 +94,7 @@ class ChatController(QObject):
         self.context = ContextCount(self)
         self.composer = Composer(self)
         self.replies = Replies(self)
+        self.queue = SendQueue(self)
         self.steering = Steering(self)
         self.overflow = Overflow(self)
         self.tools.sig_servers.connect(self.context.count)  # the tools offered are part of the prompt

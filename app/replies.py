@@ -5,7 +5,9 @@ that chat again picks it up live. Text and timings come from the runtime's event
 deltas are joined once, here, to show and save the reply so far; the final text and timings are the Done
 event's). The events come from the engine worker's outbox (app/event_outbox.py), taken on the ~30 Hz
 flush (or at once for an event that is not a token); the view and the live strip get one update per
-frame, never one per token. SQLite gets the text about once a second, so a crash loses at most a second. The engine has one line: a reply in another chat waits for the one ahead to end.
+frame, never one per token. SQLite gets the text about once a second, so a crash loses at most a second.
+The engine has one line: a reply in another chat waits for the one ahead to end; a message sent in a chat
+whose reply streams waits for that reply (app/send_queue.py).
 """
 
 from __future__ import annotations
@@ -229,6 +231,7 @@ class Replies(QObject):
         if r is None:
             return
         r.removed = True
+        self.front.queue.give_back(r.conversation_id)  # what waited would not fit either
         self.front.history.delete_message(r.conversation_id, r.message_id)
         self._close(r, "", "", {})
         if self._shown(r):
@@ -286,6 +289,7 @@ class Replies(QObject):
             self.flush_timer.stop()
             self.persist_timer.stop()
         front.steering.update_live_phase()
+        front.queue.reply_ended(r.conversation_id)  # a message sent while it streamed goes next
         if r.removed:
             front.sig_busy.emit(self.busy)
             return
