@@ -45,6 +45,8 @@ class ChatController(QObject):
     sig_chat_shown = Signal(int, object, object)  # conversation id, list[Message], id of its streaming message or None
     sig_messages_added = Signal(int, object, object)  # conversation id, list[Message], streaming message id or None
     sig_reply_started = Signal(int, int, str, str)  # conversation id, message id, submodel about to work, phase
+    # a reply waits for its turn (conv id, message id, what runs ahead), or its turn came ("" ahead)
+    sig_reply_waiting = Signal(int, int, str)
     # conv id, message id, answer, thinking, submodel, thinking live, the last event's runtime.events.Progress
     sig_stream = Signal(int, int, str, str, str, bool, object)
     sig_tokens = Signal(object)  # app.reply.TokenBatch: the shown reply's tokens of one frame, for the strip

@@ -87,13 +87,15 @@ class Replies(QObject):
             front.sig_error.emit(str(e), "")
             return
         submodel, phase = level.think or level.answer, "thinking" if level.think else "answer"
-        self._say_if_waiting(cid)
-        reply = Reply(next(self._ids), cid, 0, Controls(), level, submodel, phase, Progress())
+        reply = Reply(next(self._ids), cid, 0, Controls(), level, submodel, phase, Progress(),
+                      waits_for=self._ahead(cid))
         msg = front.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
         reply.message_id = msg.id
         self.in_flight[reply.request_id] = reply
         front.sig_messages_added.emit(cid, added + [msg], msg.id)
         front.sig_reply_started.emit(cid, msg.id, submodel, phase)
+        if reply.waits_for:
+            front.sig_reply_waiting.emit(cid, msg.id, reply.waits_for)
         front.sig_busy.emit(True)
         front.steering.update_live_phase()
         self.flush_timer.start()
@@ -102,12 +104,21 @@ class Replies(QObject):
         self._sig_generate.emit(reply.request_id, job or request, reply.controls,
                                 overflow or front.settings.context_overflow)
 
-    def _say_if_waiting(self, cid: int) -> None:
+    def _ahead(self, cid: int) -> str:
+        """What a reply sent now in chat `cid` waits for ("" when the engine is free; the banner says
+        what it is). The engine has one line: another chat's reply, or a request to the local server."""
         ahead = next((x for x in self._live() if x.conversation_id != cid), None)
-        if ahead is not None:  # the engine has one line: this reply waits for that one to end
-            title = self.front.history.conversation(ahead.conversation_id).title
-            self.front.sig_notice.emit(f"This reply starts when the one in “{title[:40]}” ends (one reply at a "
+        if ahead is not None:
+            title = self.front.history.conversation(ahead.conversation_id).title[:40]
+            self.front.sig_notice.emit(f"This reply starts when the one in “{title}” ends (one reply at a "
                                        "time; stop that one there to start this one now).")
+            return f"the reply in “{title}”"
+        running = self.front.worker.queue.snapshot().running or ""
+        if running.startswith("server"):  # (ServerControl.status names it so)
+            self.front.sig_notice.emit("This reply starts when the local server's request ends (one reply at a "
+                                       "time).")
+            return "the local server's request"
+        return ""
 
     def stop(self, cid: int | None = None) -> None:
         """Stops the replies in flight (the decode loop sees the flag within one token; each one's Done saves
@@ -149,7 +160,11 @@ class Replies(QObject):
         kind, r.progress = event.type, getattr(event, "progress", None) or r.progress  # (a tool result has none)
         if kind != "token":
             self._strip_frame()  # the tokens before it reach the strip before what it says
-        if kind == "prefill":  # its turn came: the view stops saying it waits
+        if not r.begun:  # its first event: its turn came (a remote model sends no Prefill)
+            r.begun = True
+            self.front.sig_reply_waiting.emit(r.conversation_id, r.message_id, "")
+            self.front.steering.update_live_phase()
+        if kind == "prefill":  # the view stops saying it waits
             r.submodel, r.dirty = event.submodel, True
         elif kind == "token":
             self._on_token(r, event)

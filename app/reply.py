@@ -31,6 +31,8 @@ class Reply:
     rounds: list = field(default_factory=list)  # runtime.tool_loop.ToolRound.to_dict() of the rounds that called tools
     calls: list = field(default_factory=list)  # this round's calls: ToolResult dicts, or {..., "status": "asking"}
     ending_thought: bool = False  # "Answer now" (or the depth Off) was asked: no more steering
+    begun: bool = False  # the engine took it up (its Prefill event): until then it waits, nothing runs for it
+    waits_for: str = ""  # what ran ahead of it when it was sent ("": nothing, it starts at once)
     dirty: bool = False
     stopping: bool = False
     removed: bool = False  # its message was deleted (the context refused it); SQLite may give its id to the next one

@@ -190,9 +190,10 @@ class LiveStrip(QWidget):
             self.set_badge(submodel, phase)
 
     def clear(self) -> None:
-        """No reply to show (a chat without one streaming is on screen)."""
+        """No reply to show (a chat without one streaming is on screen, a send was refused): nothing runs."""
         self.reset()
         self.ttft.setText("TTFT –")
+        self.set_badge("", "idle")
 
     def set_badge(self, submodel: str, phase: str = "") -> None:
         text = f"{submodel} {phase}".strip()
@@ -225,7 +226,8 @@ class LiveStrip(QWidget):
             self.switch_note.setToolTip("This reply's switches of submodel, oldest first:\n" + "\n".join(self.switches))
 
     def on_done(self, done) -> None:
-        self.ttft.setText(f"TTFT {done.ttft_ms:.0f} ms")
-        self.speed.setText(f"{done.tokens_per_s:.1f} tok/s")
+        produced = done.thinking_tokens + done.answer_tokens > 0  # (a reply stopped before its first token: "–")
+        self.ttft.setText(f"TTFT {done.ttft_ms:.0f} ms" if produced else "TTFT –")
+        self.speed.setText(f"{done.tokens_per_s:.1f} tok/s" if produced and done.tokens_per_s > 0 else "– tok/s")
         self.set_badge(done.answer_submodel, "✓" if done.finish_reason == "end_of_turn"
                        else done.finish_reason.replace("_", " "))
