@@ -33,6 +33,7 @@ class Reply:
     ending_thought: bool = False  # "Answer now" (or the depth Off) was asked: no more steering
     begun: bool = False  # the engine took it up (its Prefill event): until then it waits, nothing runs for it
     waits_for: str = ""  # what ran ahead of it when it was sent ("": nothing, it starts at once)
+    depth_moves: list = field(default_factory=list)  # the depths the slider moved its thought to, in order
     dirty: bool = False
     stopping: bool = False
     removed: bool = False  # its message was deleted (the context refused it); SQLite may give its id to the next one
@@ -49,7 +50,8 @@ class Reply:
         p = self.progress
         budget = p.thinking_budget if p.elapsed_ms else self.level.budget  # the runtime's, once it has said
         path = {"thinking_path": [list(run) for run in p.thinking_path]} if len(p.thinking_path) > 1 else {}
-        return {**context, "depth": self.level.name, "think_submodel": self.level.think,
+        moved = {"depth_path": [self.level.name, *self.depth_moves]} if self.depth_moves else {}
+        return {**context, "depth": self.level.name, **moved, "think_submodel": self.level.think,
                 "answer_submodel": self.level.answer,
                 "thinking_budget": budget if self.level.think else 0, **p.to_dict(), **path,
                 "switch": answer_switch.to_dict() if answer_switch else {},

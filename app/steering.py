@@ -30,6 +30,8 @@ class Steering:
         level = next((s for s in loaded.levels if s.name == name), None) if loaded else None
         if r is None or level is None or not level.available:
             return
+        if name != ([r.level.name, *r.depth_moves][-1]):
+            r.depth_moves.append(name)  # saved with the reply (depth_path): the export says what happened
         if level.think is None:  # thinking off: answer now
             self.answer_now()
         else:
