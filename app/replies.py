@@ -248,6 +248,7 @@ class Replies(QObject):
         r.removed = True
         self.front.queue.give_back(r.conversation_id)  # what waited would not fit either
         self.front.history.delete_message(r.conversation_id, r.message_id)
+        self.front.overflow.mark_not_sent(r.conversation_id)
         self._close(r, "", "", {})
         if self._shown(r):
             self.front.chats.select(r.conversation_id)

@@ -26,6 +26,9 @@ META_TYPES = {**RECORD_FIELDS,
               "thinking_path": list,
               # ["Max", "Quick"]: the depth the reply began at, then each the slider moved its thought to
               "depth_path": list,
+              # a user message the context refused (why): kept to take back or to send leaving turns out,
+              # saved incomplete so no later reply reads it as a turn that happened
+              "not_sent": str,
               # the prompt's tokens as the model read it, and the earliest messages left out to fit the context
               "prompt_tokens": "number", "context_dropped": "number",
               # a user message's files as context (app/state/attachments.py): [{"name", "text", "kind"}]

@@ -246,7 +246,7 @@ class MessageWidget(QFrame):
             self.thinking.setVisible(bool(thinking))
             if thinking:
                 self.thinking.finish(thinking, thinking_summary(meta))
-        self.info.setText(reply_info(meta) if self.role == "assistant" else attachments_line(meta))
+        self.info.setText(reply_info(meta) if self.role == "assistant" else user_info(meta))
 
 
 def thinking_summary(meta: dict) -> str:
@@ -271,6 +271,12 @@ def thinking_summary(meta: dict) -> str:
         shares = ", then ".join(f"{n} on {name}" for name, n in by[1:])
         return f"{took} · {by[0][1]} tokens on {by[0][0]}, then {shares}{ending}"
     return f"{took} on {who} · {tokens} tokens{ending}"
+
+
+def user_info(meta: dict) -> str:
+    """ "not sent: too long for the context · 📎 notes.txt": a refused message says so first."""
+    return " · ".join(p for p in (f"not sent: {meta['not_sent']}" if meta.get("not_sent") else "",
+                                  attachments_line(meta)) if p)
 
 
 def attachments_line(meta: dict) -> str:
