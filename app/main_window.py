@@ -173,9 +173,13 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ chat
 
     def send(self) -> None:
+        """Sends the box's text; the line shown before goes, but not one the send itself just said (that
+        it was queued, what the reply waits for)."""
+        lines = self.notes.lines_shown
         if self.controller.chats.send(self.input.toPlainText()):
             self.input.clear()
-            self.notes.hide_error()
+            if self.notes.lines_shown == lines:  # the send said nothing new: the earlier line goes
+                self.notes.hide_error()
 
     def _draft_changed(self) -> None:
         self.controller.composer.set_draft(self.input.toPlainText())

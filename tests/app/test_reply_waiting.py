@@ -64,6 +64,7 @@ def test_a_reply_behind_another_chats_says_what_it_waits_for_until_its_turn(qtbo
     second = c.replies.reply_in(c.chats.current)
     live = window.chat.widgets[-1]
     assert live.tail.text() == f"Waiting for the reply in “{title}” to end…"
+    assert window.notes.error.isVisible() and "starts when the one in" in window.notes.error.text()
     assert window.strip.badge.text().endswith("waiting") and c.steering.live_phase == "waiting"
     assert not window.answer_now_button.isEnabled() and not window.think_longer_button.isEnabled()
     assert window.stop_button.isEnabled()  # a waiting reply can still be stopped

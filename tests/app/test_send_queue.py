@@ -37,6 +37,7 @@ def test_enter_while_a_reply_streams_queues_the_message_behind_it(qtbot, window,
         assert window.input.toPlainText() == ""  # taken, as a sent message is
     assert not reply.stopping and c.replies.reply_in(cid) is reply  # Enter did not stop it
     assert c.queue.count(cid) == queued and any(n.startswith("Queued") for n in notices)
+    assert window.notes.error.isVisible() and window.notes.error.text().startswith("Queued")  # and it shows
     assert [m.role for m in c.history.messages(cid)] == ["user", "assistant"]  # nothing shown as sent yet
     gate.release_all()
     qtbot.waitUntil(lambda: c.queue.count(cid) == 0 and not c.replies.busy, timeout=LONG)
