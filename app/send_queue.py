@@ -30,9 +30,10 @@ class SendQueue:
     def add(self, cid: int, text: str, files: list[dict]) -> None:
         self.waiting.setdefault(cid, []).append(Waiting(text, files))
         n = self.count(cid)
-        ahead = "it is" if n == 1 else f"they are ({n} messages)"
-        self.front.sig_notice.emit(f"Queued: your message is sent when the reply streaming here ends; {ahead} "
-                                   "sent one after the other. Esc stops the reply now.")
+        said = ("your message is sent when the reply streaming here ends" if n == 1 else
+                f"{n} messages wait; the first goes when the reply streaming here ends, each next one after the "
+                "reply before it")
+        self.front.sig_notice.emit(f"Queued: {said}. Esc stops that reply now.")
 
     def reply_ended(self, cid: int) -> None:
         """The reply of chat `cid` ended (done, stopped, failed or refused): the next message waiting goes
