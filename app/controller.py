@@ -27,6 +27,7 @@ from .depth_choice import DepthChoice
 from .overflow import Overflow
 from .replies import Replies
 from .reply import mark_interrupted
+from .send_queue import SendQueue
 from .server_control import ServerControl
 from .state.history import History
 from .state.settings import Settings
@@ -44,9 +45,11 @@ class ChatController(QObject):
     sig_chat_shown = Signal(int, object, object)  # conversation id, list[Message], id of its streaming message or None
     sig_messages_added = Signal(int, object, object)  # conversation id, list[Message], streaming message id or None
     sig_reply_started = Signal(int, int, str, str)  # conversation id, message id, submodel about to work, phase
+    # a reply waits for its turn (conv id, message id, what runs ahead), or its turn came ("" ahead)
+    sig_reply_waiting = Signal(int, int, str)
     # conv id, message id, answer, thinking, submodel, thinking live, the last event's runtime.events.Progress
     sig_stream = Signal(int, int, str, str, str, bool, object)
-    sig_token = Signal(str, str, float, float, float)  # submodel, phase, latency ms, TTFT ms, tokens/s so far
+    sig_tokens = Signal(object)  # app.reply.TokenBatch: the shown reply's tokens of one frame, for the strip
     sig_switch = Signal(str, str, int, float, str)  # from, to, re-prefilled tokens, ms, reason (Switch.reason)
     sig_reply_done = Signal(int, object)  # conversation id, the saved Message
     sig_done = Signal(object)  # the runtime's Done event (for the live strip)
@@ -93,6 +96,7 @@ class ChatController(QObject):
         self.context = ContextCount(self)
         self.composer = Composer(self)
         self.replies = Replies(self)
+        self.queue = SendQueue(self)
         self.steering = Steering(self)
         self.overflow = Overflow(self)
         self.tools.sig_servers.connect(self.context.count)  # the tools offered are part of the prompt

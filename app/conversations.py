@@ -80,6 +80,7 @@ class Conversations:
     @refuses_read_only
     def delete(self, cid: int) -> None:
         title = self.history.conversation(cid).title
+        self.front.queue.give_back(cid, say=False)  # (kept as the chat's draft, should it be undeleted)
         self.front.replies.stop(cid)
         self.history.delete(cid)
         self.front.sig_deleted.emit(cid, title)
@@ -99,7 +100,8 @@ class Conversations:
     @refuses_read_only
     def send(self, text: str) -> bool:
         """Sends `text` in the current chat; while editing, as a new version of the edited message (the
-        earlier version and what followed it stay, as the other branch)."""
+        earlier version and what followed it stay, as the other branch). While this chat's reply streams,
+        the message waits for its end (app/send_queue.py): Enter never stops a reply."""
         front, composer = self.front, self.front.composer
         text = text.strip()
         if self.current is None:
@@ -108,20 +110,28 @@ class Conversations:
         if (not text and not files) or front.loaded is None:
             return False
         cid = self.current
-        front.replies.stop(cid)  # this chat's reply in flight; one in another chat goes on, and this one waits its turn
+        if composer.editing is None and front.replies.reply_in(cid) is not None:
+            front.queue.add(cid, text, files)
+            composer.sent(cid)
+            return True
+        front.replies.stop(cid)  # (an edit) this chat's reply in flight; one in another chat goes on
         if composer.editing is not None:
             edited = next((m for m in self.history.messages(cid) if m.id == composer.editing), None)
             composer.cancel_edit()
             if edited is not None:
                 files = edited.meta.get("attachments") or []  # a new version keeps the files of the old
                 self._branch_at(cid, edited.parent_id)
+        composer.sent(cid)
+        self.post(cid, text, files)
+        return True
+
+    def post(self, cid: int, text: str, files: list[dict]) -> None:
+        """Adds the user's message to chat `cid` and starts its reply (a first message names the chat)."""
         if not self.history.messages(cid):
             self.history.rename(cid, (text.splitlines() or [files[0]["name"]])[0][:48])
         user = self.history.add_message(cid, "user", text, meta={"attachments": files} if files else None)
-        composer.sent(cid)
         self.refresh()
-        front.replies.start(cid, [user])
-        return True
+        self.front.replies.start(cid, [user])
 
     @refuses_read_only
     def regenerate(self) -> None:

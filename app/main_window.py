@@ -122,7 +122,8 @@ class MainWindow(QMainWindow):
         c.sig_stream.connect(self.chat.stream)
         c.sig_reply_done.connect(self.chat.finish)
         c.sig_reply_started.connect(self._reply_started)
-        c.sig_token.connect(self.strip.on_token)
+        c.sig_reply_waiting.connect(self._reply_waiting)
+        c.sig_tokens.connect(self.strip.on_tokens)
         c.sig_switch.connect(self.strip.on_switch)
         c.sig_done.connect(self.strip.on_done)
         c.sig_error.connect(notes.show_error)
@@ -172,9 +173,13 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ chat
 
     def send(self) -> None:
+        """Sends the box's text; the line shown before goes, but not one the send itself just said (that
+        it was queued, what the reply waits for)."""
+        lines = self.notes.lines_shown
         if self.controller.chats.send(self.input.toPlainText()):
             self.input.clear()
-            self.notes.hide_error()
+            if self.notes.lines_shown == lines:  # the send said nothing new: the earlier line goes
+                self.notes.hide_error()
 
     def _draft_changed(self) -> None:
         self.controller.composer.set_draft(self.input.toPlainText())
@@ -185,8 +190,11 @@ class MainWindow(QMainWindow):
         live strip starts over for it (a reply streaming there fills it again from its next token)."""
         composer = self.controller.composer
         self.show_presets()
-        if self.controller.replies.reply_in(cid) is None:
+        reply = self.controller.replies.reply_in(cid)
+        if reply is None:
             self.strip.clear()
+        elif not reply.begun:  # rebuilt from the history: it still waits
+            self._reply_waiting(cid, reply.message_id, reply.waits_for)
         if composer.editing is None and self.input.toPlainText() != composer.draft(cid):
             self.input.setPlainText(composer.draft(cid))
 
@@ -250,6 +258,15 @@ class MainWindow(QMainWindow):
             return  # the strip shows the chat on screen
         self.strip.reset()
         self.strip.set_badge(submodel, phase)  # the submodel about to work, during the time to first token
+
+    @Slot(int, int, str)
+    def _reply_waiting(self, cid: int, message_id: int, ahead: str) -> None:
+        """The reply waits for `ahead` to end, or ("") its turn came: the strip and its message say which."""
+        r = self.controller.replies.reply_in(cid)
+        if cid != self.controller.chats.current or r is None:
+            return
+        self.strip.set_badge(r.submodel, "waiting" if ahead else r.phase)
+        self.chat.waiting(cid, message_id, ahead)
 
     @Slot(str)
     def _live_phase(self, phase: str) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from .read_only import refuses_read_only
 
+NOT_SENT = "too long for the context"  # what a refused message's header says, after "not sent: "
+
 
 class Overflow:
     def __init__(self, front):
@@ -28,6 +30,15 @@ class Overflow:
                     f"{fits}). Take it back to shorten it or attach less{longer}.")
         self.front.sig_overflow.emit(text, trimmable)
 
+    def mark_not_sent(self, cid: int) -> None:
+        """The refused question stays in the chat, shown as not sent and saved incomplete (no later reply
+        reads it as a turn), until it is taken back or sent leaving the earliest turns out."""
+        last = self.front.history.messages(cid)[-1:]
+        if last and last[0].role == "user":
+            m = last[0]
+            self.front.history.update_message(m.id, m.content, m.thinking, {**m.meta, "not_sent": NOT_SENT},
+                                              complete=False)
+
     @refuses_read_only
     def send_leaving_out(self) -> bool:
         """Answers the refused chat's last question with its earliest turns left out."""
@@ -37,6 +48,11 @@ class Overflow:
         cid, self.cid = self.cid, None
         if cid is None or front.loaded is None or front.replies.reply_in(cid) is not None:
             return False
+        last = front.history.messages(cid)[-1:]
+        if last and last[0].role == "user" and "not_sent" in last[0].meta:  # sent now, as a turn
+            m = last[0]
+            front.history.update_message(m.id, m.content, m.thinking,
+                                         {k: v for k, v in m.meta.items() if k != "not_sent"}, complete=True)
         front.chats.select(cid)
         front.replies.start(cid, [], overflow=KEEP_SYSTEM)
         return True

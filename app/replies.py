@@ -3,8 +3,11 @@
 Switching chats (or Ctrl+N) leaves a reply streaming into its own stored message, and a view that shows
 that chat again picks it up live. Text and timings come from the runtime's events only (the per-token
 deltas are joined once, here, to show and save the reply so far; the final text and timings are the Done
-event's). The view gets the text on a ~30 Hz timer; SQLite gets it about once a second, so a crash loses
-at most a second. The engine has one line: a reply in another chat waits for the one ahead to end.
+event's). The events come from the engine worker's outbox (app/event_outbox.py), taken on the ~30 Hz
+flush (or at once for an event that is not a token); the view and the live strip get one update per
+frame, never one per token. SQLite gets the text about once a second, so a crash loses at most a second.
+The engine has one line: a reply in another chat waits for the one ahead to end; a message sent in a chat
+whose reply streams waits for that reply (app/send_queue.py).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import itertools
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from .read_only import refuses_read_only
-from .reply import Reply, sampling_for
+from .reply import Reply, TokenBatch, sampling_for
 from .state.history import HistoryReadOnly, Message
 
 FLUSH_MS, PERSIST_MS = 33, 1000
@@ -29,8 +32,10 @@ class Replies(QObject):
         self.front = front  # app/controller.py ChatController: the history, the worker, the signals
         self.in_flight: dict[int, Reply] = {}  # request id -> reply, oldest first
         self._ids = itertools.count(1)
+        self._points: list[tuple[float, str]] = []  # the shown reply's tokens of this frame, for the strip
+        self._last_token = None  # the last of them (its submodel, phase and totals)
         worker = front.worker
-        worker.sig_event.connect(self._on_event)
+        worker.sig_events.connect(self._take_events)
         worker.sig_reply_failed.connect(self._on_reply_failed)
         worker.sig_fitted.connect(self._on_fitted)
         worker.sig_overflow.connect(self._on_overflow)
@@ -82,13 +87,15 @@ class Replies(QObject):
             front.sig_error.emit(str(e), "")
             return
         submodel, phase = level.think or level.answer, "thinking" if level.think else "answer"
-        self._say_if_waiting(cid)
-        reply = Reply(next(self._ids), cid, 0, Controls(), level, submodel, phase, Progress())
+        reply = Reply(next(self._ids), cid, 0, Controls(), level, submodel, phase, Progress(),
+                      waits_for=self._ahead(cid))
         msg = front.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
         reply.message_id = msg.id
         self.in_flight[reply.request_id] = reply
         front.sig_messages_added.emit(cid, added + [msg], msg.id)
         front.sig_reply_started.emit(cid, msg.id, submodel, phase)
+        if reply.waits_for:
+            front.sig_reply_waiting.emit(cid, msg.id, reply.waits_for)
         front.sig_busy.emit(True)
         front.steering.update_live_phase()
         self.flush_timer.start()
@@ -97,12 +104,21 @@ class Replies(QObject):
         self._sig_generate.emit(reply.request_id, job or request, reply.controls,
                                 overflow or front.settings.context_overflow)
 
-    def _say_if_waiting(self, cid: int) -> None:
+    def _ahead(self, cid: int) -> str:
+        """What a reply sent now in chat `cid` waits for ("" when the engine is free; the banner says
+        what it is). The engine has one line: another chat's reply, or a request to the local server."""
         ahead = next((x for x in self._live() if x.conversation_id != cid), None)
-        if ahead is not None:  # the engine has one line: this reply waits for that one to end
-            title = self.front.history.conversation(ahead.conversation_id).title
-            self.front.sig_notice.emit(f"This reply starts when the one in “{title[:40]}” ends (one reply at a "
+        if ahead is not None:
+            title = self.front.history.conversation(ahead.conversation_id).title[:40]
+            self.front.sig_notice.emit(f"This reply starts when the one in “{title}” ends (one reply at a "
                                        "time; stop that one there to start this one now).")
+            return f"the reply in “{title}”"
+        running = self.front.worker.queue.snapshot().running or ""
+        if running.startswith("server"):  # (ServerControl.status names it so)
+            self.front.sig_notice.emit("This reply starts when the local server's request ends (one reply at a "
+                                       "time).")
+            return "the local server's request"
+        return ""
 
     def stop(self, cid: int | None = None) -> None:
         """Stops the replies in flight (the decode loop sees the flag within one token; each one's Done saves
@@ -121,13 +137,34 @@ class Replies(QObject):
 
     # ------------------------------------------------------------------ the events
 
-    @Slot(int, object)
+    @Slot()
+    def _take_events(self) -> None:
+        """Everything the engine said since the last look, in order; then the strip's frame."""
+        for request_id, event in self.front.worker.outbox.take():
+            self._on_event(request_id, event)
+        self._strip_frame()
+
+    def _strip_frame(self) -> None:
+        """The live strip's update for the tokens taken since the last one: one signal, whatever their number."""
+        if self._points:
+            t = self._last_token
+            p = t.progress
+            self.front.sig_tokens.emit(TokenBatch(tuple(self._points), t.submodel, t.phase, p.ttft_ms,
+                                                  p.tokens_per_s))
+            self._points, self._last_token = [], None
+
     def _on_event(self, request_id: int, event) -> None:
         r = self.in_flight.get(request_id)
         if r is None:
             return  # a late event of a reply already closed
         kind, r.progress = event.type, getattr(event, "progress", None) or r.progress  # (a tool result has none)
-        if kind == "prefill":  # its turn came: the view stops saying it waits
+        if kind != "token":
+            self._strip_frame()  # the tokens before it reach the strip before what it says
+        if not r.begun:  # its first event: its turn came (a remote model sends no Prefill)
+            r.begun = True
+            self.front.sig_reply_waiting.emit(r.conversation_id, r.message_id, "")
+            self.front.steering.update_live_phase()
+        if kind == "prefill":  # the view stops saying it waits
             r.submodel, r.dirty = event.submodel, True
         elif kind == "token":
             self._on_token(r, event)
@@ -146,8 +183,8 @@ class Replies(QObject):
             self.front.steering.update_live_phase()
         if not r.stopping and event.token_id is not None and self._shown(r):
             # (a Token of no new token only releases text; the strip shows the chat on screen alone)
-            p = event.progress
-            self.front.sig_token.emit(event.submodel, event.phase, event.latency_ms, p.ttft_ms, p.tokens_per_s)
+            self._points.append((event.latency_ms, event.submodel))
+            self._last_token = event
 
     def _on_switch(self, r: Reply, event) -> None:
         r.switches.append(event)
@@ -209,7 +246,9 @@ class Replies(QObject):
         if r is None:
             return
         r.removed = True
+        self.front.queue.give_back(r.conversation_id)  # what waited would not fit either
         self.front.history.delete_message(r.conversation_id, r.message_id)
+        self.front.overflow.mark_not_sent(r.conversation_id)
         self._close(r, "", "", {})
         if self._shown(r):
             self.front.chats.select(r.conversation_id)
@@ -231,6 +270,7 @@ class Replies(QObject):
     # ------------------------------------------------------------------ showing, saving, ending
 
     def _flush(self) -> None:
+        self._take_events()
         for r in self._live():
             if r.dirty:
                 r.dirty = False
@@ -265,6 +305,7 @@ class Replies(QObject):
             self.flush_timer.stop()
             self.persist_timer.stop()
         front.steering.update_live_phase()
+        front.queue.reply_ended(r.conversation_id)  # a message sent while it streamed goes next
         if r.removed:
             front.sig_busy.emit(self.busy)
             return
@@ -287,7 +328,8 @@ class Replies(QObject):
             r.controls.stop()
 
     def save_at_exit(self) -> None:
-        """At exit, once the engine's thread has ended and its last events were taken in: what the replies
+        """At exit, once the engine's thread has ended: its last events are taken in, and what the replies
         that did not end had is saved as stopped."""
+        self._take_events()
         for r in list(self.in_flight.values()):
             self._close(r, *r.texts(), {**r.meta(), "finish_reason": "stopped"})

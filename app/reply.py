@@ -31,6 +31,9 @@ class Reply:
     rounds: list = field(default_factory=list)  # runtime.tool_loop.ToolRound.to_dict() of the rounds that called tools
     calls: list = field(default_factory=list)  # this round's calls: ToolResult dicts, or {..., "status": "asking"}
     ending_thought: bool = False  # "Answer now" (or the depth Off) was asked: no more steering
+    begun: bool = False  # the engine took it up (its Prefill event): until then it waits, nothing runs for it
+    waits_for: str = ""  # what ran ahead of it when it was sent ("": nothing, it starts at once)
+    depth_moves: list = field(default_factory=list)  # the depths the slider moved its thought to, in order
     dirty: bool = False
     stopping: bool = False
     removed: bool = False  # its message was deleted (the context refused it); SQLite may give its id to the next one
@@ -47,7 +50,8 @@ class Reply:
         p = self.progress
         budget = p.thinking_budget if p.elapsed_ms else self.level.budget  # the runtime's, once it has said
         path = {"thinking_path": [list(run) for run in p.thinking_path]} if len(p.thinking_path) > 1 else {}
-        return {**context, "depth": self.level.name, "think_submodel": self.level.think,
+        moved = {"depth_path": [self.level.name, *self.depth_moves]} if self.depth_moves else {}
+        return {**context, "depth": self.level.name, **moved, "think_submodel": self.level.think,
                 "answer_submodel": self.level.answer,
                 "thinking_budget": budget if self.level.think else 0, **p.to_dict(), **path,
                 "switch": answer_switch.to_dict() if answer_switch else {},
@@ -62,6 +66,17 @@ class Reply:
     def texts(self) -> tuple[str, str]:
         """(answer, thinking) so far."""
         return "".join(self.answer), "".join(self.thinking)
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """The tokens of the reply shown that arrived in one frame, for the live strip: each one's latency and
+    submodel in order, and the reply's totals as of the last (the runtime's Progress)."""
+    points: tuple[tuple[float, str], ...]  # (latency ms, submodel) per token
+    submodel: str  # the last token's
+    phase: str
+    ttft_ms: float
+    tokens_per_s: float
 
 
 def sampling_for(defaults, chat_settings: dict):

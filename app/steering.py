@@ -21,7 +21,7 @@ class Steering:
     def _steerable(self) -> Reply | None:
         """The reply shown, while it thinks and no end of its thought was asked for."""
         r = self.front.replies.reply_in(self.front.chats.current)
-        return r if r is not None and r.phase == "thinking" and not r.ending_thought else None
+        return r if r is not None and r.begun and r.phase == "thinking" and not r.ending_thought else None
 
     def steer_depth(self, name: str) -> None:
         """The rest of the thought goes to level `name`'s thinker and budget (what was thought counts), and
@@ -30,6 +30,8 @@ class Steering:
         level = next((s for s in loaded.levels if s.name == name), None) if loaded else None
         if r is None or level is None or not level.available:
             return
+        if name != ([r.level.name, *r.depth_moves][-1]):
+            r.depth_moves.append(name)  # saved with the reply (depth_path): the export says what happened
         if level.think is None:  # thinking off: answer now
             self.answer_now()
         else:
@@ -59,9 +61,10 @@ class Steering:
         return self.think_longer_tokens
 
     def update_live_phase(self) -> None:
-        """Says (sig_live_phase) whether the reply shown thinks, answers, or there is none."""
+        """Says (sig_live_phase) whether the reply shown waits for its turn, thinks, answers, or there is none."""
         r = self.front.replies.reply_in(self.front.chats.current)
-        phase = "" if r is None else "thinking" if self._steerable() is not None else "answer"
+        phase = ("" if r is None else "waiting" if not r.begun else "thinking" if self._steerable() is not None
+                 else "answer")
         if phase != self.live_phase:
             self.live_phase = phase
             self.front.sig_live_phase.emit(phase)

@@ -3,7 +3,8 @@
 - `EngineWorker` owns the engine (`runtime.api.ChatEngine`: a model on this PC, or one on another
   server, held the same way): loads or connects, streams replies. Events cross threads as the
   runtime's frozen dataclasses, tagged with a request id so the GUI can drop late events of a reply
-  it stopped. Stop does not queue behind the decode loop: the GUI sets the thread-safe `Controls`
+  it stopped, through an `Outbox` the GUI empties at its frame rate (app/event_outbox.py: no signal
+  per token). Stop does not queue behind the decode loop: the GUI sets the thread-safe `Controls`
   flag directly. The engine sits in an `EngineQueue` shared with the local server
   (app/server_control.py): each chat reply waits its turn in that one line, and loading or unloading
   holds it alone, so the server never runs on a model being replaced.
@@ -67,6 +68,7 @@ from runtime.api import (
 )
 
 from .context_fit import KEEP_SYSTEM, fit_messages, longest_context, reply_room
+from .event_outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +141,7 @@ class EngineWorker(QObject):
     sig_load_failed = Signal(str)
     sig_load_progress = Signal(object)  # runtime.checkpoint.reader.LoadProgress (throttled)
     sig_load_cancelled = Signal()
-    sig_event = Signal(int, object)  # request id, runtime event
+    sig_events = Signal()  # the outbox holds an event the GUI should take now, not at its next frame
     sig_reply_failed = Signal(int, str)
     sig_fitted = Signal(int, int, int)  # request id, the prompt's tokens, messages left out to fit the context
     # request id, the prompt's tokens, the most it may have, the context, whether leaving out turns would fit
@@ -152,6 +154,7 @@ class EngineWorker(QObject):
         self.load_record = load_record
         self.engine: ChatEngine | None = None  # a model on this PC, or a server's (RemoteEngine)
         self.queue = EngineQueue()  # the one line for the engine: chat replies, server requests, loads
+        self.outbox = Outbox()  # (request id, runtime event) for the GUI thread, taken at its frame rate
         self.max_context = max_context
         self.probe_file = probe_file
         self.cancel_requested = threading.Event()  # set by the GUI thread (cancel_load), read between tensors
@@ -341,17 +344,23 @@ class EngineWorker(QObject):
         try:
             ready = job.prepare()  # a ToolJob's servers start and its tools join the request, fitted with them
             if ready is not None:
-                self.sig_event.emit(request_id, ready)
+                self._post(request_id, ready)
             fitted = self._fit(request_id, job.request, overflow)
             if fitted is None:
                 return
             for event in dataclasses.replace(job, request=fitted).run(stream, controls):
-                self.sig_event.emit(request_id, event)
+                self._post(request_id, event)
         except BaseException as e:  # bad request values, a native panic: the reply fails, the app does not
             if not _caught(e):
                 raise
             log.exception("reply %s failed", request_id)
+            self.sig_events.emit()  # the events before the failure go first (queued signals keep their order)
             self.sig_reply_failed.emit(request_id, _describe(e))
+
+    def _post(self, request_id: int, event: Event) -> None:
+        """One event for the GUI: a Token waits for the GUI's next frame, anything else wakes it."""
+        if self.outbox.put(request_id, event):
+            self.sig_events.emit()
 
     def _fit(self, request_id: int, request: ChatRequest, overflow: str) -> ChatRequest | None:
         """The request with its messages fitted to the engine's context (None: it cannot fit). A chat

@@ -45,6 +45,13 @@ def ask(qtbot, w: MainWindow, text: str, depth: str, timeout=180000, key=Qt.Keyb
     return done.args[1]
 
 
+def strip_token(strip, submodel: str, phase: str, ms: float, ttft_ms: float, tokens_per_s: float) -> None:
+    """One token reaching the live strip, as a frame of one (the strip takes a frame's tokens at once)."""
+    from app.reply import TokenBatch
+
+    strip.on_tokens(TokenBatch(((ms, submodel),), submodel, phase, ttft_ms, tokens_per_s))
+
+
 def open_dialog(qtbot, models) -> ModelManager:
     """The model manager over the controller `models`, returned once its first listing is shown."""
     dialog = ModelManager(models=models)
@@ -83,7 +90,10 @@ class Gate:
                     self.released.clear()  # ready for a later hold
                 return super().take_thinking_request()
 
+        import runtime.api
+
         monkeypatch.setattr(engine, "Controls", HeldControls)
+        monkeypatch.setattr(runtime.api, "Controls", HeldControls)  # app/ takes it from there
 
     def release_all(self) -> None:
         self.at = None  # no further holds

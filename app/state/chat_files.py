@@ -63,12 +63,25 @@ def chat_markdown(history: History, cid: int) -> str:
 
 
 def reply_details(meta: dict) -> str:
-    """"depth Deep · thought on 0.5M · answered by 1.5M · 40 + 12 tokens · 8.1 tok/s · 2.3 s"."""
+    """"depth Deep · thought on 0.5M · answered by 1.5M · 40 + 12 tokens · 8.1 tok/s · 2.3 s"; a thought
+    the slider moved says so, stretch by stretch: "depth Max → Quick · thought 23 tokens on 1.5M, then 49
+    on 0.5M · budget hit · ..."."""
     parts = []
-    if meta.get("depth"):
+    moves = [str(d) for d in meta.get("depth_path") or []]
+    if len(moves) > 1:
+        parts.append("depth " + " → ".join(moves))
+    elif meta.get("depth"):
         parts.append(f"depth {meta['depth']}")
-    if meta.get("think_submodel") and meta.get("thinking_tokens"):
-        parts.append(f"thought on {meta['think_submodel']}")
+    if meta.get("thinking_tokens"):
+        path = [tuple(run) for run in meta.get("thinking_path") or []]
+        by = list((meta.get("thinking_by_submodel") or {}).items())
+        if len(path) > 1:
+            parts.append(f"thought {path[0][1]:g} tokens on {path[0][0]}, then "
+                         + ", then ".join(f"{n:g} on {name}" for name, n in path[1:]))
+        elif by or meta.get("think_submodel"):
+            parts.append(f"thought on {by[0][0] if len(by) == 1 else meta.get('think_submodel')}")
+        if meta.get("budget_hit"):
+            parts.append("budget hit")
     if meta.get("answer_submodel"):
         parts.append(f"answered by {meta['answer_submodel']}")
     if "answer_tokens" in meta:

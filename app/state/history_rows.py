@@ -24,6 +24,11 @@ META_TYPES = {**RECORD_FIELDS,
               "switch": dict, "switches": list,
               # [["0.5M", 5], ["1.0M", 20], ["0.5M", 3]]: the thought's stretches in order (when it moved)
               "thinking_path": list,
+              # ["Max", "Quick"]: the depth the reply began at, then each the slider moved its thought to
+              "depth_path": list,
+              # a user message the context refused (why): kept to take back or to send leaving turns out,
+              # saved incomplete so no later reply reads it as a turn that happened
+              "not_sent": str,
               # the prompt's tokens as the model read it, and the earliest messages left out to fit the context
               "prompt_tokens": "number", "context_dropped": "number",
               # a user message's files as context (app/state/attachments.py): [{"name", "text", "kind"}]
@@ -131,6 +136,8 @@ def reply_meta(value) -> tuple[dict, bool]:
             ok = all(isinstance(x, dict) and _is_switch(x) for x in v)
         elif ok and key == "attachments":
             ok = valid_attachments(v)
+        elif ok and key == "depth_path":
+            ok = len(v) <= MAX_PATH and all(isinstance(x, str) and len(x) <= 100 for x in v)
         elif ok and key == "thinking_path":
             ok = len(v) <= MAX_PATH and all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], str)
                                             and _is_count(x[1]) for x in v)

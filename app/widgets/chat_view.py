@@ -70,7 +70,12 @@ def is_dark() -> bool:
 
 
 COPIED_MS = 1500
-WAITING = "Waiting for its turn…"
+READING = "Reading the chat…"  # a reply before its first token, with nothing ahead of it (the prefill)
+
+
+def waiting_text(ahead: str) -> str:
+    """What a reply says before its first token: what it waits for, or that it reads the chat."""
+    return f"Waiting for {ahead} to end…" if ahead else READING
 
 
 def copy_button(tip: str, text) -> QPushButton:
@@ -164,10 +169,8 @@ class MessageWidget(QFrame):
         self.rendered: list[Block] = []
         self.rendered_source = ""  # the answer's lines the rendered blocks cover
         self.text = ""
-        if streaming:  # until the engine takes it up (a reply elsewhere, or the server's requests, go first)
-            _set_plain(self.tail, WAITING)
-            if self.thinking:
-                self.thinking.toggle.setText(WAITING)
+        if streaming:  # until its first token (set_waiting says when something runs ahead of it)
+            self.set_waiting("")
         else:
             self.finish(text, thinking, meta or {})
 
@@ -212,6 +215,14 @@ class MessageWidget(QFrame):
         if blocks:
             self.rendered_source = "\n".join(answer.split("\n")[:self.rendered[-1].end])
 
+    def set_waiting(self, ahead: str) -> None:
+        """Before the first token: waiting for `ahead` (another chat's reply, the server's request) to
+        end, or ("") its turn came and the model reads the chat."""
+        _set_plain(self.tail, waiting_text(ahead))
+        self.tail.setVisible(True)
+        if self.thinking:
+            self.thinking.toggle.setText(waiting_text(ahead))
+
     def update_stream(self, answer: str, thinking: str, submodel: str, thinking_live: bool, progress=None) -> None:
         if self.thinking:  # shown while it thinks or has thought (an answer-only reply has none)
             self.thinking.setVisible(bool(thinking) or thinking_live)
@@ -235,7 +246,7 @@ class MessageWidget(QFrame):
             self.thinking.setVisible(bool(thinking))
             if thinking:
                 self.thinking.finish(thinking, thinking_summary(meta))
-        self.info.setText(reply_info(meta) if self.role == "assistant" else attachments_line(meta))
+        self.info.setText(reply_info(meta) if self.role == "assistant" else user_info(meta))
 
 
 def thinking_summary(meta: dict) -> str:
@@ -260,6 +271,12 @@ def thinking_summary(meta: dict) -> str:
         shares = ", then ".join(f"{n} on {name}" for name, n in by[1:])
         return f"{took} · {by[0][1]} tokens on {by[0][0]}, then {shares}{ending}"
     return f"{took} on {who} · {tokens} tokens{ending}"
+
+
+def user_info(meta: dict) -> str:
+    """ "not sent: too long for the context · 📎 notes.txt": a refused message says so first."""
+    return " · ".join(p for p in (f"not sent: {meta['not_sent']}" if meta.get("not_sent") else "",
+                                  attachments_line(meta)) if p)
 
 
 def attachments_line(meta: dict) -> str:
@@ -368,6 +385,11 @@ class ChatView(QScrollArea):
         w = self.message_widget(message_id) if cid == self.cid else None
         if w is not None:
             w.update_stream(answer, thinking, submodel, live, progress)
+
+    def waiting(self, cid: int, message_id: int, ahead: str) -> None:
+        w = self.message_widget(message_id) if cid == self.cid else None
+        if w is not None and not w.text:
+            w.set_waiting(ahead)
 
     def tool_rounds(self, cid: int, message_id: int, rounds: list) -> None:
         w = self.message_widget(message_id) if cid == self.cid else None

@@ -54,12 +54,17 @@ class Sparkline(QWidget):
                      max(30, self.fontMetrics().height() * 2 + 4))
 
     def add(self, ms: float, submodel: str) -> None:
-        if len(self.points) == self.points.maxlen:
-            self._first_shown = False  # the oldest point, perhaps the first token, drops off
-        elif not self.points:
-            self._first_shown = True
-        self.points.append((ms, submodel))
-        self.added += 1
+        self.add_many([(ms, submodel)])
+
+    def add_many(self, points) -> None:
+        """Adds (ms, submodel) points in order; one repaint for all of them."""
+        for point in points:
+            if len(self.points) == self.points.maxlen:
+                self._first_shown = False  # the oldest point, perhaps the first token, drops off
+            elif not self.points:
+                self._first_shown = True
+            self.points.append(point)
+            self.added += 1
         self.update()
 
     def mark(self, reason: str) -> None:
@@ -185,9 +190,10 @@ class LiveStrip(QWidget):
             self.set_badge(submodel, phase)
 
     def clear(self) -> None:
-        """No reply to show (a chat without one streaming is on screen)."""
+        """No reply to show (a chat without one streaming is on screen, a send was refused): nothing runs."""
         self.reset()
         self.ttft.setText("TTFT –")
+        self.set_badge("", "idle")
 
     def set_badge(self, submodel: str, phase: str = "") -> None:
         text = f"{submodel} {phase}".strip()
@@ -198,14 +204,15 @@ class LiveStrip(QWidget):
             self.badge.setStyleSheet(f"background:{color}; color:white; border-radius:9px; padding:2px 8px;"
                                      "font-weight:bold;")
 
-    def on_token(self, submodel: str, phase: str, latency_ms: float, ttft_ms: float, tokens_per_s: float) -> None:
-        """A token, with the reply's time to first token and speed so far (the runtime's Progress)."""
-        if self.badge.text() != f"{submodel} {phase}":
-            self.set_badge(submodel, phase)
-        self.sparkline.add(latency_ms, submodel)
-        self.ttft.setText(f"TTFT {ttft_ms:.0f} ms")
-        if tokens_per_s > 0:
-            self.speed.setText(f"{tokens_per_s:.1f} tok/s")
+    def on_tokens(self, batch) -> None:
+        """The tokens of one frame (app.reply.TokenBatch), with the reply's time to first token and speed
+        so far (the runtime's Progress): one update of each part, whatever the number of tokens."""
+        if self.badge.text() != f"{batch.submodel} {batch.phase}":
+            self.set_badge(batch.submodel, batch.phase)
+        self.sparkline.add_many(batch.points)
+        self.ttft.setText(f"TTFT {batch.ttft_ms:.0f} ms")
+        if batch.tokens_per_s > 0:
+            self.speed.setText(f"{batch.tokens_per_s:.1f} tok/s")
 
     def on_switch(self, old: str, new: str, tokens: int, ms: float, reason: str = "answer") -> None:
         """A switch where it happened: a mark on the sparkline, a note with its reason and re-prefill cost
@@ -219,7 +226,8 @@ class LiveStrip(QWidget):
             self.switch_note.setToolTip("This reply's switches of submodel, oldest first:\n" + "\n".join(self.switches))
 
     def on_done(self, done) -> None:
-        self.ttft.setText(f"TTFT {done.ttft_ms:.0f} ms")
-        self.speed.setText(f"{done.tokens_per_s:.1f} tok/s")
+        produced = done.thinking_tokens + done.answer_tokens > 0  # (a reply stopped before its first token: "–")
+        self.ttft.setText(f"TTFT {done.ttft_ms:.0f} ms" if produced else "TTFT –")
+        self.speed.setText(f"{done.tokens_per_s:.1f} tok/s" if produced and done.tokens_per_s > 0 else "– tok/s")
         self.set_badge(done.answer_submodel, "✓" if done.finish_reason == "end_of_turn"
                        else done.finish_reason.replace("_", " "))

@@ -31,6 +31,7 @@ class NotesBar(QWidget):
 
     def __init__(self):
         super().__init__()
+        self.lines_shown = 0  # how many lines show_error has shown (a caller tells a new one from an old one)
         self.error = Banner("errorBanner")
         self.error.sig_closed.connect(self.hide_error)  # its offers go with it
         self.lower_depth = _button("")
@@ -77,6 +78,7 @@ class NotesBar(QWidget):
         self.error.style().polish(self.error)
         self.error.setText(message)
         self.error.setVisible(True)
+        self.lines_shown += 1
         for b in (self.leave_out, self.take_back, self.use_port):
             b.setVisible(False)
         self.lower_depth.setVisible(bool(lower))

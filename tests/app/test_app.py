@@ -52,7 +52,7 @@ def test_thinking_block_collapses_to_a_summary(qtbot, window):
 def test_esc_stops_the_reply(qtbot, window, gate):
     window.settings.max_new_tokens = 2000
     tokens = []
-    window.controller.sig_token.connect(lambda *a: tokens.append(a))
+    window.controller.sig_tokens.connect(lambda batch: tokens.extend(batch.points))
     _, controls = hold(qtbot, window, gate, "Max", 4, "What is 45 + 23 - 17 + 9 + 12 - 30 + 8?")  # 3 tokens in
     at_stop = len(tokens)
     qtbot.keyClick(window, Qt.Key.Key_Escape)
@@ -66,7 +66,8 @@ def test_esc_stops_the_reply(qtbot, window, gate):
 def test_the_badge_changes_at_the_switch(qtbot, window):
     smallest, parent = window.loaded.submodels[0], window.loaded.submodels[-1]
     badges = []
-    window.controller.sig_token.connect(lambda *a: badges.append(window.strip.badge.text()))
+    window.controller.sig_tokens.connect(  # a frame's tokens are of one submodel: a switch ends the frame
+        lambda batch: badges.extend([window.strip.badge.text()] * len(batch.points)))
     switches = []
     window.controller.sig_switch.connect(lambda *a: switches.append(a))
     ask(qtbot, window, "What is 23 + 8 - 14?", "Quick")

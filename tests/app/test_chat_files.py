@@ -181,3 +181,27 @@ def test_the_window_exports_and_imports_through_its_menu(qtbot, tmp_path, monkey
     w.dialogs.import_chat()
     assert w.controller.chats.current != before and len(w.chat.widgets) == 2 and "Imported" in w.notes.error.text()
     w.close()
+
+
+MOVED = {**META, "depth": "Max", "depth_path": ["Max", "Quick"], "think_submodel": "1.5M", "thinking_tokens": 72,
+         "thinking_budget": 8, "budget_hit": True, "thinking_by_submodel": {"1.5M": 23, "0.5M": 49},
+         "thinking_path": [["1.5M", 23], ["0.5M", 49]]}
+
+
+@pytest.mark.parametrize("meta, says, never", [
+    (MOVED, "depth Max → Quick · thought 23 tokens on 1.5M, then 49 on 0.5M · budget hit", "thought on 1.5M"),
+    ({**MOVED, "depth_path": ["Max", "Quick", "Deep"], "thinking_path": [["1.5M", 23], ["0.5M", 40], ["1.0M", 9]],
+      "budget_hit": False}, "depth Max → Quick → Deep · thought 23 tokens on 1.5M, then 40 on 0.5M, then 9 on 1.0M ·",
+     "budget hit"),
+    # moved to a depth with the same thinker: the depth moved, the thought stayed on one submodel
+    ({**MOVED, "depth_path": ["Deep", "Max"], "thinking_path": [["1.5M", 72]], "thinking_by_submodel": {"1.5M": 72},
+      "think_submodel": "1.0M"}, "depth Deep → Max · thought on 1.5M · budget hit", "on 1.0M"),
+])
+def test_the_export_says_what_happened_to_a_thought_the_slider_moved(history, tmp_path, meta, says, never):
+    cid = history.new_conversation("Moved").id
+    history.add_message(cid, "user", "What is 45 + 23 - 17 + 9?")
+    history.add_message(cid, "assistant", "60", thinking="…", meta=meta)
+    text = chat_markdown(history, cid)
+    assert says in text and never not in text
+    saved = chat_json(history, cid)["messages"][-1]["meta"]  # the JSON keeps the moves beside the budget
+    assert saved["depth_path"] == meta["depth_path"] and saved["thinking_path"] == meta["thinking_path"]

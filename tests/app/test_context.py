@@ -152,3 +152,40 @@ def test_the_context_ceiling_with_experts_in_ram_counts_what_the_gpu_holds(tmp_p
     probe = HardwareProbe((gpu,), 1 << 36, 1 << 35, 1 << 40)
     assert longest_context(folder, probe, "30B", on_cpu=False) == CONTEXT.low
     assert longest_context(folder, probe, "30B", on_cpu=False, placement="all") == target
+
+
+def _refused(qtbot, w, text: str) -> None:
+    c = w.controller
+    w.input.setPlainText(text)
+    with qtbot.waitSignal(c.sig_overflow, timeout=60000):
+        w.send()
+    qtbot.waitUntil(lambda: not c.replies.busy, timeout=60000)
+
+
+@pytest.mark.parametrize("earlier_turns", [0, 4])
+def test_a_refused_message_shows_as_not_sent_and_no_later_reply_reads_it(qtbot, short_window, earlier_turns):
+    w, c = short_window, short_window.controller
+    cid = c.chats.current
+    for i in range(earlier_turns):  # with earlier turns, leaving them out would let it fit
+        c.history.add_message(cid, "user", f"question {i} " + "x " * 30)
+        c.history.add_message(cid, "assistant", f"answer {i}")
+    c.chats.select(cid)
+    long = "word " * (300 if not earlier_turns else 60)
+    _refused(qtbot, w, long)
+    shown = w.chat.widgets[-1]
+    assert shown.role == "user" and shown.info.text().startswith("not sent: too long for the context")
+    saved = c.history.messages(cid)[-1]
+    assert saved.meta["not_sent"] and not saved.complete  # kept to take back, or to send leaving turns out
+    assert long.strip() not in [m["content"] for m in c.chats.chat_messages(cid)]  # no reply reads it as a turn
+    if earlier_turns:  # sent after all, leaving the earliest turns out: now it is a turn
+        with qtbot.waitSignal(c.sig_reply_done, timeout=120000):
+            w.notes.leave_out.click()
+        question = [m for m in c.history.messages(cid) if m.role == "user"][-1]
+        assert question.complete and "not_sent" not in question.meta
+        assert not [x for x in w.chat.widgets if x.role == "user" and x.info.text().startswith("not sent")]
+    else:  # another message instead: answered without the refused one in its prompt
+        w.input.setPlainText("What is 2 + 3?")
+        with qtbot.waitSignal(c.sig_reply_done, timeout=120000) as done:
+            w.send()
+        assert done.args[1].meta["finish_reason"] in ("end_of_turn", "length")
+        assert long.strip() not in [m["content"] for m in c.chats.chat_messages(cid)]

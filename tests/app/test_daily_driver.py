@@ -161,7 +161,6 @@ def test_the_load_line_never_widens_the_window(qtbot):
 def test_esc_and_a_send_elsewhere_leave_another_chats_reply_running(qtbot, tmp_path, gate):
     from PySide6.QtCore import Qt
 
-    from app.widgets.chat_view import WAITING
     from tests.app_support import LONG, hold
 
     w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=40))
@@ -176,7 +175,8 @@ def test_esc_and_a_send_elsewhere_leave_another_chats_reply_running(qtbot, tmp_p
     w.send()  # B's reply waits its turn behind A's
     assert not controls.stop_requested and "starts when the one in" in w.notes.error.text()
     waiting = w.chat.widgets[-1]
-    assert waiting.tail.text() == WAITING and w.stop_button.isEnabled()
+    assert waiting.tail.text().startswith("Waiting for the reply in “") and w.stop_button.isEnabled()
+    assert w.strip.badge.text().endswith("waiting") and not w.answer_now_button.isEnabled()
     done = {}
     c.sig_reply_done.connect(lambda cid, m: done.__setitem__(cid, m.meta["finish_reason"]))
     controls.released.set()

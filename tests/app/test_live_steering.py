@@ -20,7 +20,7 @@ from app.widgets.chat_view import thinking_summary
 from app.widgets.depth_slider import DepthSlider, slider_stops
 from app.widgets.live_strip import LiveStrip
 from runtime.reply_record import GRACE_TOKENS
-from tests.app_support import LONG, SUM, finish, held_at, hold, make_window, warmed_up
+from tests.app_support import LONG, SUM, finish, held_at, hold, make_window, strip_token, warmed_up
 from tests.paths import ROOT
 
 CEILING = 64
@@ -255,10 +255,10 @@ def test_the_strip_notes_every_switch_with_its_reason_and_cost(qtbot):
     strip.set_submodels(["0.5M", "1.0M", "1.5M"])
     strip.reset("0.5M", "thinking")
     for _ in range(3):
-        strip.on_token("0.5M", "thinking", 10.0, 10.0, 100.0)
+        strip_token(strip, "0.5M", "thinking", 10.0, 10.0, 100.0)
     strip.on_switch("0.5M", "1.0M", 40, 12.0, "depth")
     assert strip.badge.text() == "1.0M thinking"
-    strip.on_token("1.0M", "thinking", 10.0, 10.0, 100.0)
+    strip_token(strip, "1.0M", "thinking", 10.0, 10.0, 100.0)
     strip.on_switch("1.0M", "1.5M", 52, 20.0)
     assert strip.sparkline.marks == [(3, "depth"), (4, "answer")]
     assert strip.switch_note.text() == "1.0M → 1.5M: re-prefilled 52 tok in 20 ms"  # the newest

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QWidget
 from app.widgets.depth_slider import DepthSlider, slider_stops
 from app.widgets.elided_label import ElidedLabel
 from app.widgets.live_strip import LiveStrip
+from tests.app_support import strip_token
 from tests.paths import PROBES
 
 
@@ -175,10 +176,10 @@ def test_sparkline_labels_its_scale_maximum(qtbot):
     strip.set_submodels(["0.5M", "1.5M"])
     strip.reset("0.5M", "thinking")
     assert strip.badge.text() == "0.5M thinking"  # before the first token: the one about to think
-    strip.on_token("0.5M", "thinking", 9000.0, 9000.0, 0.0)  # the first token waits for the prefill
+    strip_token(strip, "0.5M", "thinking", 9000.0, 9000.0, 0.0)  # the first token waits for the prefill
     assert strip.sparkline.scale_label() == "max 9000 ms"
     for ms in (40.0, 5421.0, 60.0):
-        strip.on_token("0.5M", "thinking", ms, 9000.0, 10.0)
+        strip_token(strip, "0.5M", "thinking", ms, 9000.0, 10.0)
     assert strip.sparkline.scale_label() == "max 5421 ms"  # the rest are not flattened by the prefill
     assert len(strip.sparkline.points) == 4  # it is still drawn (clipped to the top)
     assert "max" in strip.sparkline.toolTip()
