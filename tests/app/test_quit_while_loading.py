@@ -8,6 +8,7 @@ import pytest
 
 from app.controller import ChatController
 from app.state.settings import Settings
+from app import workers as workers_module
 from app.workers import EngineWorker
 from runtime import controls as controls_module
 from tests.paths import DEMO
@@ -49,6 +50,7 @@ def _hold_warm_up(monkeypatch, hold: Hold, nth: int) -> None:
                 hold.ended_by.append("stop" if self._stop.wait(HOLD_S) else "timeout")
             return super().take_thinking_request()
     monkeypatch.setattr(controls_module, "Controls", Held)
+    monkeypatch.setattr(workers_module, "Controls", Held)  # the warm-up's: app/ takes it through runtime.api
 
 
 def _hold_load(monkeypatch, hold: Hold) -> None:
