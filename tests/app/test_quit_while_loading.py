@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
+from app import workers as workers_module
 from app.controller import ChatController
 from app.state.settings import Settings
-from app import workers as workers_module
 from app.workers import EngineWorker
 from runtime import controls as controls_module
 from tests.paths import DEMO
