@@ -24,7 +24,8 @@ STYLE = """
 #errorBanner { background: #b91c1c; color: white; border-radius: 6px; padding: 6px; }
 QPushButton#smallButton { padding: 1px 8px; }
 #contextLabel { color: palette(placeholder-text); }
-#contextLabel[over="true"] { color: #d97706; font-weight: bold; }
+#contextLabel[over="refuse"] { color: #d97706; font-weight: bold; }
+#contextBar[over="refuse"]::chunk { background: #d97706; }
 #liveStrip { border-top: 1px solid palette(mid); border-bottom: 1px solid palette(mid); }
 """
 
