@@ -7,10 +7,15 @@ never written into the code: a retrained demo's figure shows once the evaluation
 
 Without a usable figure (the file missing, damaged, or not about this checkpoint or depth) the banner
 says what the demo does and leaves the figure out.
+
+Closed once, the banner stays closed at the next launches (the settings keep `banner_key` of its text);
+it returns only when what it says changes: a retrained demo's new figure, or a new version's wording.
+Telling the user again what they have read is noise; telling them what is new is not.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -31,6 +36,11 @@ def demo_banner(checkpoint: Path | str, level: str, results: Path = EVAL_FILE) -
             "adds and subtracts chains of two to four whole numbers from 0 to 99 (\"45 + 23 - 17 + 9\")"
             f"{measured} and knows a few facts about Elastic Chat; bigger sums it tries to hand to a calculator tool "
             "(Settings → MCP servers → Add the calculator). Get the real 30B model in the model manager.")
+
+
+def banner_key(text: str) -> str:
+    """A short fingerprint of the banner's text, kept in the settings once the user closes it."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def accuracy_at(checkpoint: Path | str, level: str, results: Path = EVAL_FILE) -> tuple[float, int] | None:

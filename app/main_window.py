@@ -11,6 +11,8 @@ from PySide6.QtCore import QRect, Qt, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMainWindow, QWidget
 
+from runtime.api import counted
+
 from .controller import ChatController
 from .models_controller import ModelsController
 from .state.settings import Settings
@@ -87,9 +89,9 @@ class MainWindow(QMainWindow):
         self.models.refresh()  # the picker's list of models on this PC (in a worker thread)
         if settings.problem:
             self.notes.show_error(settings.problem)
-        if self.controller.interrupted:
-            notice = (notice + " " if notice else "") + \
-                (f"{self.controller.interrupted} reply(ies) it was writing are marked “interrupted”.")
+        if n := self.controller.interrupted:
+            notice = (notice + " " if notice else "") + (f"{counted(n, 'reply', 'replies')} it was writing "
+                                                         f"{'is' if n == 1 else 'are'} marked “interrupted”.")
         notice = " ".join(part for part in (notice, held) if part)
         if notice:
             self.notes.show_error(notice, kind="banner")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from runtime.api import counted
+
 log = logging.getLogger(__name__)
 INTERRUPTED = "interrupted"  # a reply the process died during (a crash, a kill, a power cut)
 
@@ -99,5 +101,5 @@ def mark_interrupted(history) -> int:
                 history.finish_message(m.id, {**m.meta, "finish_reason": INTERRUPTED})
                 count += 1
     if count:
-        log.info("marked %d reply(ies) interrupted by the last session's end", count)
+        log.info("marked %s interrupted by the last session's end", counted(count, "reply", "replies"))
     return count

@@ -24,7 +24,9 @@ STYLE = """
 #errorBanner { background: #b91c1c; color: white; border-radius: 6px; padding: 6px; }
 QPushButton#smallButton { padding: 1px 8px; }
 #contextLabel { color: palette(placeholder-text); }
-#contextLabel[over="true"] { color: #d97706; font-weight: bold; }
+#contextLabel[over="refuse"] { color: #d97706; font-weight: bold; }
+#contextBar[over="refuse"] { border: 1px solid palette(mid); border-radius: 3px; background: palette(base); }
+#contextBar[over="refuse"]::chunk { background: #d97706; border-radius: 2px; }
 #liveStrip { border-top: 1px solid palette(mid); border-bottom: 1px solid palette(mid); }
 """
 

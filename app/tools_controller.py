@@ -123,7 +123,8 @@ class ToolJob:
             if not failed.said:  # said once, by the first reply it leaves out (a start at launch has no reply)
                 problems.append(f"{failed.message} (it is left out; approve it again in Settings to retry)")
             self.failed[server.name] = failed._replace(said=True)
-        offered = [t for t in self.manager.tools() if t.name not in self.off]
+        approved = {s.name for s in self.servers}  # not a server revoked and still stopping
+        offered = [t for t in self.manager.tools() if t.server in approved and t.name not in self.off]
         self.request = replace(self.request, tools=tuple(t.as_tool() for t in offered) or None)
         if self.always is not None:  # the tools now running, as allowed for the server and definition they have
             self.chat_tools.always_allowed = self.always()
@@ -223,19 +224,24 @@ class ToolsController(QObject):
         """Revokes the approval and stops the server (off the GUI thread)."""
         self.approvals.revoke(name)
         self.status.pop(name, None)
-        self.tasks.run(self.manager.stop, (name,), lambda _: None, lambda _: None)
+        self.tasks.run(self.manager.stop, (name,), self._stopped, self._stopped)
         self.sig_servers.emit()
+
+    def _stopped(self, _) -> None:
+        self.sig_servers.emit()  # the waiting lines and the Settings box see it gone
 
     def approved_servers(self) -> tuple[ServerConfig, ...]:
         return tuple(s for s in self.config.servers if self.approvals.is_approved(s))
 
     def known_tools(self):
-        """The running servers' tools (for the per-chat switch's menu)."""
-        return self.manager.tools()
+        """The approved running servers' tools (the per-chat switch's menu, the context meter): a revoked
+        server's are left out at once, while it stops off the GUI thread."""
+        approved = {s.name for s in self.approved_servers()}
+        return [t for t in self.manager.tools() if t.server in approved]
 
     def waiting_servers(self) -> list[str]:
         """One line for each approved server with no tools running: starting, or why it is not."""
-        running = {t.server for t in self.manager.tools()}
+        running = {t.server for t in self.known_tools()}
         return [f"{s.name}: {self.status.get(s.name, 'starts with the next reply')}"
                 for s in self.approved_servers() if s.name not in running]
 
@@ -247,7 +253,7 @@ class ToolsController(QObject):
         on, off = chat_tool_settings(chat_settings)
         if not on or not self.approved_servers():
             return None
-        return [t.as_tool() for t in self.manager.tools() if t.name not in off] or None
+        return [t.as_tool() for t in self.known_tools() if t.name not in off] or None
 
     def job(self, request_id: int, cid: int, request, chat_settings: dict, max_calls: int | None = None) -> ReplyJob:
         """The reply as the engine worker runs it: a ToolJob, or a PlainReply when this chat offers no tools

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
 
 from .widgets.model_manager import ModelManager
 from .widgets.settings_dialog import SettingsDialog
-from .window_layout import ANSWER_NOW_KEY, THINK_LONGER_KEY
+from .window_layout import ANSWER_NOW_KEY, QUIT_KEY, THINK_LONGER_KEY
 
 MARKDOWN_FILES, JSON_FILES = "Markdown, to read (*.md)", "JSON, to import elsewhere (*.json)"
 SHORTCUTS = [("Enter", "send the message"), ("Shift+Enter", "new line in the message"),
@@ -24,8 +25,20 @@ SHORTCUTS = [("Enter", "send the message"), ("Shift+Enter", "new line in the mes
              (THINK_LONGER_KEY, "think longer: give the reply's thinking more budget"),
              ("Ctrl+N", "new chat (and the cursor in the message box)"), ("Tab", "leave the message box"),
              ("F2", "rename the selected chat"), ("Del", "delete the selected chat (with undo)"),
-             ("Ctrl+Shift+M", "model manager"), ("Ctrl+,", "settings"), ("Ctrl+Q", "quit")]
+             ("Ctrl+Shift+M", "model manager"), ("Ctrl+,", "settings"), (QUIT_KEY, "quit")]
 MCP_TAB = 3  # the Settings dialog's "MCP servers" tab
+
+
+def quit_cancels(dialog: QDialog) -> list:
+    """Ctrl+Q in modal `dialog` closes it as Cancel and asks to quit: the window's shortcuts wait while a
+    modal dialog runs, so Quit did nothing there. Returns a list that holds True once quit was asked."""
+    asked: list = []
+    action = QAction(dialog)
+    action.setShortcut(QKeySequence(QUIT_KEY))
+    action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+    action.triggered.connect(lambda: (asked.append(True), dialog.reject()))
+    dialog.addAction(action)
+    return asked
 
 
 class WindowDialogs(QObject):
@@ -47,8 +60,11 @@ class WindowDialogs(QObject):
         dialog = SettingsDialog(w, w.settings, *c.chats.settings(), server_address=c.server.status().address,
                                 tools=c.tools, context_ceiling=w.loaded.context_ceiling if w.loaded else 0)
         dialog.tabs.setCurrentIndex(tab)
+        quit_asked = quit_cancels(dialog)
         try:
             if dialog.exec() != QDialog.DialogCode.Accepted:
+                if quit_asked:
+                    w.close()  # as File → Quit does
                 return
             before = (w.settings.models_dir, w.settings.context)
             dialog.apply(w.settings)

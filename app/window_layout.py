@@ -34,6 +34,7 @@ from .widgets.prompt_presets import PromptPresets
 from .widgets.sidebar import Sidebar
 
 ANSWER_NOW_KEY, THINK_LONGER_KEY = "Ctrl+Shift+A", "Ctrl+Shift+L"  # only while a reply thinks
+QUIT_KEY = "Ctrl+Q"  # the window's, and a modal dialog's too (app/window_dialogs.py: quit_cancels)
 
 
 class InputBox(QPlainTextEdit):
@@ -186,7 +187,7 @@ def build_menus(w) -> None:
     _action(w, file, "&Model manager…", dialogs.open_manager, "Ctrl+Shift+M", "Download, verify and choose models")
     _action(w, file, "&Settings…", lambda: dialogs.open_settings(tab=0), "Ctrl+,")
     file.addSeparator()
-    _action(w, file, "&Quit", w.close, "Ctrl+Q")
+    _action(w, file, "&Quit", w.close, QUIT_KEY)
     chat = bar.addMenu("&Chat")
     w.new_action = _action(w, chat, "&New chat", w.new_chat, "Ctrl+N")
     w.stop_action = _action(w, chat, "&Stop the reply / cancel the edit", w.escape, Qt.Key.Key_Escape)

@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject, QTimer, Slot
 
 from runtime.api import format_bytes, use_models_dir
 
-from .demo_banner import demo_banner
+from .demo_banner import banner_key, demo_banner
 from .widgets.depth_slider import slider_stops
 from .window_layout import THINK_LONGER_KEY
 
@@ -39,6 +39,7 @@ class ModelPanel(QObject):
         window.picker.sig_load.connect(window.models.use)
         window.picker.sig_unload.connect(c.unload_model)
         window.notes.sig_retry.connect(self._retry)
+        window.banner.sig_closed.connect(self._banner_closed)
 
     def load_initial(self, checkpoint: str | None) -> str:
         """Loads the model asked for, the remembered one, or the demo; returns a notice for the banner."""
@@ -62,6 +63,12 @@ class ModelPanel(QObject):
             return (f"{Path(self.held_model).name} was not loaded, because {why}. The demo is loaded instead; "
                     "Try again loads it, or choose another model in the model manager.")
         return ""
+
+    @Slot()
+    def _banner_closed(self) -> None:
+        """Remembered, so the same banner does not return at the next launch (app/demo_banner.py)."""
+        self.w.settings.demo_banner_closed = banner_key(self.w.banner.text())
+        self.controller.save_settings()
 
     def _retry(self) -> None:
         self.controller.load_record.clear()
@@ -127,8 +134,9 @@ class ModelPanel(QObject):
         w.strip.set_badge(loaded.loaded[-1])
         w.think_longer_button.setToolTip(f"Give the thinking {self.controller.steering.think_longer_tokens} more "
                                          f"tokens of budget ({THINK_LONGER_KEY}); only while a reply is thinking")
-        w.banner.setText(demo_banner(loaded.folder, loaded.default_depth))
-        w.banner.setVisible(loaded.is_demo)
+        text = demo_banner(loaded.folder, loaded.default_depth)
+        w.banner.setText(text)
+        w.banner.setVisible(loaded.is_demo and w.settings.demo_banner_closed != banner_key(text))
         self._set_loading(None)
         where = "served" if is_spec(loaded.folder) else "in memory"  # a server's model is not on this PC
         w.status.showMessage(f"{loaded.name}: {', '.join(loaded.loaded)} {where}; {loaded.status.compute_path}")

@@ -109,7 +109,7 @@ from .tool_loop import (
     run_tool_loop,
     saved_rounds,
 )
-from .units import format_bytes
+from .units import counted, format_bytes
 
 __all__ = [
     "ALLOW_HOSTS", "ALLOW_IN_CHAT", "ALLOW_ONCE", "ALLOW_ORIGINS", "APPROVALS_FILE", "Approvals", "CANCELLED",
@@ -132,4 +132,5 @@ __all__ = [
     "refusal", "remove_source", "replay_messages", "resolve", "run_tool_loop", "saved_rounds", "server_model_choices",
     "show", "socket_file_name", "socket_folders", "stream_in_turn", "table_default_level", "usable_level",
     "use_models_dir", "valid_api_key", "verify", "where_keys_go", "write_config", "write_private",
+    "counted",
 ]

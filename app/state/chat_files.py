@@ -112,11 +112,26 @@ def import_chat(history: History, path: Path | str) -> tuple[int, str]:
         title, prompt, settings, messages, shown, dropped = _checked(data)
     except ValueError as e:
         raise ChatFileError(f"{name} could not be imported: {e}; nothing was imported.") from None
+    title = free_title(title, {c.title for c in history.conversations()})
     cid = history.import_chat(title, prompt, settings, messages, shown)
     note = f"Imported “{title}” ({len(messages)} message{'s' if len(messages) != 1 else ''})."
     if dropped:
         note += f" Details of {dropped} repl{'ies' if dropped > 1 else 'y'} could not be read and were left out."
     return cid, note
+
+
+def free_title(title: str, taken: set[str]) -> str:
+    """`title`, or "title (imported)", "title (imported 2)"... when a chat has it: the chat beside its
+    original (a round trip, a chat imported twice) is told apart in the list (the model manager marks an
+    imported folder the same way)."""
+    if title not in taken:
+        return title
+    for n in range(1, len(taken) + 2):  # one more candidate than there are chats: one is free
+        mark = " (imported)" if n == 1 else f" (imported {n})"
+        candidate = title[:MAX_TITLE - len(mark)] + mark
+        if candidate not in taken:
+            return candidate
+    return title  # not reached
 
 
 def _text(value, what: str, limit: int) -> str:

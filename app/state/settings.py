@@ -87,6 +87,7 @@ class Settings:
     server_api_key: str = ""  # clients send it as a Bearer token; empty: none asked for
     server_allow_hosts: list[str] = field(default_factory=list)  # more names it answers to (ALLOW_HOSTS)
     server_allow_origins: list[str] = field(default_factory=list)  # web pages that may call it (ALLOW_ORIGINS)
+    demo_banner_closed: str = ""  # the key of the demo banner the user closed (app/demo_banner.py: banner_key)
     problem: str = ""  # what was wrong with the data files, for the window's banner (shown once, not saved)
 
     def __post_init__(self):
@@ -283,6 +284,7 @@ FIELDS = {
     "server_api_key": _api_key,
     "server_allow_hosts": lambda v: list(ALLOW_HOSTS.check(v)),
     "server_allow_origins": lambda v: list(ALLOW_ORIGINS.check(v)),
+    "demo_banner_closed": _text(64),
 }
 SAMPLING_FIELDS = {option.name: option.check for option in SAMPLING}
 

@@ -1,5 +1,9 @@
 """The context meter: how much of the context the next reply's prompt fills (what the model reads: the
-template, the system prompt, the earlier turns with the reasoning the template keeps, the draft)."""
+template, the system prompt, the earlier turns with the reasoning the template keeps, the draft).
+
+A prompt longer than the context is said by what the overflow policy does with it: leaving the earliest
+turns out is routine (a long chat), said in the meter's quiet colour; only a send the policy refuses is
+"too long", in the warning colour on the label and the bar alike (the theme styles `over`)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from .elided_label import ElidedLabel
 OVER = {"keep_system": "the earliest turns will be left out (the system prompt stays)",
         "drop_oldest": "the earliest messages will be left out",
         "refuse": "sending will be refused, with what you can do"}
+SHORT = {"keep_system": "earliest turns left out", "drop_oldest": "earliest messages left out",
+         "refuse": "too long"}  # the label's words after the count
 
 
 class ContextMeter(QWidget):
@@ -27,6 +33,7 @@ class ContextMeter(QWidget):
         self.bar.setMaximumHeight(8)
         self.bar.setMaximumWidth(160)
         self.bar.setMinimumWidth(24)
+        self.bar.setObjectName("contextBar")
         self.label = ElidedLabel("", min_chars=8)  # never widens the input's row, whatever the font
         self.label.setObjectName("contextLabel")
         row.addWidget(self.bar, 1)
@@ -39,21 +46,28 @@ class ContextMeter(QWidget):
         if tokens < 0:
             self.bar.setValue(0)
             self.label.setText(f"Context: not counted ({why})" if why else "Context: not counted")
+            self._mark("")
             self.setToolTip("")
             return
         self.bar.setRange(0, max(1, context))
         self.bar.setValue(min(tokens, context))
         over = tokens > limit
-        self.label.setText(f"Context {tokens:,} / {context:,} tokens" + (": too long" if over else ""))
-        self.label.setProperty("over", over)
-        self.label.style().unpolish(self.label)  # the theme styles an over-long chat by this property
-        self.label.style().polish(self.label)
+        policy = self.policy if self.policy in SHORT else "refuse"
+        self.label.setText(f"Context {tokens:,} / {context:,} tokens" + (f": {SHORT[policy]}" if over else ""))
+        self._mark(("refuse" if policy == "refuse" else "trim") if over else "")
         tip = (f"The next reply's prompt is {tokens:,} tokens: the chat template, the system prompt, the earlier "
                f"turns (with the reasoning the template keeps) and your draft. The context holds {context:,}; "
                f"{context - limit:,} stay free for the reply, so a prompt may have {limit:,}.")
         if over:
             tip += f" This one is longer: {OVER.get(self.policy, OVER['refuse'])} (Settings → Defaults)."
         self.setToolTip(tip)
+
+    def _mark(self, state: str) -> None:
+        """"", "trim" or "refuse": the theme styles the label and the bar by this property."""
+        for widget in (self.label, self.bar):
+            widget.setProperty("over", state)
+            widget.style().unpolish(widget)
+            widget.style().polish(widget)
 
     def set_policy(self, policy: str) -> None:
         self.policy = policy

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from runtime.api import one_line
+from runtime.api import counted, one_line
 
 
 class RemoteSourceDialog(QDialog):
@@ -91,8 +91,8 @@ class RemoteSourceDialog(QDialog):
         self.model.addItems(ids)
         self.model.setEnabled(True)
         self.add_button.setEnabled(bool(ids))
-        self.message.setText(f"The server lists {len(ids)} model(s). An id:submodel entry pins one submodel; the "
-                             "plain id runs the depth slider over its submodels.")
+        self.message.setText(f"The server lists {counted(len(ids), 'model')}. An id:submodel entry pins one "
+                             "submodel; the plain id runs the depth slider over its submodels.")
 
     def _failed(self, number: int, error: str) -> None:
         if not self.open_ or number != self.probes:

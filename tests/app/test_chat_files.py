@@ -205,3 +205,35 @@ def test_the_export_says_what_happened_to_a_thought_the_slider_moved(history, tm
     assert says in text and never not in text
     saved = chat_json(history, cid)["messages"][-1]["meta"]  # the JSON keeps the moves beside the budget
     assert saved["depth_path"] == meta["depth_path"] and saved["thinking_path"] == meta["thinking_path"]
+
+
+@pytest.mark.parametrize("titles,expected", [
+    ((), "Sums"),  # a title no chat has is kept
+    (("Sums",), "Sums (imported)"),  # the original is beside it: the list tells them apart
+    (("Sums", "Sums (imported)"), "Sums (imported 2)"),
+    (("Sums", "Sums (imported)", "Sums (imported 2)"), "Sums (imported 3)"),
+    (("sums", "Sums (imported)"), "Sums"),  # other titles, however alike, leave it as it is
+])
+def test_an_imported_chat_is_told_apart_from_a_chat_of_the_same_title(tmp_path, titles, expected):
+    h = History(tmp_path / "h.sqlite3")
+    try:
+        source = _chat(h)
+        path = tmp_path / "chat.json"
+        path.write_text(json.dumps(chat_json(h, source)))
+        h.delete(source)  # the chats present are `titles`
+        for title in titles:
+            h.new_conversation(title)
+        new, note = import_chat(h, path)
+        assert h.conversation(new).title == expected and f"Imported “{expected}”" in note
+    finally:
+        h.close()
+
+
+def test_a_long_title_keeps_its_mark_within_the_title_limit(history, tmp_path):
+    cid = _chat(history)
+    history.rename(cid, "x" * chat_files.MAX_TITLE)
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(chat_json(history, cid)))
+    new, _ = import_chat(history, path)
+    title = history.conversation(new).title
+    assert title.endswith("x (imported)") and len(title) == chat_files.MAX_TITLE

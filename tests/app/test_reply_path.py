@@ -220,7 +220,7 @@ def test_interrupted_replies_are_marked_at_start(qtbot, tmp_path):
     try:
         m = next(m for m in w.controller.history.messages(cid) if m.id == mid)
         assert m.complete and m.meta["finish_reason"] == "interrupted" and m.meta["think_submodel"] == "1.0M"
-        assert "interrupted" in w.notes.error.text()
+        assert "1 reply it was writing is marked “interrupted”." in w.notes.error.text()  # not "reply(ies)"
         w.controller.chats.select(cid)
         shown = w.chat.widgets[-1]
         assert shown.thinking.toggle.text() == "Thought on 1.0M · 7 tokens, interrupted"

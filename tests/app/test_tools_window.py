@@ -207,3 +207,26 @@ def test_a_server_that_cannot_start_is_one_line_once(qtbot, tmp_path, scripted):
     lines = [a.text() for a in w.tools_button.menu_.actions()]
     assert any(t.startswith("broken: ") and "could not start" in t for t in lines), lines
     assert not any(t.startswith("No server is running") for t in lines), lines
+
+
+def test_revoking_the_server_takes_its_tools_off_the_button_and_the_count(qtbot, tmp_path, monkeypatch):
+    """"Tools (6)" stayed after the server was revoked (issue 38, item 8): the server stops off the GUI
+    thread, and the button counted what was still running; on a busy machine the stop comes late."""
+    import threading
+
+    w = make_window(qtbot, data_with_calc(tmp_path), Settings(max_new_tokens=8))
+    c = w.controller
+    qtbot.waitUntil(lambda: bool(c.tools.known_tools()), timeout=60000)
+    assert w.tools_button.text() == "Tools (6)"
+    late, stop = threading.Event(), c.tools.manager.stop
+    monkeypatch.setattr(c.tools.manager, "stop", lambda name: (late.wait(60), stop(name)))
+    try:
+        c.tools.revoke(CALC.name)
+        assert w.tools_button.text() == "Tools" and c.tools.known_tools() == []  # at once, while it stops
+        assert c.tools.offered_tools(c.chats.settings()[1]) is None  # the meter counts none of them
+    finally:
+        late.set()
+    qtbot.waitUntil(lambda: c.tools.manager.tools() == [], timeout=60000)  # stopped
+    qtbot.wait(50)  # the stop's end reaches the window
+    assert w.tools_button.text() == "Tools"
+    w.close()

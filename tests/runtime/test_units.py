@@ -19,3 +19,17 @@ def test_a_part_is_in_the_units_of_its_whole():
     assert format_part(3_200_000_000, 18_000_000_000) == "3.0 of 16.8 GiB"
     assert format_part(512 * KiB, 3 * MiB) == "0.5 of 3.0 MiB"
     assert [unit_for(n) for n in (1, KiB, MiB - 1, MiB, GiB)] == ["KiB", "KiB", "KiB", "MiB", "GiB"]
+
+
+@pytest.mark.parametrize("n,noun,plural,said", [
+    (0, "reply", "replies", "0 replies"), (1, "reply", "replies", "1 reply"), (2, "reply", "replies", "2 replies"),
+    (1, "model", "", "1 model"), (11, "model", "", "11 models"), (1, "token", "", "1 token"),
+    (21, "token", "", "21 tokens")])
+def test_a_count_takes_its_noun_in_the_right_number(n, noun, plural, said):
+    from runtime.units import counted
+
+    assert counted(n, noun, plural) == said
+
+
+def test_one_byte_is_a_byte():
+    assert [format_bytes(n) for n in (0, 1, 2, 820)] == ["0 bytes", "1 byte", "2 bytes", "820 bytes"]

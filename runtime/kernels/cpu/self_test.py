@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ...checkpoint.quant import PackedFP8, PackedNVFP4
+from ...units import counted
 from .calls import call
 
 ROWS, COLS = 37, 208  # odd rows; 208 inputs = 128 + 64 + 16, every tail of the NVFP4 kernel
@@ -36,7 +37,8 @@ def check(module) -> str | None:
                 got = call(module, x, w, exact)
                 err = ((got - want).abs().max() / want.abs().max()).item()
                 if not err <= LIMIT:
-                    return f"{fmt}, {tokens} token(s){' exact' if exact else ''}: error {err:.3g} against the reference"
+                    return (f"{fmt}, {counted(tokens, 'token')}{' exact' if exact else ''}: error {err:.3g} "
+                            "against the reference")
     return None
 
 

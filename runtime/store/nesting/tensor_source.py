@@ -1,7 +1,7 @@
 """Reading a checkpoint's metadata and a few of its tensors' bytes, from a folder or from the hub.
 
 Verifying that a sliced checkpoint nests in its parent needs the slice's `config.json`, its
-safetensors header(s) and a few rows of a few tensors, never whole files. A `TensorSource`
+safetensors headers and a few rows of a few tensors, never whole files. A `TensorSource`
 gives exactly that: JSON files by name, the tensor table with byte offsets, and `rows()` that
 reads a range of rows of one tensor. `FolderSource` reads a local folder; `HubSource` reads a
 hub repo through HTTP Range requests made by the one hub opener (`download.hub_http`: the
