@@ -215,7 +215,12 @@ def test_two_real_launches_at_once_leave_one_app(qapp, tmp_path):
     from app.single_instance import ask_running_instance
 
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HF_HUB_OFFLINE": "1"}
-    script = f"import sys; sys.path.insert(0, {str(ROOT)!r})\nfrom app.main import main\nsys.exit(main(sys.argv[1:]))"
+    # A launch that finds the other still starting (slower than ANSWER_S under load) says so in a window:
+    # here a line instead, as no one is there to close it (the window itself: the test below).
+    script = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+              "from PySide6.QtWidgets import QMessageBox\n"
+              "QMessageBox.information = staticmethod(lambda parent, title, text, *a: print('BOX:', text))\n"
+              "from app.main import main\nsys.exit(main(sys.argv[1:]))")
     for i in range(3):
         data = tmp_path / f"data{i}"
         procs = [subprocess.Popen([sys.executable, "-c", script, "--data-dir", str(data)], env=env, text=True,
