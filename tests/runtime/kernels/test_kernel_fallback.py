@@ -110,7 +110,7 @@ def test_a_path_that_fails_its_self_test_is_dropped_for_the_next():
     problem, dropped = self_test.first_good(module)
     assert problem is None and module.isa() == "good" and len(dropped) == 1 and dropped[0].startswith("bad: NVFP4")
     problem, dropped = self_test.first_good(_Paths([bad]))
-    assert problem.startswith("no kernel path passed its self-test (bad: NVFP4, 1 token(s)")
+    assert problem.startswith("no kernel path passed its self-test (bad: NVFP4, 1 token:")
 
 
 class _Reference:
