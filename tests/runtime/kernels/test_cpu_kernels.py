@@ -361,19 +361,7 @@ def test_denormals_stay_on_while_the_kernels_run(isa):
 # ----------------------------------------------------------------------------- the outside oracle
 
 
-def modelopt_nvfp4(w: PackedNVFP4) -> torch.Tensor:
-    from modelopt.torch.quantization.qtensor.nvfp4_tensor import NVFP4QTensor
-
-    packed = w.packed.contiguous()
-    return NVFP4QTensor(torch.Size((packed.shape[0], packed.shape[1] * 2)), torch.float32, packed).dequantize(
-        dtype=torch.float32, scale=w.scale.contiguous(), double_scale=w.scale2, block_sizes={-1: 16})
-
-
-def modelopt_fp8(w: PackedFP8) -> torch.Tensor:
-    from modelopt.torch.quantization.qtensor.fp8_tensor import FP8QTensor
-
-    weight = w.weight.contiguous()
-    return FP8QTensor(weight.shape, torch.float32, weight).dequantize(dtype=torch.float32, scale=w.scale)
+from tests.runtime.test_dequant import modelopt_fp8, modelopt_nvfp4  # noqa: E402  (the one oracle)
 
 
 @pytest.mark.parametrize("fmt", ["NVFP4", "FP8"])
