@@ -160,20 +160,25 @@ class McpManager:
         if running is not None:
             self.stop(server.name)
         asked = time.monotonic()
-        ready = self._submit(self._launch(server))
-        try:
-            running = ready.result(self.start_timeout_s)
-        except TimeoutError:
-            ready.cancel()
-            said = self._last_words(server.name)
-            self.stop(server.name)  # its whole process group ends: a hung server is never left running
-            raise McpError(f"the MCP server {server.name!r} did not start within "
-                           f"{time.monotonic() - asked:.0f} s{said}") from None
-        return running.tools
-
-    async def _launch(self, server: ServerConfig) -> _Running:
         running = _Running(server, asyncio.Event())
-        self._running[server.name] = running
+        self._running[server.name] = running  # before its process exists: stop() and close() find it
+        ready = self._submit(self._launch(running))
+        while True:
+            try:
+                return ready.result(_POLL_S).tools
+            except TimeoutError:
+                pass
+            if self._running.get(server.name) is not running:  # stop() or close() took it while it started
+                ready.cancel()
+                raise McpError(f"the MCP server {server.name!r} was stopped before it finished starting")
+            if time.monotonic() - asked > self.start_timeout_s:  # a wait on another program: wall clock
+                ready.cancel()
+                said = self._last_words(server.name)
+                self.stop(server.name)  # its whole process group ends: a hung server is never left running
+                raise McpError(f"the MCP server {server.name!r} did not start within "
+                               f"{time.monotonic() - asked:.0f} s{said}") from None
+
+    async def _launch(self, running: _Running) -> _Running:
         started = asyncio.get_running_loop().create_future()
         running.task = asyncio.ensure_future(self._serve(running, started))
         return await started

@@ -37,7 +37,7 @@ def test_what_the_engine_said_last_is_taken_in_before_the_history_closes(qtbot, 
     c.sig_model_loaded.connect(lambda *_: taken.append("front"))
     emit = {"loaded": lambda: w.sig_loaded.emit(loaded), "load failed": lambda: w.sig_load_failed.emit("gone"),
             "load cancelled": lambda: w.sig_load_cancelled.emit(),
-            "late reply event": lambda: w.sig_event.emit(99, object()),
+            "late reply event": lambda: w.outbox.put(99, object()) and w.sig_events.emit(),
             "reply failed": lambda: w.sig_reply_failed.emit(99, "out of memory"),
             "fitted": lambda: w.sig_fitted.emit(99, 10, 0),
             "overflow": lambda: w.sig_overflow.emit(99, 10, 5, 8, True)}[last]

@@ -115,7 +115,8 @@ def test_the_meter_and_the_fit_count_the_tools_the_chat_offers(qtbot, tmp_path):
     c = w.controller
     # An approved server starts when the app opens: its tools are counted and listed before any reply.
     qtbot.waitUntil(lambda: bool(c.tools.known_tools()), timeout=60000)
-    assert w.tools_button.text() == f"Tools ({len(c.tools.known_tools())})"
+    # (the button follows the start's signal, which reaches the GUI thread a moment after the tools)
+    qtbot.waitUntil(lambda: w.tools_button.text() == f"Tools ({len(c.tools.known_tools())})", timeout=10000)
     qtbot.waitUntil(lambda: w.meter.tokens > 200, timeout=30000)  # an empty chat's prompt holds them too
 
     def counted(change) -> int:  # the meter once the count this change asked for has come back
@@ -216,8 +217,7 @@ def test_revoking_the_server_takes_its_tools_off_the_button_and_the_count(qtbot,
 
     w = make_window(qtbot, data_with_calc(tmp_path), Settings(max_new_tokens=8))
     c = w.controller
-    qtbot.waitUntil(lambda: bool(c.tools.known_tools()), timeout=60000)
-    assert w.tools_button.text() == "Tools (6)"
+    qtbot.waitUntil(lambda: w.tools_button.text() == "Tools (6)", timeout=60000)
     late, stop = threading.Event(), c.tools.manager.stop
     monkeypatch.setattr(c.tools.manager, "stop", lambda name: (late.wait(60), stop(name)))
     try:

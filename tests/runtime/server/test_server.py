@@ -329,7 +329,7 @@ def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine, s
         # a few tokens ahead of the client, one more per chunk it reads (the server may put several
         # tokens in one chunk): held once the client stops reading, until the hang-up stops it
         valve.allow(4 if streamed else 8)
-        before = len(server.records)
+        before = [id(r) for r in server.records]  # (a deque of the last 256: compare records, not lengths)
         if streamed:
             reply = client(server).chat.completions.create(model=MODEL, messages=QUESTION, stream=True,
                                                            max_tokens=500, reasoning_effort="none")
@@ -342,8 +342,12 @@ def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine, s
             with pytest.raises(openai.APITimeoutError):  # the client gives up and closes the connection
                 client(server, timeout=1.0).chat.completions.create(model=MODEL, messages=QUESTION,
                                                                     max_tokens=500, reasoning_effort="none")
-        assert wait_for(lambda: len(server.records) > before)
-        rec = server.records[-1]
+        # this reply's record: the one of a hang-up (an earlier request's record, such as the other
+        # variant's last ask, may land after its response reached the client, so not simply the last)
+        hung_up = lambda: [r for r in list(server.records)  # noqa: E731
+                           if id(r) not in before and r.tokens_at_cancel is not None]
+        assert wait_for(lambda: hung_up(), 120), list(server.records)[-3:]
+        [rec] = hung_up()
     assert rec.finish_reason == "stopped" and rec.tokens_at_cancel is not None
     assert rec.tokens - rec.tokens_at_cancel <= 1  # the decode loop saw the flag at the next token
     assert 0 < rec.tokens < 500
