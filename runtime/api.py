@@ -83,6 +83,8 @@ from .remote.client import RemoteServer
 from .remote.engine import RemoteEngine
 from .remote.engine import list_models as list_server_models
 from .remote.models import choices as server_model_choices
+from .remote.reply import CANNOT_CONTINUE
+from .reply_record import Continuation
 from .sampling import SamplingSettings
 from .server.access_rules import is_loopback, valid_api_key
 from .server.request_log import RequestEntry, RequestLog
@@ -135,5 +137,5 @@ __all__ = [
     "refusal", "remove_source", "replay_messages", "resolve", "run_tool_loop", "saved_rounds", "server_model_choices",
     "show", "socket_file_name", "socket_folders", "stream_in_turn", "table_default_level", "usable_level",
     "use_models_dir", "valid_api_key", "verify", "where_keys_go", "write_config", "write_private",
-    "counted", "served_model_id",
+    "counted", "served_model_id", "Continuation", "CANNOT_CONTINUE",
 ]
