@@ -282,6 +282,11 @@ class Replies(QObject):
         r = self.in_flight.get(request_id)
         if r is None:
             return
+        if r.before:  # a Continue with no room left: the cut reply stays as it was, and can be regenerated
+            self._close(r, r.prior_answer, r.prior_thinking, r.before)
+            self.front.sig_error.emit("This reply cannot be continued: the chat with it fills the context. "
+                                      "Regenerate it, or raise the context length (Settings → Defaults).", "")
+            return
         r.removed = True
         self.front.queue.give_back(r.conversation_id)  # what waited would not fit either
         self.front.history.delete_message(r.conversation_id, r.message_id)
@@ -294,8 +299,9 @@ class Replies(QObject):
     @Slot(int, str)
     def _on_reply_failed(self, request_id: int, message: str) -> None:
         r = self.in_flight.get(request_id)
-        if r is not None:
-            self._close(r, *r.texts(), {**r.meta(), "finish_reason": "error", "error": message})
+        if r is not None:  # (a Continue that failed leaves its reply cut, as it was, to continue again)
+            self._close(r, *r.texts(), {**r.meta(), "finish_reason": "length" if r.before else "error",
+                                        "error": message})
             self.report_failure(message)
 
     def report_failure(self, message: str) -> None:

@@ -132,3 +132,25 @@ def test_a_continued_replys_counts_add_up():
     assert joined["finish_reason"] == "end_of_turn" and joined["continued"] == 1
     assert joined["switches"] == [{"to": "1.5M"}] and "thinking_path" not in joined
     assert joined_meta(joined, now)["continued"] == 2
+
+
+@pytest.mark.slow
+def test_a_continue_with_no_room_left_keeps_the_cut_reply_to_try_again(qtbot, tmp_path):
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=20, sampling=Sampling(temperature=0.0)))
+    history, cid = w.controller.history, w.controller.history.new_conversation("long").id
+    history.add_message(cid, "user", QUESTION)
+    long_answer = "1 + 2 = 3. " * w.controller.worker.engine.max_context  # far past the context
+    cut = history.add_message(cid, "assistant", long_answer, meta={"finish_reason": "length", "depth": "Off",
+                                                                   "answer_submodel": "1.5M", "answer_tokens": 9})
+    w.controller.chats.select(cid)
+    errors = []
+    w.controller.sig_error.connect(lambda text, _lower: errors.append(text))
+    with qtbot.waitSignal(w.controller.sig_reply_done, timeout=TIMEOUT_MS) as done:
+        qtbot.mouseClick(continue_button(w), Qt.MouseButton.LeftButton)
+    message = done.args[1]
+    assert message.id == cut.id and message.content == long_answer and message.meta["finish_reason"] == "length"
+    assert any("context" in e for e in errors), errors
+    saved = next(m for m in history.messages(cid) if m.id == cut.id)
+    assert saved.complete and saved.content == long_answer
+    qtbot.waitUntil(lambda: continue_button(w).isVisibleTo(w), timeout=TIMEOUT_MS)  # it can be tried again
+    w.close()
