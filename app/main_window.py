@@ -117,6 +117,7 @@ class MainWindow(QMainWindow):
         self.depth.sig_changed.connect(c.set_depth)
         self.chat.sig_edit.connect(self.start_edit)
         self.chat.sig_regenerate.connect(c.chats.regenerate)
+        self.chat.sig_continue.connect(c.replies.continue_reply)
         self.chat.sig_version.connect(c.chats.show_version)
         c.sig_conversations.connect(self.sidebar.set_conversations)
         c.sig_chat_shown.connect(self.chat.show_chat)

@@ -17,8 +17,9 @@ import itertools
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from .read_only import refuses_read_only
-from .reply import Reply, TokenBatch, sampling_for
+from .reply import Reply, TokenBatch, continuation, continue_refusal, sampling_for
 from .state.history import HistoryReadOnly, Message
+from .workers import PlainReply
 
 FLUSH_MS, PERSIST_MS = 33, 1000
 TOOL_EVENTS = ("tools_ready", "tool_call", "invalid_tool_call", "tool_result", "tool_round")
@@ -64,14 +65,14 @@ class Replies(QObject):
 
     # ------------------------------------------------------------------ start and stop
 
-    def _request(self, cid: int, level):
+    def _request(self, cid: int, level, before: int | None = None, continued=None):
         from runtime.api import ChatRequest
 
         front = self.front
         conv = front.history.conversation(cid)
-        return ChatRequest(tuple(front.chats.chat_messages(cid)), level.think, level.answer, level.budget,
+        return ChatRequest(tuple(front.chats.chat_messages(cid, before)), level.think, level.answer, level.budget,
                            front.settings.max_new_tokens, sampling_for(front.settings.sampling, conv.settings),
-                           escalation=level.escalation)
+                           escalation=level.escalation, continued=continued)
 
     def start(self, cid: int, added: list[Message], overflow: str | None = None) -> None:
         """Starts a reply in chat `cid` after the messages just `added` (shown with it); `overflow`: what
@@ -103,6 +104,42 @@ class Replies(QObject):
         job = front.tools.job(reply.request_id, cid, request, front.history.conversation(cid).settings)
         self._sig_generate.emit(reply.request_id, job or request, reply.controls,
                                 overflow or front.settings.context_overflow)
+
+    def continue_reply(self, message_id: int) -> None:
+        """Continue: the shown chat's last reply, cut off by its token limit, goes on from where it stopped
+        into the same message (its thought first, if it was cut mid-thought), at the depth it ran at."""
+        from runtime.api import Controls, ElasticError, Progress
+
+        front, cid = self.front, self.front.chats.current
+        m = next((m for m in front.history.messages(cid) if m.id == message_id), None) if cid is not None else None
+        why = continue_refusal(m, front.history.messages(cid) if m else [], front.worker.engine,
+                               self.reply_in(cid) is not None)
+        if why:
+            front.sig_error.emit(f"This reply cannot be continued: {why}.", "")
+            return
+        try:
+            level, continued = continuation(front.depth.level(), m)
+            request = self._request(cid, level, before=m.id, continued=continued)
+        except ElasticError as e:
+            front.sig_error.emit(str(e), "")
+            return
+        phase = "thinking" if continued.thinks_on else "answer"
+        submodel = level.think if continued.thinks_on else level.answer
+        reply = Reply(next(self._ids), cid, m.id, Controls(), level, submodel, phase, Progress(),
+                      waits_for=self._ahead(cid), before=dict(m.meta), prior_answer=m.content,
+                      prior_thinking=m.thinking)
+        front.history.update_message(m.id, m.content, m.thinking, reply.meta(), complete=False)
+        self.in_flight[reply.request_id] = reply
+        front.chats.select(cid)  # the view rebuilds with the message streaming again
+        front.sig_reply_started.emit(cid, m.id, submodel, phase)
+        if reply.waits_for:
+            front.sig_reply_waiting.emit(cid, m.id, reply.waits_for)
+        front.sig_busy.emit(True)
+        front.steering.update_live_phase()
+        self.flush_timer.start()
+        self.persist_timer.start()
+        # (no tool loop: the continuation is asked without tools, so it cannot call one mid-answer)
+        self._sig_generate.emit(reply.request_id, PlainReply(request), reply.controls, front.settings.context_overflow)
 
     def _ahead(self, cid: int) -> str:
         """What a reply sent now in chat `cid` waits for ("" when the engine is free; the banner says
@@ -245,6 +282,11 @@ class Replies(QObject):
         r = self.in_flight.get(request_id)
         if r is None:
             return
+        if r.before:  # a Continue with no room left: the cut reply stays as it was, and can be regenerated
+            self._close(r, r.prior_answer, r.prior_thinking, r.before)
+            self.front.sig_error.emit("This reply cannot be continued: the chat with it fills the context. "
+                                      "Regenerate it, or raise the context length (Settings → Defaults).", "")
+            return
         r.removed = True
         self.front.queue.give_back(r.conversation_id)  # what waited would not fit either
         self.front.history.delete_message(r.conversation_id, r.message_id)
@@ -257,8 +299,9 @@ class Replies(QObject):
     @Slot(int, str)
     def _on_reply_failed(self, request_id: int, message: str) -> None:
         r = self.in_flight.get(request_id)
-        if r is not None:
-            self._close(r, *r.texts(), {**r.meta(), "finish_reason": "error", "error": message})
+        if r is not None:  # (a Continue that failed leaves its reply cut, as it was, to continue again)
+            self._close(r, *r.texts(), {**r.meta(), "finish_reason": "length" if r.before else "error",
+                                        "error": message})
             self.report_failure(message)
 
     def report_failure(self, message: str) -> None:
@@ -288,10 +331,10 @@ class Replies(QObject):
             self._close(r, "", "", {})
             return
         r.switches = list(done.switches)
-        meta = {**r.meta(), "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
-                "thinking_budget": done.thinking_budget,
-                **{k: v for k, v in done.to_dict().items() if k != "type"}}
-        self._close(r, done.answer_text, done.thinking_text, meta)
+        meta = r.joined({**r.own_meta(), "think_submodel": done.think_submodel, "answer_submodel": done.answer_submodel,
+                         "thinking_budget": done.thinking_budget,
+                         **{k: v for k, v in done.to_dict().items() if k != "type"}})
+        self._close(r, r.prior_answer + done.answer_text, r.prior_thinking + done.thinking_text, meta)
         if done.finish_reason == "error":
             self.report_failure(done.error or "unknown error")
         if self._shown(r):

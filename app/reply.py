@@ -41,10 +41,23 @@ class Reply:
     removed: bool = False  # its message was deleted (the context refused it); SQLite may give its id to the next one
     prompt_tokens: int | None = None  # what the model read (the worker's fit, app/context_fit.py)
     dropped: int = 0  # earlier messages left out so the chat fits the context
+    # Continue: the reply cut off by its token limit that this one goes on from (its texts and its saved
+    # meta); what is shown and saved is the two joined, as one reply
+    before: dict = field(default_factory=dict)
+    prior_answer: str = ""
+    prior_thinking: str = ""
 
     def meta(self) -> dict:
-        """What is known so far; saved with the partial reply, so an interrupted one still says what it was.
-        Counts, timings and switches are the events' own serialisations (runtime/events.py)."""
+        """What is known so far; saved with the partial reply, so an interrupted one still says what it was."""
+        return self.joined(self.own_meta())
+
+    def joined(self, meta: dict) -> dict:
+        """`meta` of this run, joined to the cut reply's when this one continues it."""
+        return joined_meta(self.before, meta) if self.before else meta
+
+    def own_meta(self) -> dict:
+        """What this run knows so far. Counts, timings and switches are the events' own serialisations
+        (runtime/events.py)."""
         answer_switch = next((s for s in self.switches if s.reason == "answer"), None)
         context = {"prompt_tokens": self.prompt_tokens} if self.prompt_tokens is not None else {}
         if self.dropped:
@@ -66,8 +79,83 @@ class Reply:
         return [*self.rounds, *live]
 
     def texts(self) -> tuple[str, str]:
-        """(answer, thinking) so far."""
-        return "".join(self.answer), "".join(self.thinking)
+        """(answer, thinking) so far (a continued reply's included)."""
+        return self.prior_answer + "".join(self.answer), self.prior_thinking + "".join(self.thinking)
+
+
+def continue_refusal(message, messages: list, engine, streaming: bool) -> str:
+    """Why the reply `message` (in its chat's `messages`) cannot be continued now ("" when it can)."""
+    from runtime.api import CANNOT_CONTINUE, RemoteEngine
+
+    if message is None or message.role != "assistant" or not message.complete:
+        return "it is not a finished reply"
+    if message.meta.get("finish_reason") != "length":
+        return "only a reply cut off by its token limit goes on"
+    if next((m.id for m in reversed(messages) if m.role == "assistant"), None) != message.id:
+        return "only the chat's last reply goes on"
+    if streaming:
+        return "a reply is streaming in this chat; wait for it or stop it"
+    if message.meta.get("tool_rounds"):
+        return "it called tools; Regenerate it with a larger Max reply tokens (Settings → Defaults) instead"
+    if engine is None:
+        return "no model is loaded"
+    if isinstance(engine, RemoteEngine):
+        return CANNOT_CONTINUE
+    return ""
+
+
+def continuation(level, message):
+    """The depth level the cut reply ran at (its submodels and budget, from its meta, on the chosen
+    level's other values) and the runtime's Continuation of its texts."""
+    from dataclasses import replace
+
+    from runtime.api import Continuation
+
+    meta = message.meta
+    thought_ended = bool(message.content or meta.get("thinking_end") or not message.thinking)
+    ran = replace(level, name=meta.get("depth") or level.name, think=meta.get("think_submodel"),
+                  answer=meta.get("answer_submodel") or level.answer,
+                  budget=level.budget if meta.get("thinking_budget") is None else meta["thinking_budget"],
+                  escalation=None)
+    return ran, Continuation(message.thinking, message.content, thinking_done=thought_ended)
+
+
+SUMMED = ("thinking_tokens", "answer_tokens", "elapsed_ms", "thinking_ms")  # a continued reply's counts add up
+SUMMED_BY = ("thinking_by_submodel", "answer_by_submodel")
+
+
+def joined_meta(before: dict, now: dict) -> dict:
+    """The meta of a reply cut off by its token limit (`before`) and of its continuation (`now`), as one
+    reply's: counts and times add up, the thought's path and the switches go on, the depth, who thought
+    and the first token's time stay the first part's, and how it ended is the continuation's."""
+    out = {**before, **now}
+    for key in SUMMED:
+        out[key] = round((before.get(key) or 0) + (now.get(key) or 0), 3)
+    for key in SUMMED_BY:
+        by = dict(before.get(key) or {})
+        for name, n in (now.get(key) or {}).items():
+            by[name] = by.get(name, 0) + n
+        out[key] = by
+    path = [list(run) for run in before.get("thinking_path") or ([[before["think_submodel"],
+                                                                  before.get("thinking_tokens", 0)]]
+                                                                if before.get("thinking_tokens") else [])]
+    for name, n in now.get("thinking_path") or ([[now.get("think_submodel"), now["thinking_tokens"]]]
+                                                if now.get("thinking_tokens") else []):
+        if path and path[-1][0] == name:
+            path[-1][1] += n
+        else:
+            path.append([name, n])
+    if len(path) > 1:
+        out["thinking_path"] = path
+    for key in ("depth", "depth_path", "think_submodel", "thinking_budget", "ttft_ms"):
+        if key in before:
+            out[key] = before[key]
+    out["thinking_end"] = before.get("thinking_end") or now.get("thinking_end", "")
+    out["budget_hit"] = bool(before.get("budget_hit") or now.get("budget_hit"))
+    out["switches"] = [*(before.get("switches") or []), *(now.get("switches") or [])]
+    out["switch"] = before.get("switch") or now.get("switch") or {}
+    out["continued"] = before.get("continued", 0) + 1  # how many times Continue went on with it
+    return out
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,10 @@ programs over the OpenAI-compatible API, taking turns with the chat window in on
 
 It lives on the GUI thread next to the chat controller and never blocks it: starting and stopping run
 in a short-lived thread, and the live strip learns what the server is doing from `sig_status`, polled
-at 4 Hz from the engine queue (never once per token).
+at 4 Hz from the engine queue (never once per token). Its recent requests (method, route, status,
+duration, client; never what was asked) are kept in memory by the server's request log
+(runtime/server/request_log.py) and reach the settings' view as `sig_requests`, at the same 4 Hz and
+only when a request has finished since the last poll.
 
 The engine queue is the one the engine worker uses: the worker puts the engine in it when a model has
 loaded and takes a turn for every chat reply (see runtime/engine_queue.py).
@@ -11,13 +14,15 @@ loaded and takes a turn for every chat reply (see runtime/engine_queue.py).
 
 from __future__ import annotations
 
+import json
 import logging
+import shlex
 import threading
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from runtime.api import ElasticError, EngineQueue
+from runtime.api import ElasticError, EngineQueue, RequestLog, served_model_id
 
 log = logging.getLogger(__name__)
 POLL_MS = 250
@@ -31,6 +36,8 @@ class ServerStatus:
     waiting: int  # requests (the chat's included) waiting for the engine
     error: str = ""  # why the server is not running, in one line
     free_port: int | None = None  # the port was taken: a nearby one that was free (None: none, or not that)
+    model: str = ""  # while running with a model loaded: the id clients name it by
+    keyed: bool = False  # while running: clients must send the API key
 
     @property
     def summary(self) -> str:
@@ -43,8 +50,24 @@ class ServerStatus:
         return f"Serving {self.address}{busy}" + (f" · {self.waiting} waiting" if self.waiting else "")
 
 
+def curl_example(status: ServerStatus) -> str:
+    """A command the user can paste in a terminal to ask the running server one question ("" when it
+    is not running). The key is never written out: the command reads it from $ELASTIC_CHAT_API_KEY."""
+    if not status.running:
+        return ""
+    body = json.dumps({"model": status.model or "MODEL", "max_tokens": 300,
+                       "messages": [{"role": "user", "content": "What is 45 + 23?"}]}, ensure_ascii=False)
+    lines = [f"curl {shlex.quote(status.address + '/chat/completions')}",
+             "-H 'Content-Type: application/json'"]
+    if status.keyed:
+        lines.append('-H "Authorization: Bearer $ELASTIC_CHAT_API_KEY"')
+    lines.append(f"-d {shlex.quote(body)}")
+    return " \\\n  ".join(lines)
+
+
 class ServerControl(QObject):
     sig_status = Signal(object)  # ServerStatus, whenever it changes
+    sig_requests = Signal(object)  # tuple[RequestEntry, ...] newest first, whenever a request has finished
 
     def __init__(self, queue: EngineQueue, parent=None):
         super().__init__(parent)
@@ -54,6 +77,8 @@ class ServerControl(QObject):
         self.free_port: int | None = None  # with a taken port's error: a nearby free one to offer
         self._busy = threading.Lock()  # one start or stop at a time
         self._last: ServerStatus | None = None
+        self.requests = RequestLog()  # kept across restarts of the server, in memory only
+        self._requests_seen = 0  # the log's total at the last sig_requests
         self._wanted = 0  # bumped by every start and stop: a start that finishes late sees it was undone
         self._served: tuple | None = None  # (host, port, key, names, origins) it was last started with by `apply`
         self.timer = QTimer(self)
@@ -93,7 +118,7 @@ class ServerControl(QObject):
                 return  # stopped (or started again) before this start began
             try:
                 server = ServerThread(self.queue, host, port, api_key, allow_hosts=web[0],
-                                      allow_origins=web[1]).start()
+                                      allow_origins=web[1], requests=self.requests).start()
                 self.error, self.free_port = "", None
             except PortTaken as e:  # in the app's words (the message is the command line's)
                 self.error, self.free_port = f"port {e.port} on {e.host} is used by another program", e.free
@@ -139,11 +164,22 @@ class ServerControl(QObject):
         state = self.queue.snapshot()
         in_flight = state.running if state.running and state.running.startswith("server") else None
         error = self.error or (f"stopped: {server.error}" if server is not None and server.error else "")
+        engine = self.queue.engine if running else None
         return ServerStatus(running, server.address if running else "", in_flight, len(state.waiting), error,
-                            self.free_port if self.error else None)
+                            self.free_port if self.error else None,
+                            served_model_id(engine) if engine is not None else "",
+                            running and server.api_key is not None)
+
+    def recent_requests(self) -> tuple:
+        """The server's last requests (RequestEntry), newest first."""
+        return self.requests.newest_first()
 
     def _poll(self) -> None:
         status = self.status()
         if status != self._last:
             self._last = status
             self.sig_status.emit(status)
+        total = self.requests.total
+        if total != self._requests_seen:
+            self._requests_seen = total
+            self.sig_requests.emit(self.recent_requests())

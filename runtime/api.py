@@ -83,9 +83,13 @@ from .remote.client import RemoteServer
 from .remote.engine import RemoteEngine
 from .remote.engine import list_models as list_server_models
 from .remote.models import choices as server_model_choices
+from .remote.reply import CANNOT_CONTINUE
+from .reply_record import Continuation
 from .sampling import SamplingSettings
 from .server.access_rules import is_loopback, valid_api_key
+from .server.request_log import RequestEntry, RequestLog
 from .server.runner import PortTaken, ServerThread
+from .server.serving import served_model_id
 from .store.catalog import load_catalog
 from .store.download.destination import check_destination
 from .store.download.hub_files import MetadataStopped
@@ -119,7 +123,8 @@ __all__ = [
     "HardwareProbe", "JsonFileError", "LOG_FILE", "LoadCancelled", "LoadProgress", "MAX_NEW_TOKENS",
     "MAX_SOCKET_PATH", "MAX_TOOL_CALLS", "MIN_P", "McpConfig", "McpError", "McpManager", "MetadataStopped", "NO",
     "Option", "OptionError", "PAUSED", "PORT", "PendingCall", "PortTaken", "Progress", "RECORD_FIELDS",
-    "RemoteEngine", "RemoteServer", "SAMPLING", "STOPPED", "SWITCH_TEXT_FIELDS", "SamplingSettings", "ServerConfig",
+    "RemoteEngine", "RemoteServer", "RequestEntry", "RequestLog", "SAMPLING", "STOPPED", "SWITCH_TEXT_FIELDS",
+    "SamplingSettings", "ServerConfig",
     "ServerThread", "Switch", "TEMPERATURE", "TOOL_TIMEOUT", "TOP_K", "TOP_P", "Token", "TokenCounter", "UsageError",
     "add_source", "annotations", "apply_threads", "bundled_calculator", "cache_bytes", "catalog_slices",
     "check_catalog_slices", "check_cpu_fit", "check_destination", "check_slice", "checkpoint_sizing", "consent_key",
@@ -132,5 +137,5 @@ __all__ = [
     "refusal", "remove_source", "replay_messages", "resolve", "run_tool_loop", "saved_rounds", "server_model_choices",
     "show", "socket_file_name", "socket_folders", "stream_in_turn", "table_default_level", "usable_level",
     "use_models_dir", "valid_api_key", "verify", "where_keys_go", "write_config", "write_private",
-    "counted",
+    "counted", "served_model_id", "Continuation", "CANNOT_CONTINUE",
 ]

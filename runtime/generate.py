@@ -48,7 +48,7 @@ from .grammar import Constraint, answer_grammar, check_grammar, largest_call
 from .logprobs import TokenLogprob, read_logprobs, token_logprobs
 from .native import describe, is_panic
 from .options import MAX_NEW_TOKENS
-from .reply_record import ReplyRecord, ThinkingBudget
+from .reply_record import Continuation, ReplyRecord, ThinkingBudget
 from .sampling import DeviceSampler, SamplingSettings
 from .tool_calls import CALL_OPEN, Text, ToolCallError, ToolCallStream, opening_held, tool_schemas
 
@@ -92,6 +92,9 @@ class ChatRequest:
     # A raw prompt (the server's /v1/completions): encoded as plain text instead of the messages in the
     # chat template, and continued by the answering submodel with no thinking and nothing stripped
     prompt: str | None = None
+    # Continue a reply cut off by its token limit: its texts follow the prompt as the model's own, and
+    # this reply adds to them (its thought first, when it was cut mid-thought; reply_record.Continuation)
+    continued: Continuation | None = None
 
 
 TOOL_CHOICES = ("auto", "none", "required")
@@ -183,6 +186,10 @@ class _Reply:
             raise UsageError("a raw prompt is continued without thinking; leave think_submodel out")
         thinking = (request.think_submodel is not None and request.thinking_budget != 0
                     and self.chat.supports_thinking)
+        cont = request.continued
+        if cont is not None:  # the cut reply decides: it thought or it did not, and it may think on
+            self._check_continued(cont)
+            thinking = cont.thinks_on
         self.prompt = self._prompt(thinking)
         room = engine.max_context - len(self.prompt)
         if room < 2:
@@ -190,12 +197,13 @@ class _Reply:
                              f"({engine.max_context}); start a new chat or raise the context length")
         self.max_new = min(request.max_new_tokens, room)  # every token of the reply, forced ones included
         budget = ThinkingBudget.for_reply(request.thinking_budget if thinking else 0, self.max_new)
-        if thinking and not budget.fits:  # too few tokens to think and still answer
+        if thinking and not budget.fits and cont is None:  # too few tokens to think and still answer
             thinking, budget = False, budget.to(0)
             self.prompt = self._prompt(False)
         # The reply's record: what every event reports and what Done says (runtime/reply_record.py).
         self.record = ReplyRecord(request.think_submodel if thinking else None, request.answer_submodel, budget,
-                                  answering=request.prompt is not None)  # (a raw prompt's line breaks are its own)
+                                  # (a raw prompt's line breaks are its own, and so are an answer's continued)
+                                  answering=request.prompt is not None or bool(cont and cont.answer_text))
         # Auto: the thinker is watched while there is a larger submodel to climb to.
         self.escalation = request.escalation if thinking else None
         self.watch = Watch(self.escalation.policy) if self.escalation else None
@@ -243,9 +251,31 @@ class _Reply:
     def _prompt(self, thinking: bool) -> list[int]:
         if self.req.prompt is not None:
             return self.chat.encode_plain(self.req.prompt)
-        return self.chat.prompt_ids(list(self.req.messages), enable_thinking=thinking,
-                                    truncate_history_thinking=self.req.truncate_history_thinking,
-                                    tools=list(self.tools) if self.tools else None)
+        cont = self.req.continued
+        opened = thinking or bool(cont and cont.thinking_text)  # the template opens a thought to write into
+        ids = self.chat.prompt_ids(list(self.req.messages), enable_thinking=opened,
+                                   truncate_history_thinking=self.req.truncate_history_thinking,
+                                   tools=list(self.tools) if self.tools else None)
+        return ids + (self._continued_ids(cont) if cont else [])
+
+    def _continued_ids(self, cont: Continuation) -> list[int]:
+        """The cut reply's tokens as the model wrote them: its thought, then (if the thought ended) the
+        `</think>` and the line break the model writes after it (the answer's text drops that break), then
+        its answer. The texts are the model's own output, so each encodes back to the tokens it sampled."""
+        ids = self.chat.encode_plain(cont.thinking_text) if cont.thinking_text else []
+        if cont.thinking_text and cont.thinking_done:
+            ids += [self.special.think_end] + (self.chat.encode("\n") if cont.answer_text else [])
+        return ids + (self.chat.encode_plain(cont.answer_text) if cont.answer_text else [])
+
+    def _check_continued(self, cont: Continuation) -> None:
+        if self.req.prompt is not None:
+            raise UsageError("a raw prompt is continued by sending it longer; leave `continued` out")
+        if cont.thinking_text and not self.chat.supports_thinking:
+            raise UsageError("this model does not think, so a thought cannot be continued")
+        if cont.thinks_on and self.req.think_submodel is None:
+            raise UsageError("the reply was cut mid-thought: name the submodel that thinks on (think_submodel)")
+        if self.req.response_format is not None or self.req.tool_choice == "required":
+            raise UsageError("a reply held to a format or a forced tool call cannot be continued; ask again")
 
     # ------------------------------------------------------------------ the loop
 
@@ -376,7 +406,8 @@ class _Reply:
 
     def _end_thinking_tokens(self) -> list[int]:
         """`</think>`, on a line of its own."""
-        ends_line = self.record.thought.endswith("\n")
+        cont = self.req.continued
+        ends_line = ((cont.thinking_text if cont else "") + self.record.thought).endswith("\n")
         return ([] if ends_line else self.chat.encode("\n")) + [self.special.think_end]
 
     def _start_answer(self, closing: list[int], latency: float = 0.0, forced: bool = True) -> Iterator[Event]:

@@ -78,6 +78,20 @@ class ThinkingBudget:
         return self if self.tokens is None else self.to(max(self.tokens, thought) + more)
 
 
+@dataclass(frozen=True)
+class Continuation:
+    """The part of a reply already made, which a request continues (a reply cut off by its token limit):
+    its texts as the Done event gave them, and whether its thinking had ended. The new reply's events
+    and Done carry what it adds, never these texts again; the caller joins the two."""
+    thinking_text: str = ""
+    answer_text: str = ""
+    thinking_done: bool = True  # False: cut mid-thought, so the new reply thinks on, then answers
+
+    @property
+    def thinks_on(self) -> bool:
+        return bool(self.thinking_text) and not self.thinking_done
+
+
 class ReplyTally:
     """A reply's running totals: tokens per phase, per submodel in the order they worked, and the times
     Progress reports (perf_counter() seconds, None before they happen)."""

@@ -118,6 +118,7 @@ class ThinkingBlock(Foldable):
 class MessageWidget(QFrame):
     sig_edit = Signal(int)
     sig_regenerate = Signal()
+    sig_continue = Signal(int)  # message id: go on with this reply, cut off by its token limit
     sig_version = Signal(int, int)  # message id, -1 (the previous version) or +1 (the next)
 
     def __init__(self, message_id: int, role: str, text: str = "", thinking: str = "", meta: dict | None = None,
@@ -143,8 +144,9 @@ class MessageWidget(QFrame):
         self.buttons["Copy"] = copy_button("Copy this message", lambda: self.text)
         header.addWidget(self.buttons["Copy"])
         for name, tip in (("Edit", "Edit and resend (the sent version is kept)"),
-                          ("Regenerate", "Answer again (this reply is kept as a version)")):
-            if (name == "Edit" and role != "user") or (name == "Regenerate" and role != "assistant"):
+                          ("Regenerate", "Answer again (this reply is kept as a version)"),
+                          ("Continue", "Go on from where this reply stopped: it reached the Max reply tokens")):
+            if (name == "Edit" and role != "user") or (name != "Edit" and role != "assistant"):
                 continue
             b = QPushButton(name)
             b.setObjectName("smallButton")
@@ -155,6 +157,10 @@ class MessageWidget(QFrame):
             self.buttons["Edit"].clicked.connect(lambda: self.sig_edit.emit(self.message_id))
         if "Regenerate" in self.buttons:
             self.buttons["Regenerate"].clicked.connect(self.sig_regenerate.emit)
+        self.cut = False  # a finished reply cut off by its token limit (Continue goes on with it)
+        if "Continue" in self.buttons:
+            self.buttons["Continue"].setVisible(False)
+            self.buttons["Continue"].clicked.connect(lambda: self.sig_continue.emit(self.message_id))
         layout.addLayout(header)
         self.thinking = ThinkingBlock() if role == "assistant" else None
         if self.thinking:
@@ -247,6 +253,7 @@ class MessageWidget(QFrame):
             if thinking:
                 self.thinking.finish(thinking, thinking_summary(meta))
         self.info.setText(reply_info(meta) if self.role == "assistant" else user_info(meta))
+        self.cut = self.role == "assistant" and meta.get("finish_reason") == "length"
 
 
 def thinking_summary(meta: dict) -> str:
@@ -318,6 +325,7 @@ class ChatView(QScrollArea):
 
     sig_edit = Signal(int)
     sig_regenerate = Signal()
+    sig_continue = Signal(int)
     sig_version = Signal(int, int)
     PAGE = 40
 
@@ -400,6 +408,7 @@ class ChatView(QScrollArea):
         w = self.message_widget(message.id) if cid == self.cid else None
         if w is not None:
             w.finish(message.content, message.thinking, message.meta)
+            self._update_regenerate()
 
     def _append(self, m, streaming: bool) -> None:
         versions = getattr(m, "versions", ())
@@ -419,6 +428,7 @@ class ChatView(QScrollArea):
     def _connect(self, w: "MessageWidget") -> None:
         w.sig_edit.connect(self.sig_edit.emit)
         w.sig_regenerate.connect(self.sig_regenerate.emit)
+        w.sig_continue.connect(self.sig_continue.emit)
         w.sig_version.connect(self.sig_version.emit)
 
     def show_earlier(self) -> None:
@@ -442,3 +452,4 @@ class ChatView(QScrollArea):
         for w in self.widgets:
             if "Regenerate" in w.buttons:
                 w.buttons["Regenerate"].setVisible(w is last_assistant)
+                w.buttons["Continue"].setVisible(w is last_assistant and w.cut)

@@ -1,6 +1,7 @@
 """The settings' "Local server" box: serve the loaded model to other programs (OpenAI-compatible).
 A dumb view: it shows values and says what the user chose; the window saves them and starts or stops
-the server (app/server_control.py)."""
+the server (app/server_control.py). Below the fields: the server's recent requests and a command to
+try it (server_requests.py), which the window keeps live while the dialog is open."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from runtime.api import ALLOW_HOSTS, ALLOW_ORIGINS, OptionError
 
 from ..state.settings import SERVER_PORT, server_problem
 from .option_box import option_box
+from .server_requests import RecentRequestsView
 
 
 class ServerSettingsBox(QGroupBox):
@@ -37,6 +39,8 @@ class ServerSettingsBox(QGroupBox):
         form.addRow("Other names", self.allow_hosts)
         form.addRow("Web pages", self.allow_origins)
         form.addRow(self.note)
+        self.requests = RecentRequestsView()
+        form.addRow(self.requests)
         for w in (self.enabled, self.host, self.api_key, self.allow_hosts, self.allow_origins):
             (w.toggled if w is self.enabled else w.textChanged).connect(self._explain)
         self.port.valueChanged.connect(self._explain)

@@ -53,6 +53,13 @@ MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call
 THINK_CLOSE = "</think>"
 
 
+# Chat completions has no field that says "go on from this text": a last assistant message is read as a turn
+# that ended, so the server would start a new reply rather than finish this one.
+CANNOT_CONTINUE = ("a model on another server cannot continue a reply: its chat API starts a new reply "
+                   "after the last message rather than going on from it; Regenerate with a larger "
+                   "Max reply tokens (Settings → Defaults) instead")
+
+
 def stream_remote(engine, request, controls: Controls | None = None) -> Iterator[Event]:
     """Token..., [Switch, Token...], Done (always last), from `engine` (a RemoteEngine)."""
     return _RemoteReply(engine, request, controls or Controls()).run()
@@ -111,6 +118,8 @@ class _RemoteReply:
                                   f"one of {', '.join(self.model.submodels)}")
         if request.max_new_tokens < 1:
             raise RemoteError("max_new_tokens must be at least 1")
+        if getattr(request, "continued", None) is not None:
+            raise RemoteError(CANNOT_CONTINUE)
         think = request.think_submodel if request.thinking_budget != 0 else None
         # The reply's record, kept as generate.py keeps a local one (runtime/reply_record.py).
         self.record = ReplyRecord(think, request.answer_submodel,

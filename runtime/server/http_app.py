@@ -43,6 +43,7 @@ from .gate import RequestGate
 from .jobs import Job
 from .ollama_api import VERSION, OllamaChat, OllamaGenerate, model_entry, show_model
 from .openai_api import ChunkStream, completion, new_id, parse_chat
+from .request_log import RequestLog, RequestLogging
 from .responses_api import ResponsesApi
 from .serving import AnswerLogprobs, ApiError, ServedModel
 from .web_rules import WebRules
@@ -85,11 +86,14 @@ class BodyLimit:
 
 
 def create_app(queue: EngineQueue, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES, *,
-               web: WebRules) -> FastAPI:
-    """The app over `queue`; `web`: the Host names and page origins it accepts (gate.py, web_rules.py)."""
+               web: WebRules, requests: RequestLog | None = None) -> FastAPI:
+    """The app over `queue`; `web`: the Host names and page origins it accepts (gate.py, web_rules.py);
+    `requests`: where each request's method, route, status and time are kept (request_log.py)."""
     app = FastAPI(title="Elastic Chat", docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(BodyLimit, limit=max_body_bytes)
-    app.add_middleware(RequestGate, rules=web)  # added last: outermost, so it refuses before the body is read
+    app.add_middleware(RequestGate, rules=web)  # outside the body limit: it refuses before the body is read
+    if requests is not None:  # outermost: the gate's refusals are logged too
+        app.add_middleware(RequestLogging, log=requests)
     server = _Server(queue, api_key)
     app.state.queue, app.state.records, app.state.jobs = queue, server.records, server.jobs
     _add_error_handlers(app)

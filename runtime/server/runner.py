@@ -21,6 +21,7 @@ from ..engine_queue import EngineQueue
 from ..errors import UsageError
 from ..options import ALLOW_HOSTS, ALLOW_ORIGINS, PORT, SERVER_LIMITS, OptionError
 from .access_rules import check_listen
+from .request_log import RequestLog
 from .web_rules import WebRules
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", PORT.default
@@ -74,9 +75,10 @@ class ServerThread:
 
     def __init__(self, queue: EngineQueue, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                  api_key: str | None = None, log_level: str = "warning", allow_hosts=(), allow_origins=(),
-                 limits: dict | None = None):
+                 limits: dict | None = None, requests: RequestLog | None = None):
         """`allow_hosts`, `allow_origins`: see web_rules.py; `limits`: what one client may hold
-        (connections.py), by option name (options.SERVER_LIMITS), each defaulting to its option's."""
+        (connections.py), by option name (options.SERVER_LIMITS), each defaulting to its option's;
+        `requests`: the log of recent requests to add to (request_log.py; a new one by default)."""
         check_listen(host, port, api_key, allow_hosts, allow_origins)
         limits = limits or {}
         try:
@@ -87,6 +89,7 @@ class ServerThread:
         self.queue, self.host, self.port, self.api_key = queue, host, port, api_key or None
         self.allow_hosts, self.allow_origins = ALLOW_HOSTS.parse(allow_hosts), ALLOW_ORIGINS.parse(allow_origins)
         self.log_level = log_level
+        self.requests = requests if requests is not None else RequestLog()
         self.app = None
         self.server = None
         self.thread: threading.Thread | None = None
@@ -115,7 +118,7 @@ class ServerThread:
         sock = bind(self.host, self.port)
         self.port = sock.getsockname()[1]
         web = WebRules.serving(self.host, self.port, self.allow_hosts, self.allow_origins)
-        self.app = create_app(self.queue, self.api_key, web=web)
+        self.app = create_app(self.queue, self.api_key, web=web, requests=self.requests)
         limits = self.limits
         config = uvicorn.Config(self.app, log_level=self.log_level, access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=3, server_header=False, ws="none",

@@ -53,6 +53,13 @@ def bad(param: str | None, message: str) -> ApiError:
     return ApiError(400, message, param, "invalid_value" if param else "invalid_request")
 
 
+def served_model_id(engine) -> str:
+    """The id clients name the engine's model by: a local checkpoint's folder name, as the app shows it,
+    or the id a remote engine's server gives."""
+    folder = getattr(engine.model, "folder", None)
+    return Path(folder).name if folder else engine.model.id
+
+
 @dataclass(frozen=True)
 class ServedModel:
     """What the protocol needs to know about the loaded engine (computed once per engine; no I/O)."""
@@ -68,8 +75,7 @@ class ServedModel:
     def from_engine(cls, engine) -> "ServedModel":
         """A local engine's checkpoint by its folder's name; a remote one (the app serving a model it
         reaches over the network: the routes relay it) by the id its server gives."""
-        folder = getattr(engine.model, "folder", None)
-        return cls(Path(folder).name if folder else engine.model.id, tuple(engine.submodels_by_size()),
+        return cls(served_model_id(engine), tuple(engine.submodels_by_size()),
                    tuple(engine.depth_levels()), engine.max_context, engine.default_depth(),
                    thinking_ceiling=engine.thinking_ceiling)
 
