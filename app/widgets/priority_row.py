@@ -1,6 +1,7 @@
-"""A row layout that shares out width by priority: in the order of priority, each widget is shown
-if its minimum still fits (the others are dropped: they get no room at all), then each shown one
-grows to its size hint in the same order; whatever is left goes to the stretchy ones.
+"""A row layout that shares out width by priority: in the order of priority, widgets are shown while
+their minimums fit (from the first that does not, the rest are dropped: they get no room at all),
+then each shown one grows to its size hint in the same order; whatever is left goes to the stretchy
+ones.
 
 QHBoxLayout takes a shortage equally from everyone, so a graph shrinks to a stub while a long
 status text keeps its room, and a row of texts squeezed together shows "R… S… C…". Here the short
@@ -64,13 +65,15 @@ class PriorityRow(QLayout):
         return Qt.Orientation.Horizontal
 
     def _shown(self, visible, room: int) -> list[int]:
-        """The indices of `visible` that fit at their minimum, chosen in the order of priority."""
+        """The indices of `visible` shown: in the order of priority, as many as fit at their minimum. The
+        first that does not fit ends it, so a less important text never shows where a more important
+        one was dropped."""
         shown, used = [], 0
         for i in sorted(range(len(visible)), key=lambda i: visible[i][1]):
-            need = visible[i][0].minimumSize().width() + (self._spacing if shown else 0)
-            if used + need <= room:
-                shown.append(i)
-                used += need
+            used += visible[i][0].minimumSize().width() + (self._spacing if shown else 0)
+            if used > room:
+                break
+            shown.append(i)
         return sorted(shown)
 
     def setGeometry(self, rect: QRect) -> None:

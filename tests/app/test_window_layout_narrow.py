@@ -155,4 +155,8 @@ def test_the_strip_shows_words_or_nothing_never_a_letter_and_an_ellipsis(qtbot, 
         assert shown(strip.server).startswith("Serving 127.0.0.1:8000")
     for label in placed:  # squeezed ones say the whole text when hovered
         assert label.text() in label.toolTip() or shown(label) == label.text()
+    by_priority = [strip.badge, strip.ttft, strip.speed, strip.switch_note, strip.sparkline, strip.memory,
+                   strip.server, strip.path]
+    dropped = [part.width() == 0 for part in by_priority]
+    assert dropped == sorted(dropped), dropped  # what goes is the least important: a tail of the order
     assert strip.minimumSizeHint().width() < 200  # it never sets the window's width
