@@ -115,8 +115,10 @@ def test_a_700x500_window_folds_the_chat_list_and_keeps_every_control_inside(qtb
     assert again.width() < NARROW_PX and again.left_column.isVisible()
     again.chats_action.trigger()  # Ctrl+B's action hides it again
     assert not again.left_column.isVisible()
-    resized(qtbot, again, (1100, 600))  # wide: the wide window's own choice (shown)
+    resized(qtbot, again, (1280, 720))  # wide: the wide window's own choice (shown)
     assert again.left_column.isVisible() and again.chats_button.isChecked()
+    all_inside(qtbot, again, important(again))
+    assert letters_and_ellipsis(again.strip) == [] and again.strip.memory.width() > 0  # "RAM … MiB", whole
     again.close()
     assert json.loads((data / "window.json").read_text())["chats_narrow"] is False
 
