@@ -162,3 +162,14 @@ def test_the_strip_shows_words_or_nothing_never_a_letter_and_an_ellipsis(qtbot, 
     dropped = [part.width() == 0 for part in by_priority]
     assert dropped == sorted(dropped), dropped  # what goes is the least important: a tail of the order
     assert strip.minimumSizeHint().width() < 200  # it never sets the window's width
+
+
+def test_the_chat_list_choices_load_only_as_booleans(tmp_path):
+    from app.state.window_state import WindowState
+
+    (tmp_path / "window.json").write_text(json.dumps({"chats_wide": False, "chats_narrow": True}))
+    s = WindowState.load(tmp_path)
+    assert (s.chats_wide, s.chats_narrow) == (False, True)
+    (tmp_path / "window.json").write_text(json.dumps({"chats_wide": "no", "chats_narrow": 1}))
+    s = WindowState.load(tmp_path)
+    assert (s.chats_wide, s.chats_narrow) == (True, False)  # not booleans: the defaults
