@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 from app.main_window import MainWindow
@@ -113,8 +114,10 @@ def test_a_700x500_window_folds_the_chat_list_and_keeps_every_control_inside(qtb
     assert state["chats_narrow"] is True and state["chats_wide"] is True
     again = open_window(qtbot, data, font_size)  # the choice comes back with the window
     assert again.width() < NARROW_PX and again.left_column.isVisible()
-    again.chats_action.trigger()  # Ctrl+B's action hides it again
-    assert not again.left_column.isVisible()
+    again.input.setFocus()
+    qtbot.keyClick(again.input, Qt.Key.Key_B, Qt.KeyboardModifier.ControlModifier)  # hides it again
+    assert not again.left_column.isVisible() and again.input.toPlainText() == ""
+    assert again.chats_action.shortcut().toString() == "Ctrl+B"
     resized(qtbot, again, (1280, 720))  # wide: the wide window's own choice (shown)
     assert again.left_column.isVisible() and again.chats_button.isChecked()
     all_inside(qtbot, again, important(again))
