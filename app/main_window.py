@@ -15,6 +15,7 @@ from runtime.api import counted
 
 from .controller import ChatController
 from .models_controller import ModelsController
+from .sidebar_fold import SidebarFold
 from .state.settings import Settings
 from .state.window_state import WindowState, place
 from .theme import apply_theme
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
         self.cancel_edit_button.clicked.connect(self.cancel_edit)
         self.manager_button.clicked.connect(dialogs.open_manager)
         self.settings_button.clicked.connect(lambda: dialogs.open_settings(tab=0))
+        self.chats_button.clicked.connect(self.toggle_chats)
         self.depth.sig_changed.connect(c.set_depth)
         self.chat.sig_edit.connect(self.start_edit)
         self.chat.sig_regenerate.connect(c.chats.regenerate)
@@ -162,16 +164,36 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ window state
 
     def _restore_geometry(self) -> None:
-        """Last session's frame and sidebar width, fitted onto the screens there are now (window_state.place)."""
+        """Last session's frame, sidebar width and chat list choices, fitted onto the screens there are now
+        (window_state.place)."""
         s = WindowState.load(self.data_dir)
+        self.fold = SidebarFold(self.left_column, (self.chats_button, self.chats_action), s.chats_wide,
+                                s.chats_narrow, parent=self)
+        self._sidebar_width = s.sidebar
         width = restore_frame(self, s)
+        self.fold.fit(width)
         self.split.setSizes([min(s.sidebar, width // 2), max(200, width - s.sidebar)])
 
     def _save_geometry(self) -> None:
         """The frame the user left: its corner (frameGeometry), the inside's size (geometry), what the frame adds."""
         x, y, width, height, frame_width, frame_height = frame_of(self)
-        WindowState(x, y, width, height, self.isMaximized(), self.split.sizes()[0], frame_width,
-                    frame_height).save(self.data_dir)
+        if self.left_column.isVisible():  # a folded column has no width of its own: keep the last one
+            self._sidebar_width = self.split.sizes()[0]
+        WindowState(x, y, width, height, self.isMaximized(), self._sidebar_width, frame_width, frame_height,
+                    chats_wide=self.fold.shown[False], chats_narrow=self.fold.shown[True]).save(self.data_dir)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self.fold.fit(self.width())
+
+    def toggle_chats(self) -> None:
+        """The Chats button or Ctrl+B: show or hide the left column (and remember it for this width)."""
+        if self.left_column.isVisible():
+            self._sidebar_width = self.split.sizes()[0]
+        self.fold.toggle()
+        if self.fold.is_shown():
+            self.split.setSizes([min(self._sidebar_width, self.width() // 2),
+                                 max(200, self.width() - self._sidebar_width)])
 
     # ------------------------------------------------------------------ chat
 

@@ -24,7 +24,8 @@ SHORTCUTS = [("Enter", "send the message"), ("Shift+Enter", "new line in the mes
              (ANSWER_NOW_KEY, "answer now: end the reply's thinking at once"),
              (THINK_LONGER_KEY, "think longer: give the reply's thinking more budget"),
              ("Ctrl+N", "new chat (and the cursor in the message box)"), ("Tab", "leave the message box"),
-             ("F2", "rename the selected chat"), ("Del", "delete the selected chat (with undo)"),
+             ("Ctrl+B", "show or hide the chat list"), ("F2", "rename the selected chat"),
+             ("Del", "delete the selected chat (with undo)"),
              ("Ctrl+Shift+M", "model manager"), ("Ctrl+,", "settings"), (QUIT_KEY, "quit")]
 MCP_TAB = 3  # the Settings dialog's "MCP servers" tab
 

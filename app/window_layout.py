@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .sidebar_fold import NARROW_PX, TOGGLE_KEY
 from .widgets.attachment_row import AttachmentRow
 from .widgets.banner import Banner
 from .widgets.chat_view import ChatView
@@ -75,7 +76,7 @@ class InputBox(QPlainTextEdit):
 def build_window(w) -> None:
     """The widgets of main window `w`, laid out."""
     w.sidebar, w.picker, w.prompts = Sidebar(), ModelPicker(), PromptPresets()
-    left = QWidget()
+    w.left_column = left = QWidget()  # folds away in a narrow window (app/sidebar_fold.py)
     side = QVBoxLayout(left)
     side.setContentsMargins(0, 0, 0, 0)
     side.addWidget(w.picker)
@@ -113,7 +114,11 @@ def _top(w) -> QHBoxLayout:
     w.manager_button = QPushButton("Models")
     w.manager_button.setToolTip("Open the model manager: download, verify, choose a checkpoint (File menu)")
     w.settings_button = QPushButton("Settings")
+    w.chats_button = QPushButton("Chats")
+    w.chats_button.setToolTip(f"Show or hide the chat list and the model picker ({TOGGLE_KEY}); a window "
+                              f"narrower than {NARROW_PX} px hides them until you show them")
     side = QVBoxLayout()
+    side.addWidget(w.chats_button)
     side.addWidget(w.manager_button)
     side.addWidget(w.settings_button)
     top.addLayout(side)
@@ -203,6 +208,9 @@ def build_menus(w) -> None:
             "(to import on another machine, with every version and the reply details)")
     _action(w, chat, "&Import chat…", dialogs.import_chat, tip="Add a chat exported as JSON")
     _action(w, chat, "Chat se&ttings…", lambda: dialogs.open_settings(tab=1))
+    chat.addSeparator()
+    w.chats_action = _action(w, chat, "Show the chat &list", w.toggle_chats, TOGGLE_KEY,
+                             "Show or hide the chat list and the model picker (folded in a narrow window)")
     help_ = bar.addMenu("&Help")
     _action(w, help_, "&Keyboard shortcuts", dialogs.show_shortcuts, QKeySequence.StandardKey.HelpContents)
     _action(w, help_, "&About Elastic Chat", dialogs.show_about)

@@ -1,4 +1,5 @@
-"""The window's size, position and sidebar width across restarts (no Qt): `window.json` in the user
+"""The window's size, position, sidebar width and whether the chat list shows (in a wide and in a
+narrow window: app/sidebar_fold.py) across restarts (no Qt): `window.json` in the user
 data folder, written atomically. The file is hostile like any input: anything that is not a sane
 number is ignored (the defaults are used), and `place` fits what is left to the screens there are.
 
@@ -32,6 +33,8 @@ class WindowState:
     sidebar: int = 240
     frame_width: int | None = None  # what the window manager's frame adds; None: not known yet
     frame_height: int | None = None
+    chats_wide: bool = True  # the chat list shows in a wide window (the user's choice)
+    chats_narrow: bool = False  # and in a narrow one
 
     @classmethod
     def load(cls, data_dir: Path) -> "WindowState":
@@ -50,8 +53,9 @@ class WindowState:
             v = data.get(key)
             if isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi:
                 setattr(s, key, v)
-        if isinstance(data.get("maximized"), bool):
-            s.maximized = data["maximized"]
+        for key in ("maximized", "chats_wide", "chats_narrow"):
+            if isinstance(data.get(key), bool):
+                setattr(s, key, data[key])
         return s
 
     def save(self, data_dir: Path) -> None:

@@ -1,7 +1,14 @@
 """A one-line label that never widens the window: it asks for room for its whole text but
-accepts a few characters, shows "…" when squeezed, and then carries the whole text in its tooltip."""
+accepts less, shows "…" when squeezed, and then carries the whole text in its tooltip.
+
+A label given `shorter` (a function from its text to shorter forms of it, longest first) is
+"readable": squeezed, it shows the longest form that fits whole, and its minimum width is its
+shortest form whole, never a letter and "…". A row that has no room even for that drops the label
+(app/widgets/priority_row.py) rather than show "R… S… C…"."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy
@@ -9,9 +16,12 @@ from PySide6.QtWidgets import QLabel, QSizePolicy
 
 class ElidedLabel(QLabel):
     def __init__(self, text: str = "", tooltip: str = "", min_chars: int = 6,
-                 mode: Qt.TextElideMode = Qt.TextElideMode.ElideRight):
+                 mode: Qt.TextElideMode = Qt.TextElideMode.ElideRight,
+                 shorter: Callable[[str], list[str]] | None = None):
         super().__init__()
         self._full, self._tip, self._min_chars, self._mode = "", tooltip, min_chars, mode
+        self._shorter = shorter
+        self._forms: list[str] = [""]  # the whole text, then its shorter forms (readable labels only)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setText(text)
@@ -22,14 +32,24 @@ class ElidedLabel(QLabel):
         if text == self._full:
             return
         fm = self.fontMetrics()
+        old_least = self._least_width()
         wider = fm.horizontalAdvance(text) != fm.horizontalAdvance(self._full)
         self._full = text
+        self._forms = [text, *(self._shorter(text) if self._shorter and text else [])]
         self._elide()
-        if wider:  # a new width: the row shares out its room again (not on every token's new number)
+        if wider or self._least_width() != old_least:  # the row shares out its room again (not per token)
             self.updateGeometry()
 
     def text(self) -> str:
         return self._full
+
+    def shown(self) -> str:
+        """What is painted: the whole text, a shorter form of it, or an elided one."""
+        return super().text()
+
+    @property
+    def readable(self) -> bool:
+        return self._shorter is not None
 
     def setToolTip(self, tip: str) -> None:
         self._tip = tip
@@ -40,7 +60,10 @@ class ElidedLabel(QLabel):
 
     def _elide(self) -> None:
         room = self.contentsRect().width() - 2 * self.margin()
-        shown = self.fontMetrics().elidedText(self._full, self._mode, room)
+        fm = self.fontMetrics()
+        shown = next((form for form in self._forms if fm.horizontalAdvance(form) <= room), None)
+        if shown is None:
+            shown = fm.elidedText(self._forms[-1], self._mode, room)
         if shown != super().text():
             QLabel.setText(self, shown)
         tip = self._tip
@@ -63,11 +86,16 @@ class ElidedLabel(QLabel):
         fm = self.fontMetrics()
         return super().sizeHint().width() - fm.horizontalAdvance(super().text())
 
+    def _least_width(self) -> int:
+        """The narrowest text it shows: its shortest form whole (readable), else a few characters and "…"."""
+        fm = self.fontMetrics()
+        if self.readable:
+            return min((fm.horizontalAdvance(form) for form in self._forms), default=0)
+        return min(fm.horizontalAdvance(self._full), fm.horizontalAdvance("x" * self._min_chars + "…"))
+
     def sizeHint(self) -> QSize:  # room for the whole text
         hint = super().sizeHint()
         return QSize(self._extra() + self.fontMetrics().horizontalAdvance(self._full) + 1, hint.height())
 
-    def minimumSizeHint(self) -> QSize:  # a few characters and the ellipsis
-        fm = self.fontMetrics()
-        least = min(fm.horizontalAdvance(self._full), fm.horizontalAdvance("x" * self._min_chars + "…"))
-        return QSize(self._extra() + least + 1, super().minimumSizeHint().height())
+    def minimumSizeHint(self) -> QSize:
+        return QSize(self._extra() + self._least_width() + 1, super().minimumSizeHint().height())

@@ -3,8 +3,10 @@ by submodel (a mark where the submodel switched), time to first token, tokens/s,
 the compute path, and (while the local server is on) its address, the server request in flight and
 how many wait. Each switch of the reply is noted with why it happened and what it cost.
 
-Every text in it elides (the whole text goes to its tooltip), so a long compute path or switch
-note never widens the window."""
+No text in it widens the window: squeezed, each shows a shorter form of itself in words (its
+last " · " or ": " parts dropped, the badge its submodel alone), and a text with no room even for
+that is left out, least important first (app/widgets/priority_row.py); the whole text is always in
+its tooltip. Never "R… S… C…"."""
 
 from __future__ import annotations
 
@@ -26,6 +28,24 @@ SPARKLINE_TIP = ("Latency of each token in ms, newest on the right, coloured by 
                  "thought moved to another submodel (the depth was moved during it).")
 SWITCH_TIP = "The last switch of submodel: why, and what its re-prefill cost"
 SWITCH_WHY = {"answer": "", "depth": " (depth)", "escalate": " (escalated)", "request": " (requested)"}
+
+
+def shorter_forms(text: str) -> list[str]:
+    """Shorter forms of a strip text, longest first: without its last " · " part, and so on, then
+    without its last ": " part ("CPU demo · NVFP4 … · decode: eager" → … → "CPU demo")."""
+    forms = []
+    for separator in (" · ", ": "):
+        while separator in text:
+            text = text.rsplit(separator, 1)[0].rstrip()
+            if text:
+                forms.append(text)
+    return forms
+
+
+def first_word(text: str) -> list[str]:
+    """The badge's shorter form: the submodel alone ("0.5M thinking" → "0.5M")."""
+    word = text.split(" ", 1)[0]
+    return [word] if word != text else []
 
 
 class Sparkline(QWidget):
@@ -132,21 +152,21 @@ class LiveStrip(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         row = PriorityRow(self)
         row.setContentsMargins(8, 4, 8, 4)
-        self.badge = ElidedLabel("idle", "The submodel producing the current token", min_chars=4)
+        self.badge = ElidedLabel("idle", "The submodel producing the current token", shorter=first_word)
         self.badge.setObjectName("badge")
         self.badge.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.switch_note = ElidedLabel("", SWITCH_TIP, min_chars=1)
+        self.switch_note = ElidedLabel("", SWITCH_TIP, shorter=shorter_forms)
         self.sparkline = Sparkline()
-        self.ttft = ElidedLabel("TTFT –", "Time to first token", min_chars=1)
-        self.speed = ElidedLabel("– tok/s", "Tokens per second after the first token", min_chars=1)
-        self.memory = ElidedLabel("", "Memory this app holds", min_chars=1)
-        self.path = ElidedLabel("", "The compute path running the model's matmuls", min_chars=1)
+        self.ttft = ElidedLabel("TTFT –", "Time to first token", shorter=shorter_forms)
+        self.speed = ElidedLabel("– tok/s", "Tokens per second after the first token", shorter=shorter_forms)
+        self.memory = ElidedLabel("", "Memory this app holds", shorter=shorter_forms)
+        self.path = ElidedLabel("", "The compute path running the model's matmuls", shorter=shorter_forms)
         self.server = ElidedLabel("", "The local server (Settings → Server): its address, the request it is "
-                                  "answering and how many wait for the model", min_chars=1)
+                                  "answering and how many wait for the model", shorter=shorter_forms)
         self.server.setVisible(False)  # only while the server is on (or could not start)
         for w in (self.switch_note, self.ttft, self.speed, self.memory, self.path, self.server):
             w.setObjectName("stat")
-        # Who is producing tokens and how fast come first; the long texts elide first.
+        # Who is producing tokens and how fast come first; the long texts shorten, then go, first.
         row.add(self.badge, priority=0)
         # a switch's cost before the sparkline's full width (it keeps its minimum) and the memory
         row.add(self.switch_note, priority=3, stretch=1)

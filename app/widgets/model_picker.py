@@ -3,12 +3,55 @@ submodels are in memory, and Unload. The model manager stays the place to downlo
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QStyle,
+    QStyleOptionComboBox,
+    QStylePainter,
+    QVBoxLayout,
+    QWidget,
+)
 
 from .elided_label import ElidedLabel
 
 NONE = ""  # the combo's data for "no model loaded"
+COMBO_TIP = "The models on this PC: choose one to load it (download more in the model manager)"
+
+
+class MiddleElidedCombo(QComboBox):
+    """A combo box whose names elide in the middle, closed and in its list: names of one family share
+    a long start ("NVIDIA-Nemotron-…") and differ at the end ("… (FP8)"), which Qt's elision at the
+    right cut off. Each item's tooltip, and the box's, has the whole name."""
+
+    def __init__(self):
+        super().__init__()
+        self.view().setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.currentIndexChanged.connect(self.show_tip)
+
+    def shown_text(self) -> str:
+        """The current name as painted, elided in the middle to the room the style gives it."""
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        room = self.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, option,
+                                           QStyle.SubControl.SC_ComboBoxEditField, self).width()
+        return self.fontMetrics().elidedText(self.currentText(), Qt.TextElideMode.ElideMiddle, room)
+
+    def paintEvent(self, _event) -> None:
+        painter = QStylePainter(self)
+        option = QStyleOptionComboBox()
+        self.initStyleOption(option)
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, option)
+        option.currentText = self.shown_text()
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, option)
+
+    def show_tip(self, _index: int = -1) -> None:
+        """The whole name of the model shown in the tooltip."""
+        name = self.currentText()
+        self.setToolTip(f"{name}\n{COMBO_TIP}" if name else COMBO_TIP)
 
 
 class ModelPicker(QWidget):
@@ -23,8 +66,8 @@ class ModelPicker(QWidget):
         rows = QVBoxLayout(self)  # short rows: it sits above the chats, in the narrow left column
         rows.setContentsMargins(0, 0, 0, 0)
         below = QHBoxLayout()
-        self.combo = QComboBox()
-        self.combo.setToolTip("The models on this PC: choose one to load it (download more in the model manager)")
+        self.combo = MiddleElidedCombo()
+        self.combo.setToolTip(COMBO_TIP)
         self.combo.setMinimumContentsLength(4)  # never widens the window (test_window_size); the list shows all
         self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.combo.activated.connect(self._chosen)
@@ -77,6 +120,7 @@ class ModelPicker(QWidget):
         current = -1
         for r in self.rows:
             self.combo.addItem(r.title, r.key)
+            self.combo.setItemData(self.combo.count() - 1, r.title, Qt.ItemDataRole.ToolTipRole)
             if self.loaded_folder and Path(r.folder).resolve() == Path(self.loaded_folder).resolve():
                 current = self.combo.count() - 1
         if current < 0:
@@ -85,6 +129,7 @@ class ModelPicker(QWidget):
             current = 0
         self.combo.setCurrentIndex(current)
         self.combo.blockSignals(False)
+        self.combo.show_tip()
 
     def _chosen(self, index: int) -> None:
         key = self.combo.itemData(index)

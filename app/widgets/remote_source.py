@@ -3,20 +3,28 @@ SGLang, llama.cpp's server, another Elastic Chat). The user enters its address a
 an API key; "List models" probes `/v1/models` in a worker thread; "Add" keeps the chosen model as a
 source (the key in the system keyring where there is one: the dialog says where it goes).
 
+The texts and fields keep their height whatever the list holds: the models listed go into a list of
+their own that takes the dialog's spare room and scrolls, and the dialog never gets shorter than its
+wrapped texts need at its width (a combo box and a fixed-height dialog squeezed the intro to a
+sliver once "List models" answered).
+
 A view of `ModelsController` (probe_server, add_server), which does the work and outlives it: a
 probe that answers after the dialog closed is dropped.
 """
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
     QLabel,
     QLineEdit,
+    QListWidget,
+    QListWidgetItem,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
 )
 
@@ -33,8 +41,9 @@ class RemoteSourceDialog(QDialog):
         self.open_ = True  # False once closed: a late probe answer is dropped
         self.probes = 0  # the answer of the latest probe only
         layout = QVBoxLayout(self)
-        intro = QLabel("Chat with a model on another machine: a vLLM, SGLang or llama.cpp server, or another "
-                       "Elastic Chat's server. The depth slider runs over the API where the server allows it.")
+        self.intro = intro = QLabel("Chat with a model on another machine: a vLLM, SGLang or llama.cpp server, or "
+                                    "another Elastic Chat's server. The depth slider runs over the API where the "
+                                    "server allows it.")
         intro.setWordWrap(True)
         layout.addWidget(intro)
         form = QFormLayout()
@@ -43,13 +52,10 @@ class RemoteSourceDialog(QDialog):
         self.key = QLineEdit()
         self.key.setEchoMode(QLineEdit.EchoMode.Password)
         self.key.setPlaceholderText("optional")
-        self.model = QComboBox()
-        self.model.setEnabled(False)
         self.list_button = QPushButton("List models")
         form.addRow("Server address", self.url)
         form.addRow("API key", self.key)
         form.addRow("", self.list_button)
-        form.addRow("Model", self.model)
         layout.addLayout(form)
         self.key_note = QLabel(where_keys_go())
         self.key_note.setWordWrap(True)
@@ -58,6 +64,16 @@ class RemoteSourceDialog(QDialog):
         self.message = QLabel("")
         self.message.setWordWrap(True)
         layout.addWidget(self.message)
+        self.model = QListWidget()  # the models listed: the one stretchy part, it scrolls
+        self.model.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # ids of one family differ at the end
+        self.model.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.model.setMinimumHeight(4 * self.model.fontMetrics().lineSpacing() + 8)
+        self.model.setEnabled(False)
+        self.model.itemDoubleClicked.connect(self.add)
+        layout.addWidget(QLabel("Model"))
+        layout.addWidget(self.model, 1)
+        for label in (intro, self.key_note, self.message):
+            label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
         self.add_button = self.buttons.addButton("Add", QDialogButtonBox.ButtonRole.AcceptRole)
         self.add_button.setEnabled(False)
@@ -68,6 +84,17 @@ class RemoteSourceDialog(QDialog):
         self.key.textEdited.connect(self._forget_models)
         self.buttons.accepted.connect(self.add)
         self.buttons.rejected.connect(self.reject)
+        self.resize(max(520, self.sizeHint().width()), self.sizeHint().height())
+
+    def resizeEvent(self, event) -> None:
+        """No shorter than the wrapped texts need at this width: the list gives up its room first."""
+        super().resizeEvent(event)
+        self._keep_texts_whole()
+
+    def _keep_texts_whole(self) -> None:
+        least = self.layout().totalMinimumHeightForWidth(self.width())
+        if least > 0 and least != self.minimumHeight():
+            self.setMinimumHeight(least)
 
     def _forget_models(self, *_) -> None:
         """A changed address or key: the listed models may not be that server's."""
@@ -88,22 +115,34 @@ class RemoteSourceDialog(QDialog):
         if not self.open_ or number != self.probes:
             return
         self.list_button.setEnabled(True)
-        self.model.addItems(ids)
+        for model_id in ids:
+            item = QListWidgetItem(model_id)
+            item.setToolTip(model_id)
+            self.model.addItem(item)
         self.model.setEnabled(True)
+        if ids:
+            self.model.setCurrentRow(0)
         self.add_button.setEnabled(bool(ids))
         self.message.setText(f"The server lists {counted(len(ids), 'model')}. An id:submodel entry pins one "
                              "submodel; the plain id runs the depth slider over its submodels.")
+        self._keep_texts_whole()
 
     def _failed(self, number: int, error: str) -> None:
         if not self.open_ or number != self.probes:
             return
         self.list_button.setEnabled(True)
         self.message.setText(one_line(error, 300))
+        self._keep_texts_whole()
 
-    def add(self) -> None:
-        if not self.model.currentText():
+    def chosen(self) -> str:
+        """The model id chosen in the list ("" : none)."""
+        item = self.model.currentItem()
+        return item.text() if item is not None and self.model.isEnabled() else ""
+
+    def add(self, *_) -> None:
+        if not self.chosen():
             return
-        self.models.add_server(self.url.text().strip(), self.model.currentText(), self.key.text() or None)
+        self.models.add_server(self.url.text().strip(), self.chosen(), self.key.text() or None)
         self.accept()
 
     def done(self, result: int) -> None:

@@ -83,15 +83,13 @@ class SettingsDialog(QDialog):
         row.addWidget(self.models_dir, 1)
         row.addWidget(browse)
         form.addRow("Models folder", row)
-        self.default_sampling = _SamplingForm(vars(settings.sampling))
-        form.addRow(self.default_sampling)
+        self.default_sampling = SamplingRows(form, vars(settings.sampling))
         self.tabs.addTab(general, "Defaults")
         chat = QWidget()
         chat_form = QFormLayout(chat)
         self.chat_prompt = QPlainTextEdit(system_prompt)
         chat_form.addRow("System prompt", self.chat_prompt)
-        self.chat_sampling = _SamplingForm({**vars(settings.sampling), **chat_settings.get("sampling", {})})
-        chat_form.addRow(self.chat_sampling)
+        self.chat_sampling = SamplingRows(chat_form, {**vars(settings.sampling), **chat_settings.get("sampling", {})})
         self.tabs.addTab(chat, "This chat")
         server = QWidget()
         server_column = QVBoxLayout(server)
@@ -142,13 +140,12 @@ class SettingsDialog(QDialog):
         return self.chat_prompt.toPlainText(), {"sampling": self.chat_sampling.values()}
 
 
-class _SamplingForm(QWidget):
-    """The sampling options (runtime/options.py SAMPLING), each with its range, step and help."""
+class SamplingRows:
+    """The sampling options (runtime/options.py SAMPLING), each with its range, step and help, as rows of
+    the tab's own form: one label column for every row of the tab. (A form of their own, nested in a
+    row, had its own label column, and their fields stood left of the ones above.)"""
 
-    def __init__(self, values: dict):
-        super().__init__()
-        form = QFormLayout(self)
-        form.setContentsMargins(0, 0, 0, 0)
+    def __init__(self, form: QFormLayout, values: dict):
         self.fields = {}
         for option in SAMPLING:
             self.fields[option.name] = box = option_box(option, values[option.name])

@@ -79,7 +79,7 @@ def test_the_add_server_dialog_probes_says_where_the_key_goes_and_adds_a_usable_
             dialog.key.setText("sk-team")
             dialog.probe()
             qtbot.waitUntil(dialog.add_button.isEnabled, timeout=30000)
-            assert [dialog.model.itemText(i) for i in range(dialog.model.count())] == ["star", "star:12B"]
+            assert [dialog.model.item(i).text() for i in range(dialog.model.count())] == ["star", "star:12B"]
             assert dialog.message.text().startswith("The server lists 2 models.")
             with qtbot.waitSignal(models.sig_changed, timeout=30000):
                 dialog.add_button.click()
