@@ -109,7 +109,8 @@ def test_throttle_passes_changes_of_state_at_once():
 
 @pytest.mark.slow
 def test_closing_and_reopening_the_dialog_keeps_the_download(qtbot, hub, models):
-    hub.faults["model.safetensors"] = {"throttle": 0.1}
+    # held before its last piece until the second dialog has looked (however slow the machine)
+    hub.faults["model.safetensors"] = {"throttle": 0.01, "hold": True}
     first = open_dialog(qtbot, models)
     first.select(KEY)
     first.buttons["Download"].click()
@@ -128,7 +129,7 @@ def test_closing_and_reopening_the_dialog_keeps_the_download(qtbot, hub, models)
     second.select(KEY)
     assert second.buttons["Pause"].isEnabled()
     with qtbot.waitSignal(models.sig_changed, timeout=60000):
-        pass
+        hub.faults["model.safetensors"] = {}  # the link lets the rest through
     assert models.progress[KEY].state == "done" and models.progress[KEY].done_bytes > at_close
     assert "complete and verified" in second.progress_text.text()
     qtbot.waitUntil(lambda: second.row(KEY).status == "ready", timeout=30000)
