@@ -60,7 +60,8 @@ class Sidebar(QWidget):
         self.new_button.clicked.connect(self.sig_new.emit)
         layout.addWidget(self.new_button)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search chats")
+        self.search.setPlaceholderText("Search chats and messages")
+        self.search.setToolTip("Finds the chats whose title or messages hold every word; \"a phrase\" in quotes")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self.sig_search.emit)
         layout.addWidget(self.search)
@@ -86,11 +87,14 @@ class Sidebar(QWidget):
     def set_conversations(self, conversations, current: int | None) -> None:
         self._filling = True
         self.list.clear()
+        searching = bool(self.search.text().strip())
         for c in conversations:
-            item = QListWidgetItem(c.title)
-            item.setToolTip(c.title)
+            match = getattr(c, "match", "")  # a search's result: where the chat holds the words
+            item = QListWidgetItem(f"{c.title}\n{match}" if match else c.title)
+            item.setToolTip(f"{c.title}\n\n{match}" if match else c.title)
             item.setData(Qt.ItemDataRole.UserRole, c.id)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+            if not searching:  # (a result's text is its title and its match: rename once the search is cleared)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
             if c.id == current:
                 self.list.setCurrentItem(item)
