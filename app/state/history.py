@@ -8,7 +8,8 @@ history lives beside it:
 - app/state/history_recovery.py: opening the file whatever state it is in (damaged, newer, read-only),
   and what `notices` says about it;
 - app/state/history_rows.py: the rows as the app's values (`Message`, `Conversation`, a reply's details,
-  the tree of versions), read whatever the rows hold.
+  the tree of versions), read whatever the rows hold;
+- app/state/history_search.py: the sidebar's search over titles and message text.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from .history_rows import as_text
 
 MAX_QUERY = 200  # characters of a query read (a pasted page searches for its start)
 MAX_WORDS = 8
-AROUND = 24  # characters shown before a match in the sidebar; about twice as many after
+AROUND = 16  # characters shown before a match in the sidebar (from a word's start); twice as many after
 TERM = re.compile(r'"([^"]+)"|([^\s"]+)')  # "a phrase" or a word; a lone quote is neither
 
 
@@ -81,5 +81,7 @@ def snippet(text, word: str) -> str:
     at = fold.find(word) if len(fold) == len(text) else text.lower().find(word)  # (folding changed its length)
     at = max(at, 0)
     start = max(0, at - AROUND)
+    if start and " " in text[start:at]:  # begin at a word
+        start += text[start:at].index(" ") + 1
     piece = " ".join(text[start:at + len(word) + 2 * AROUND].split())
     return ("…" if start else "") + piece + ("…" if at + len(word) + 2 * AROUND < len(text) else "")
