@@ -147,8 +147,12 @@ class Conversations:
         try:
             if self.history.read_only or self.history.conversation(cid).title_by is not None:
                 return
-            first = next((m for m in self.history.messages(cid) if m.role == "user"), None)
-            if first is not None:
+            shown = self.history.messages(cid)
+            first = next((m for m in shown if m.role == "user"), None)
+            first_reply = next((m for m in shown if m.role == "assistant"), None)
+            # (a chat recovered from a damaged file may have no `title_by` and a long past: only a first
+            # reply names a chat)
+            if first is not None and first_reply is not None and first_reply.id == reply.id:
                 files = [a.get("name", "") for a in first.meta.get("attachments") or []]
                 self.history.title_automatically(cid, auto_title(first.content, files, reply.content, first.created))
         except (KeyError, HistoryReadOnly):  # (a chat purged meanwhile; a full disk)

@@ -97,3 +97,40 @@ def test_chats_of_a_version_3_history_keep_their_titles(tmp_path):
         assert h.title_automatically(2, "Sums")
     finally:
         h.close()
+
+
+class _Front:
+    """What Conversations reads of the chat controller to title a chat (app/controller.py)."""
+
+    def __init__(self, history):
+        self.history = history
+        self.slots = []
+        self.sig_reply_done = self
+
+    def connect(self, slot):
+        self.slots.append(slot)
+
+    def reply_done(self, cid, reply):
+        for slot in self.slots:
+            slot(cid, reply)
+
+
+def test_only_the_end_of_a_chats_first_reply_titles_it(tmp_path):
+    """A chat recovered from a damaged file has no `title_by` but a past: a later reply never renames it."""
+    from app.conversations import Conversations
+
+    h = History(tmp_path / "h.sqlite3")
+    try:
+        front = _Front(h)
+        Conversations(front)
+        cid = h.new_conversation("Recovered chat 2").id
+        h.add_message(cid, "user", "What is 2 + 2?")
+        first = h.add_message(cid, "assistant", "4")
+        h.add_message(cid, "user", "And 3 + 3?")
+        later = h.add_message(cid, "assistant", "6")
+        front.reply_done(cid, later)
+        assert h.conversation(cid).title == "Recovered chat 2" and h.conversation(cid).title_by is None
+        front.reply_done(cid, first)
+        assert h.conversation(cid).title == "What is 2 + 2" and h.conversation(cid).title_by == "auto"
+    finally:
+        h.close()

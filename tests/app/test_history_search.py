@@ -18,7 +18,8 @@ def history(tmp_path):
                          ("Trip", ["Pack the tent and the 100% wool socks", "Also a_b_c labels"]),
                          ("Русский", ["ПРИВЕТ, как дела?", "Хорошо"]),
                          ("Quotes", ['He said "hello world" twice', "ok"]),
-                         ("日本語", ["東京の天気はどうですか", "晴れです"])):
+                         ("日本語", ["東京の天気はどうですか", "晴れです"]),
+                         ("Walk", ["Die Straße hinunter, café TERRACE", r"C:\temp\a_b.txt"])):
         cid = h.new_conversation(title).id
         for i, text in enumerate(texts):
             h.add_message(cid, "user" if i % 2 == 0 else "assistant", text)
@@ -40,11 +41,14 @@ def test_message_text_is_searched_and_the_result_says_where(history):
     assert titles(history, "sums")[0] == "Sums" and history.conversations("sums")[0].match == ""  # the title says it
     assert titles(history, "привет") == ["Русский"]  # case folded beyond ASCII
     assert titles(history, "天気") == ["日本語"]  # a word inside a sentence without spaces
-    assert len(titles(history, "")) == len(titles(history, "   ")) == 6
+    assert len(titles(history, "")) == len(titles(history, "   ")) == 7
+    # folded as Python folds, on texts with other characters than ASCII too
+    assert titles(history, "STRASSE") == titles(history, "straße") == titles(history, "terrace") == ["Walk"]
 
 
 @pytest.mark.parametrize("query, expected", [
-    ("%", ["Trip"]), ("100%", ["Trip"]), ("_", ["Trip"]), ("a_b", ["Trip"]), ("%%%", []), ("___", []),
+    ("%", ["Trip"]), ("100%", ["Trip"]), ("_", ["Trip", "Walk"]), ("a_b", ["Trip", "Walk"]), ("a%b", []),
+    ("%%%", []), ("___", []), ("\\", ["Walk"]), ("\\temp\\a_b", ["Walk"]), ("\\%", []), ("c_t", []),
     ('"hello world"', ["Quotes"]), ('"world hello"', []), ('"', ["Quotes"]), ('""', []), ('"hello', ["Quotes"]),
     ("tent*", []), ("NEAR(tent socks)", []), ("tent OR sums", []), ("' OR 1=1 --", []),
     ("x" * 100_000, []), ("tent " * 5000, ["Trip"]),
