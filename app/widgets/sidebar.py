@@ -93,13 +93,12 @@ class Sidebar(QWidget):
     def set_conversations(self, conversations, current: int | None) -> None:
         self._filling = True
         self.list.clear()
-        searching = bool(self.search.text().strip())
         for c in conversations:
             match = getattr(c, "match", "")  # a search's result: where the chat holds the words
             item = QListWidgetItem(f"{c.title}\n{match}" if match else c.title)
             item.setToolTip(f"{c.title}\n\n{match}" if match else c.title)
             item.setData(Qt.ItemDataRole.UserRole, c.id)
-            if not searching:  # (a result's text is its title and its match: rename once the search is cleared)
+            if not match:  # (a result's text is its title and its match: renamed once the search is cleared)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
             if c.id == current:

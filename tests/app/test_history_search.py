@@ -81,3 +81,22 @@ def test_a_version_3_history_is_searched_after_its_migration(tmp_path):
         assert [c.title for c in found] == ["old"] and "quarterly Report" in found[0].match
     finally:
         h.close()
+
+
+def test_the_sidebar_shows_where_each_result_matches(qtbot, history):
+    from PySide6.QtCore import Qt
+
+    from app.widgets.sidebar import Sidebar
+
+    bar = Sidebar()
+    qtbot.addWidget(bar)
+    with qtbot.waitSignal(bar.sig_search, timeout=60000) as asked:  # once typing pauses
+        bar.search.setText("sums")
+        bar.search.setText("tent")
+    assert asked.args == ["tent"]
+    bar.set_conversations(history.conversations("tent"), None)
+    item = bar.list.item(0)
+    assert bar.list.count() == 1 and item.text().startswith("Trip\n") and "tent" in item.text()
+    assert not item.flags() & Qt.ItemFlag.ItemIsEditable  # its text is not only its title
+    bar.set_conversations(history.conversations("trip"), None)  # matched by its title alone
+    assert bar.list.item(0).text() == "Trip" and bar.list.item(0).flags() & Qt.ItemFlag.ItemIsEditable
