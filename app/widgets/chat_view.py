@@ -136,7 +136,7 @@ class MessageWidget(QFrame):
         who = QLabel("You" if role == "user" else "Assistant")
         who.setObjectName("role")
         header.addWidget(who)
-        self.when_label = QLabel("")
+        self.when_label = QLabel("", self)  # (its parent before it is shown: never a window of its own)
         self.when_label.setObjectName("messageInfo")
         header.addWidget(self.when_label)
         self.set_time(when)

@@ -123,3 +123,31 @@ def test_each_message_widget_shows_its_time(qtbot, tmp_path, monkeypatch):
                                                                           time.localtime(finished))
     finally:
         h.close()
+
+
+def test_a_message_with_a_time_opens_no_window_of_its_own(qtbot):
+    """Its time's label was shown before it had a parent: a window flashed up and took the focus from
+    the main window (Ctrl+N, Esc and the input's focus stopped working after a reply)."""
+    from PySide6.QtCore import QEvent, QObject
+    from PySide6.QtWidgets import QApplication, QWidget
+
+    from app.widgets.chat_view import MessageWidget
+
+    class Windows(QObject):
+        def __init__(self):
+            super().__init__()
+            self.shown = []
+
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.Show and isinstance(obj, QWidget) and obj.isWindow():
+                self.shown.append(obj)
+            return False
+    spy = Windows()
+    QApplication.instance().installEventFilter(spy)
+    try:
+        for role in ("user", "assistant"):
+            w = MessageWidget(1, role, "hi", meta={}, when=NOON)
+            qtbot.addWidget(w)
+    finally:
+        QApplication.instance().removeEventFilter(spy)
+    assert spy.shown == []
