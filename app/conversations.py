@@ -11,21 +11,27 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from .chat_titles import auto_title
 from .read_only import refuses_read_only
-from .state.history import Message
+from .state.history import HistoryReadOnly, Message
 
 
 class Conversations:
     def __init__(self, front):
         self.front = front  # app/controller.py ChatController: the history, the other parts, the signals
         self.current: int | None = None
+        self.search = ""  # the sidebar's search: the list stays filtered by it whatever refreshes it
+        front.sig_reply_done.connect(self._title_after_reply)
 
     @property
     def history(self):
         return self.front.history
 
-    def refresh(self, search: str = "") -> None:
-        self.front.sig_conversations.emit(self.history.conversations(search), self.current)
+    def refresh(self, search: str | None = None) -> None:
+        """Sends the list of chats (filtered by `search`, or by the last search when None) to the sidebar."""
+        if search is not None:
+            self.search = search
+        self.front.sig_conversations.emit(self.history.conversations(self.search), self.current)
 
     def new(self) -> None:
         """A new chat, unless the one shown is still empty (then that one is the new chat)."""
@@ -126,12 +132,31 @@ class Conversations:
         return True
 
     def post(self, cid: int, text: str, files: list[dict]) -> None:
-        """Adds the user's message to chat `cid` and starts its reply (a first message names the chat)."""
+        """Adds the user's message to chat `cid` and starts its reply (a first message names the chat for
+        now; its automatic title is made when the first reply ends, `_title_after_reply`)."""
         if not self.history.messages(cid):
-            self.history.rename(cid, (text.splitlines() or [files[0]["name"]])[0][:48])
+            self.history.title_automatically(cid, auto_title(text, [f.get("name", "") for f in files]), final=False)
         user = self.history.add_message(cid, "user", text, meta={"attachments": files} if files else None)
         self.refresh()
         self.front.replies.start(cid, [user])
+
+    def _title_after_reply(self, cid: int, reply: Message) -> None:
+        """Once a chat's first reply ends, its title from the first exchange, unless the user or an import
+        named it (the history keeps theirs, `History.title_automatically`). A history that cannot be
+        written keeps the chat's title as it is (the reply's own save has said why)."""
+        try:
+            if self.history.read_only or self.history.conversation(cid).title_by is not None:
+                return
+            shown = self.history.messages(cid)
+            first = next((m for m in shown if m.role == "user"), None)
+            first_reply = next((m for m in shown if m.role == "assistant"), None)
+            # (a chat recovered from a damaged file may have no `title_by` and a long past: only a first
+            # reply names a chat)
+            if first is not None and first_reply is not None and first_reply.id == reply.id:
+                files = [a.get("name", "") for a in first.meta.get("attachments") or []]
+                self.history.title_automatically(cid, auto_title(first.content, files, reply.content, first.created))
+        except (KeyError, HistoryReadOnly):  # (a chat purged meanwhile; a full disk)
+            return
 
     @refuses_read_only
     def regenerate(self) -> None:

@@ -352,12 +352,13 @@ class Replies(QObject):
         if r.removed:
             front.sig_busy.emit(self.busy)
             return
+        finished = None
         try:
-            front.history.update_message(r.message_id, answer, thinking, meta, complete=True)
+            finished = front.history.update_message(r.message_id, answer, thinking, meta, complete=True)
         except HistoryReadOnly as e:  # a full disk: the reply is shown, the banner says it is not saved
             front.sig_error.emit(str(e), "")
         front.sig_reply_done.emit(r.conversation_id, Message(r.message_id, r.conversation_id, "assistant", answer,
-                                                             thinking, meta, True))
+                                                             thinking, meta, True, finished=finished))
         front.sig_busy.emit(self.busy)
         front.chats.refresh()
         if self._shown(r):

@@ -39,7 +39,9 @@ def chat_json(history: History, cid: int) -> dict:
             "system_prompt": conv.system_prompt, "settings": conv.settings,
             "shown": shown[-1].id if shown else 0,
             "messages": [{"id": m.id, "parent": m.parent_id, "role": m.role, "content": m.content,
-                          "thinking": m.thinking, "meta": m.meta, "complete": m.complete}
+                          "thinking": m.thinking, "meta": m.meta, "complete": m.complete,
+                          **({"created": m.created} if m.created else {}),
+                          **({"finished": m.finished} if m.finished else {})}
                          for m in history.all_messages(cid)]}
 
 
@@ -50,12 +52,13 @@ def chat_markdown(history: History, cid: int) -> str:
     if conv.system_prompt:
         lines += ["**System prompt:**", ""] + [f"> {line}" for line in conv.system_prompt.splitlines()] + [""]
     for m in history.messages(cid):
+        when = f" · {time.strftime('%Y-%m-%d %H:%M', time.localtime(m.time))}" if m.time else ""
         if m.role == "user":
             files = [a.get("name", "file") for a in m.meta.get("attachments") or []]
-            lines += ["## You", ""] + ([f"*Attached: {', '.join(files)}*", ""] if files else [])
+            lines += [f"## You{when}", ""] + ([f"*Attached: {', '.join(files)}*", ""] if files else [])
         else:
             details = reply_details(m.meta)
-            lines += [f"## Assistant{f' ({details})' if details else ''}", ""]
+            lines += [f"## Assistant{f' ({details})' if details else ''}{when}", ""]
             if m.thinking:
                 lines += ["<details><summary>Thinking</summary>", "", m.thinking, "", "</details>", ""]
         lines += [m.content, ""]
@@ -193,13 +196,21 @@ def _checked(data: dict):
         meta, meta_ok = reply_meta(_json_dumps(meta_in))
         dropped += not meta_ok
         messages.append((mid, parent, m["role"], _text(m.get("content", ""), f"{where}'s text", MAX_TEXT),
-                         _text(m.get("thinking", ""), f"{where}'s thinking", MAX_TEXT), meta, complete))
+                         _text(m.get("thinking", ""), f"{where}'s thinking", MAX_TEXT), meta, complete,
+                         _when(m.get("created")), _when(m.get("finished"))))
         seen.add(mid)
     shown = data.get("shown", messages[-1][0])
     if not _is_id(shown, zero=True) or (shown and shown not in seen):
         raise ValueError("the message it shows is not in it")
     _unicode(_json_dumps(data, ascii=False), "a name or value in it")  # settings, details, keys: the rest
     return title or "Imported chat", prompt, settings, messages, shown, dropped
+
+
+def _when(value) -> float | None:
+    """A message's time in the file (epoch seconds), None where it has none or not a plausible one (a file
+    written before times were exported, or edited): the import's own time stands in for it."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 2**40
+    return float(value) if ok else None
 
 
 def _is_id(value, zero: bool = False) -> bool:

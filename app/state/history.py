@@ -8,7 +8,8 @@ history lives beside it:
 - app/state/history_recovery.py: opening the file whatever state it is in (damaged, newer, read-only),
   and what `notices` says about it;
 - app/state/history_rows.py: the rows as the app's values (`Message`, `Conversation`, a reply's details,
-  the tree of versions), read whatever the rows hold.
+  the tree of versions), read whatever the rows hold;
+- app/state/history_search.py: the sidebar's search over titles and message text.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from .history_rows import (
     cut_shown,
 )
 from .history_schema import schema_version
+from .history_search import first_match, matching_chats, register_search, search_words
 
 log = logging.getLogger(__name__)
+CONVERSATION_FIELDS = "id, title, updated, system_prompt, settings, title_by"  # as conversation_from_row reads them
 
 
 class HistoryReadOnly(RuntimeError):
@@ -53,6 +56,7 @@ class History(HistoryOpening):
         self.read_only = ""  # why writes are refused; "" while the history is writable
         self.moved_aside: Path | None = None  # where an unreadable file went
         self.db = self._open()  # made private (0600) before SQLite opens it: HistoryOpening._open_writable
+        register_search(self.db)
         self._note_bad_json()
 
     def close(self) -> None:
@@ -112,29 +116,36 @@ class History(HistoryOpening):
         return self.conversation(cur.lastrowid)
 
     def conversation(self, cid: int) -> Conversation:
-        row = self.db.execute("SELECT id, title, updated, system_prompt, settings FROM conversations WHERE id=?",
-                              (cid,)).fetchone()
+        row = self.db.execute(f"SELECT {CONVERSATION_FIELDS} FROM conversations WHERE id=?", (cid,)).fetchone()
         if row is None:
             raise KeyError(cid)
         return conversation_from_row(row)
 
     def conversations(self, search: str = "") -> list[Conversation]:
-        """Newest first; `search` matches titles and message text."""
-        query = ("SELECT id, title, updated, system_prompt, settings FROM conversations WHERE deleted IS NULL")
-        args: tuple = ()
-        if search:
-            like = f"%{search}%"
-            query += (" AND (title LIKE ? OR id IN (SELECT conversation_id FROM messages WHERE content LIKE ?"
-                      " OR thinking LIKE ?))")
-            args = (like, like, like)
-        rows = self.db.execute(query + " ORDER BY updated DESC, id DESC", args).fetchall()
-        return [conversation_from_row(r) for r in rows]
+        """Newest first; `search` (app/state/history_search.py) keeps the chats whose title or messages hold
+        every one of its words, each with the words around its first match in `match`."""
+        words = search_words(search)
+        query = f"SELECT {CONVERSATION_FIELDS} FROM conversations WHERE deleted IS NULL"
+        where, args = matching_chats(words)
+        rows = self.db.execute(query + where + " ORDER BY updated DESC, id DESC", args).fetchall()
+        return [conversation_from_row(r, first_match(self.db, r[0], as_text(r[1]), words) if words else "")
+                for r in rows]
 
     def rename(self, cid: int, title: str) -> None:
+        """The user's name for the chat: no automatic title replaces it."""
         self._writable()
         title = title.strip() or "Untitled chat"
         with self._tx():
-            self.db.execute("UPDATE conversations SET title=? WHERE id=?", (title, cid))
+            self.db.execute("UPDATE conversations SET title=?, title_by='user' WHERE id=?", (title, cid))
+
+    def title_automatically(self, cid: int, title: str, final: bool = True) -> bool:
+        """Names chat `cid` `title` unless someone has named it (the user, an import, an earlier version);
+        `final`: no later automatic title replaces this one. Returns whether the title was set."""
+        self._writable()
+        with self._tx():
+            cur = self.db.execute("UPDATE conversations SET title=?, title_by=? WHERE id=? AND title_by IS NULL",
+                                  (title, "auto" if final else None, cid))
+        return cur.rowcount > 0
 
     def update_settings(self, cid: int, system_prompt: str, settings: dict) -> None:
         self._writable()
@@ -177,12 +188,13 @@ class History(HistoryOpening):
     def _tree(self, cid: int, full: bool = False) -> MessageTree:
         texts = "content, thinking" if full else f"substr(content, 1, {MAX_SHOWN_CHARS}), " \
                                                   f"substr(thinking, 1, {MAX_SHOWN_CHARS})"
-        rows = self.db.execute(f"SELECT id, conversation_id, role, {texts}, meta, complete, parent_id, length(content),"
-                               " length(thinking) FROM messages WHERE conversation_id=? ORDER BY id", (cid,)).fetchall()
+        rows = self.db.execute(f"SELECT id, conversation_id, role, {texts}, meta, complete, parent_id, created,"
+                               " finished, length(content), length(thinking) FROM messages WHERE conversation_id=?"
+                               " ORDER BY id", (cid,)).fetchall()
         if full:
-            rows = [r[:8] for r in rows]
+            rows = [r[:10] for r in rows]
         else:
-            rows = [(*r[:3], cut_shown(as_text(r[3]), r[8]), cut_shown(as_text(r[4]), r[9]), *r[5:8]) for r in rows]
+            rows = [(*r[:3], cut_shown(as_text(r[3]), r[10]), cut_shown(as_text(r[4]), r[11]), *r[5:10]) for r in rows]
         leaf = self.db.execute("SELECT leaf_id FROM conversations WHERE id=?", (cid,)).fetchone()
         return MessageTree(rows, leaf[0] if leaf else None)
 
@@ -200,7 +212,7 @@ class History(HistoryOpening):
                                   (cid, role, content, thinking, json.dumps(meta or {}), now, int(complete), parent))
             self.db.execute("UPDATE conversations SET updated=?, leaf_id=? WHERE id=?", (now, cur.lastrowid, cid))
         versions = self._tree(cid).versions(cur.lastrowid)
-        return Message(cur.lastrowid, cid, role, content, thinking, meta or {}, complete, parent, versions)
+        return Message(cur.lastrowid, cid, role, content, thinking, meta or {}, complete, parent, versions, now)
 
     def set_leaf(self, cid: int, mid: int) -> None:
         """The chat shows the branch that ends at message `mid` (0: none of it, before its first message)."""
@@ -213,16 +225,19 @@ class History(HistoryOpening):
         self.set_leaf(cid, self._tree(cid).newest_leaf_under(mid))
 
     def update_message(self, mid: int, content: str, thinking: str, meta: dict | None = None,
-                       complete: bool = False) -> None:
-        """Writes a streaming reply so far (called about once a second) or its final state."""
+                       complete: bool = False) -> float | None:
+        """Writes a streaming reply so far (called about once a second) or its final state; `complete`
+        also stores the time it ended, which it returns (None while it streams)."""
         self._writable()
+        finished = time.time() if complete else None
         with self._tx():
             if meta is None:
-                self.db.execute("UPDATE messages SET content=?, thinking=?, complete=? WHERE id=?",
-                                (content, thinking, int(complete), mid))
+                self.db.execute("UPDATE messages SET content=?, thinking=?, complete=?, finished=? WHERE id=?",
+                                (content, thinking, int(complete), finished, mid))
             else:
-                self.db.execute("UPDATE messages SET content=?, thinking=?, meta=?, complete=? WHERE id=?",
-                                (content, thinking, json.dumps(meta), int(complete), mid))
+                self.db.execute("UPDATE messages SET content=?, thinking=?, meta=?, complete=?, finished=?"
+                                " WHERE id=?", (content, thinking, json.dumps(meta), int(complete), finished, mid))
+        return finished
 
     def finish_message(self, mid: int, meta: dict) -> None:
         """Marks a reply complete with `meta`, its text as stored (it may be longer than `messages` shows)."""
@@ -248,20 +263,22 @@ class History(HistoryOpening):
             self.db.execute("DELETE FROM messages WHERE conversation_id=? AND id>=?", (cid, mid))
 
     def import_chat(self, title: str, system_prompt: str, settings: dict, messages: list[tuple], shown: int) -> int:
-        """A new chat holding `messages` ((id, parent, role, content, thinking, meta, complete), parents
-        before their children, ids the file's own); `shown` is the leaf to show. One transaction."""
+        """A new chat holding `messages` ((id, parent, role, content, thinking, meta, complete, created,
+        finished), parents before their children, ids the file's own, times None where the file has none);
+        `shown` is the leaf to show. The chat keeps its title (no automatic one). One transaction."""
         self._writable()
         now = time.time()
         with self._tx():
-            cid = self.db.execute("INSERT INTO conversations (title, created, updated, system_prompt, settings)"
-                                  " VALUES (?, ?, ?, ?, ?)",
+            cid = self.db.execute("INSERT INTO conversations (title, created, updated, system_prompt, settings,"
+                                  " title_by) VALUES (?, ?, ?, ?, ?, 'import')",
                                   (title, now, now, system_prompt, json.dumps(settings))).lastrowid
             ids = {0: 0}
-            for mid, parent, role, content, thinking, meta, complete in messages:
+            for mid, parent, role, content, thinking, meta, complete, created, finished in messages:
                 ids[mid] = self.db.execute(
                     "INSERT INTO messages (conversation_id, role, content, thinking, meta, created, complete,"
-                    " parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (cid, role, content, thinking, json.dumps(meta), now, int(complete), ids[parent])).lastrowid
+                    " parent_id, finished) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (cid, role, content, thinking, json.dumps(meta), created or now, int(complete), ids[parent],
+                     finished)).lastrowid
             self.db.execute("UPDATE conversations SET leaf_id=? WHERE id=?", (ids[shown], cid))
         return cid
 

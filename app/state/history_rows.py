@@ -48,6 +48,14 @@ class Message:
     complete: bool = True
     parent_id: int = 0  # the message it follows (0: it starts the chat)
     versions: tuple[int, ...] = ()  # it and its siblings (edits, regenerations), oldest first; () when alone
+    created: float = 0.0  # epoch seconds: when it was sent (a reply: when it began); 0 when not known
+    finished: float | None = None  # a reply: when it ended; None while it streams, or when not known
+
+    @property
+    def time(self) -> float | None:
+        """The time the chat shows beside it: a message's sending, a reply's end (None: none to show)."""
+        when = self.finished if self.role == "assistant" else self.created
+        return when or (self.created if self.role == "assistant" and self.complete else None) or None
 
     def as_chat(self) -> dict:
         """The message as the model is sent it (a user message's attached files included)."""
@@ -65,6 +73,8 @@ class Conversation:
     updated: float
     system_prompt: str = ""
     settings: dict = field(default_factory=dict)  # depth and sampling for this conversation
+    title_by: str | None = None  # who named it: None (nobody yet), "auto", "user", "import", "kept" (schema 4)
+    match: str = ""  # in a search's results: the words around the first place the chat matches
 
 
 def cut_shown(text: str, length) -> str:
@@ -219,13 +229,21 @@ class MessageTree:
     def message(self, mid: int) -> Message:
         r = self.rows[mid]
         return Message(r[0], r[1], as_text(r[2], "user"), as_text(r[3]), as_text(r[4]), reply_meta(r[5])[0],
-                       _flag(r[6]), self.parents[mid], self.versions(mid))
+                       _flag(r[6]), self.parents[mid], self.versions(mid), _number(r[8]) if len(r) > 8 else 0.0,
+                       _time(r[9]) if len(r) > 9 else None)
 
     def branch(self) -> list[Message]:
         return [self.message(i) for i in self.path(self.leaf)]
 
 
-def conversation_from_row(row) -> Conversation:
+def _time(value) -> float | None:
+    when = _number(value, 0.0)
+    return when if when > 0 else None
+
+
+def conversation_from_row(row, match: str = "") -> Conversation:
+    """`row`: (id, title, updated, system_prompt, settings[, title_by])."""
+    title_by = as_text(row[5]) or None if len(row) > 5 else None
     return Conversation(row[0], as_text(row[1], "Untitled chat"), _number(row[2]), as_text(row[3]),
-                        chat_settings(row[4])[0])
+                        chat_settings(row[4])[0], title_by, match)
 

@@ -12,7 +12,7 @@ from runtime.api import show
 
 from .history_rows import as_text
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # version -> statements that bring a database from version-1 to version.
 MIGRATIONS: dict[int, list[str]] = {
@@ -36,14 +36,22 @@ MIGRATIONS: dict[int, list[str]] = {
         "UPDATE conversations SET leaf_id = (SELECT max(m.id) FROM messages m"
         " WHERE m.conversation_id = conversations.id)",
         "CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id)"],
+    # 4: automatic titles and a time per message. `title_by` says who named the chat: NULL while nobody has
+    # (an automatic title may still replace it), 'auto' once its first reply ended, 'user' (renamed),
+    # 'import', or 'kept' (a chat written before this version: its title stays as it is). `finished` is
+    # when a reply ended (a user message's time is `created`, when it was sent).
+    4: ["ALTER TABLE conversations ADD COLUMN title_by TEXT",
+        "UPDATE conversations SET title_by = 'kept'"
+        " WHERE EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = conversations.id)",
+        "ALTER TABLE messages ADD COLUMN finished REAL"],
 }
 # The columns this version reads, with the value to use where a row (or an older/newer schema) lacks one.
 # A parent or a leaf that is NULL (a chat copied from an older or damaged file) reads as the line it was:
 # a message follows the one before it, and the newest message is the leaf.
 CONVERSATION_COLUMNS = {"id": None, "title": "Untitled chat", "created": 0.0, "updated": 0.0,
-                        "system_prompt": "", "settings": "{}", "deleted": None, "leaf_id": None}
+                        "system_prompt": "", "settings": "{}", "deleted": None, "leaf_id": None, "title_by": None}
 MESSAGE_COLUMNS = {"id": None, "conversation_id": None, "role": "user", "content": "", "thinking": "",
-                   "meta": "{}", "created": 0.0, "complete": 1, "parent_id": None}
+                   "meta": "{}", "created": 0.0, "complete": 1, "parent_id": None, "finished": None}
 DAMAGE_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_FORMAT"}
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
@@ -122,8 +124,9 @@ class MessageWidget(QFrame):
     sig_version = Signal(int, int)  # message id, -1 (the previous version) or +1 (the next)
 
     def __init__(self, message_id: int, role: str, text: str = "", thinking: str = "", meta: dict | None = None,
-                 streaming: bool = False, versions: tuple[int, ...] = ()):
-        """`versions`: this message and its siblings (edits, regenerations), oldest first; () when alone."""
+                 streaming: bool = False, versions: tuple[int, ...] = (), when: float | None = None):
+        """`versions`: this message and its siblings (edits, regenerations), oldest first; () when alone.
+        `when`: its time (epoch seconds: a message's sending, a reply's end), None when it has none yet."""
         super().__init__()
         self.message_id, self.role, self.versions = message_id, role, tuple(versions)
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
@@ -133,6 +136,10 @@ class MessageWidget(QFrame):
         who = QLabel("You" if role == "user" else "Assistant")
         who.setObjectName("role")
         header.addWidget(who)
+        self.when_label = QLabel("", self)  # (its parent before it is shown: never a window of its own)
+        self.when_label.setObjectName("messageInfo")
+        header.addWidget(self.when_label)
+        self.set_time(when)
         self.info = QLabel("")
         self.info.setObjectName("messageInfo")
         header.addWidget(self.info)
@@ -198,6 +205,13 @@ class MessageWidget(QFrame):
                 self.version_label.setToolTip(f"Version {at + 1} of {len(self.versions)} of this {kind}")
                 header.addWidget(self.version_label)
 
+    def set_time(self, when: float | None) -> None:
+        """Shows `when` small beside the role, in local time ("14:05"; with the date when not today); the
+        tooltip has the full date."""
+        self.when_label.setText(shown_time(when) if when else "")
+        self.when_label.setToolTip(time.strftime("%A %d %B %Y, %H:%M:%S", time.localtime(when)) if when else "")
+        self.when_label.setVisible(bool(when))
+
     # ------------------------------------------------------------------ rendering
 
     def _resume_at(self, answer: str) -> int:
@@ -254,6 +268,15 @@ class MessageWidget(QFrame):
                 self.thinking.finish(thinking, thinking_summary(meta))
         self.info.setText(reply_info(meta) if self.role == "assistant" else user_info(meta))
         self.cut = self.role == "assistant" and meta.get("finish_reason") == "length"
+
+
+def shown_time(when: float, now: float | None = None) -> str:
+    """`when` as the chat shows it, in local time: "14:05" today, "3 Dec 14:05" earlier this year,
+    "3 Dec 2025, 14:05" before."""
+    at, today = time.localtime(when), time.localtime(time.time() if now is None else now)
+    if at[:3] == today[:3]:
+        return time.strftime("%H:%M", at)
+    return f"{at.tm_mday} " + time.strftime("%b %H:%M" if at.tm_year == today.tm_year else "%b %Y, %H:%M", at)
 
 
 def thinking_summary(meta: dict) -> str:
@@ -409,18 +432,20 @@ class ChatView(QScrollArea):
         if w is not None:
             w.finish(message.content, message.thinking, message.meta)
             self._update_regenerate()
+            w.set_time(message.time)
 
     def _append(self, m, streaming: bool) -> None:
         versions = getattr(m, "versions", ())
         if streaming:
-            w = MessageWidget(m.id, m.role, streaming=True, versions=versions)
+            w = MessageWidget(m.id, m.role, streaming=True, versions=versions, when=getattr(m, "time", None))
             if m.content or m.thinking:
                 w.update_stream(m.content, m.thinking, m.meta.get("think_submodel") or "", not m.content)
             from runtime.api import saved_rounds
 
             w.tools.set_rounds(saved_rounds(m.meta))
         else:
-            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta, versions=versions)
+            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta, versions=versions,
+                              when=getattr(m, "time", None))
         self._connect(w)
         self.column.insertWidget(self.column.count() - 1, w)
         self.widgets.append(w)
@@ -436,7 +461,8 @@ class ChatView(QScrollArea):
         page, self.hidden = self.hidden[-self.PAGE:], self.hidden[:-self.PAGE]
         self._stick = False
         for i, m in enumerate(page):
-            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta, versions=getattr(m, "versions", ()))
+            w = MessageWidget(m.id, m.role, m.content, m.thinking, m.meta, versions=getattr(m, "versions", ()),
+                              when=getattr(m, "time", None))
             self._connect(w)
             self.column.insertWidget(1 + i, w)
             self.widgets.insert(i, w)

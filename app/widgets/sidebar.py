@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -43,6 +43,9 @@ class ElidedButton(QPushButton):
         return QSize(hint.width() - fm.horizontalAdvance(self.text()) + fm.horizontalAdvance(self.full), hint.height())
 
 
+SEARCH_PAUSE_MS = 250
+
+
 class Sidebar(QWidget):
     sig_new = Signal()
     sig_select = Signal(int)
@@ -60,9 +63,13 @@ class Sidebar(QWidget):
         self.new_button.clicked.connect(self.sig_new.emit)
         layout.addWidget(self.new_button)
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search chats")
+        self.search.setPlaceholderText("Search chats and messages")
+        self.search.setToolTip("Finds the chats whose title or messages hold every word; \"a phrase\" in quotes")
         self.search.setClearButtonEnabled(True)
-        self.search.textChanged.connect(self.sig_search.emit)
+        # the search runs once typing pauses (over a large history it reads every message's text)
+        self.search_timer = QTimer(self, singleShot=True, interval=SEARCH_PAUSE_MS)
+        self.search_timer.timeout.connect(self._search_now)
+        self.search.textChanged.connect(self.search_timer.start)
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setObjectName("conversationList")
@@ -87,14 +94,19 @@ class Sidebar(QWidget):
         self._filling = True
         self.list.clear()
         for c in conversations:
-            item = QListWidgetItem(c.title)
-            item.setToolTip(c.title)
+            match = getattr(c, "match", "")  # a search's result: where the chat holds the words
+            item = QListWidgetItem(f"{c.title}\n{match}" if match else c.title)
+            item.setToolTip(f"{c.title}\n\n{match}" if match else c.title)
             item.setData(Qt.ItemDataRole.UserRole, c.id)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+            if not match:  # (a result's text is its title and its match: renamed once the search is cleared)
+                item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
             if c.id == current:
                 self.list.setCurrentItem(item)
         self._filling = False
+
+    def _search_now(self) -> None:
+        self.sig_search.emit(self.search.text())
 
     def current_id(self) -> int | None:
         item = self.list.currentItem()

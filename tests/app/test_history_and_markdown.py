@@ -23,7 +23,7 @@ def test_an_old_database_is_migrated_with_its_data(tmp_path):
     db.commit()
     db.close()
     h = History(path)
-    assert h.version() == SCHEMA_VERSION == 3
+    assert h.version() == SCHEMA_VERSION == 4
     assert [c.title for c in h.conversations()] == ["old chat"]
     assert h.messages(1)[0].content == "hi"
     h.delete(1)  # the column version 2 added

@@ -42,7 +42,7 @@ def test_a_version_2_history_is_migrated_into_lines_of_one_version_each(tmp_path
     _version_2_file(path)
     h = History(path)
     try:
-        assert h.version() == SCHEMA_VERSION == 3 and not h.notices
+        assert h.version() == SCHEMA_VERSION == 4 and not h.notices
         first = h.messages(1)
         assert [m.content for m in first] == ["a", "b", "c", "d"]
         assert [m.parent_id for m in first] == [0, 1, 3, 4] and all(m.versions == () for m in first)
