@@ -3,6 +3,10 @@ its files and the tools offered included), against what the context leaves the r
 
 The counting runs in a thread of its own (app/token_counter.py), so typing never waits for a tokenizer;
 a newer ask makes an older one stale. The answer comes as the front's `sig_context`.
+
+A model on a server is counted by the server: its tokenizer is not on this PC (the spec names no folder
+to read one from), so the meter says so (`SERVER_COUNTS`) with the context the server gives, and the
+server says when a chat is too long for it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from .token_counter import TokenCounter
 from .workers import start_in_thread, stop_thread
 
 COUNT_MS = 250  # the meter counts a draft this long after the typing pauses
+SERVER_COUNTS = -2  # sig_context's tokens for a model on a server (-1: not counted, and `why` says why)
 
 
 class ContextCount(QObject):
@@ -32,14 +37,19 @@ class ContextCount(QObject):
         self._sig_count_model.connect(self.counter.use)
         self._sig_count_text.connect(self.counter.count_text)
         self._serial = 0
+        self.remote = False  # the loaded model is a server's: it counts
         self.timer = QTimer(self)
         self.timer.setSingleShot(True)
         self.timer.setInterval(COUNT_MS)
         self.timer.timeout.connect(self.count)
 
     def use_model(self, folder: str) -> None:
-        """Counts with the tokenizer of the model in `folder` ("": none is loaded)."""
-        self._sig_count_model.emit(folder)
+        """Counts with the tokenizer of the model in `folder` ("": none is loaded; a server's spec: the
+        server counts)."""
+        from runtime.api import is_spec
+
+        self.remote = is_spec(folder)
+        self._sig_count_model.emit("" if self.remote else folder)
 
     def count_text(self, key: int, text: str) -> None:
         """Counts `text` alone (an attachment); the answer comes as the counter's sig_text_counted."""
@@ -67,6 +77,11 @@ class ContextCount(QObject):
         limit, context = self.limits()
         if front.loaded is None or cid is None:
             front.sig_context.emit(-1, limit, context, "no model is loaded")
+            return
+        if self.remote:
+            known = getattr(front.loaded.status, "context_known", True)
+            front.sig_context.emit(SERVER_COUNTS, limit, context,
+                                   "" if known else "the server did not say its context length")
             return
         editing = front.composer.editing
         try:

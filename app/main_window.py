@@ -131,6 +131,7 @@ class MainWindow(QMainWindow):
         c.sig_tokens.connect(self.strip.on_tokens)
         c.sig_switch.connect(self.strip.on_switch)
         c.sig_done.connect(self.strip.on_done)
+        c.steering.sig_budget_note.connect(self.depth.show_reply_note)
         c.sig_error.connect(notes.show_error)
         c.sig_notice.connect(lambda text: notes.show_error(text, kind="banner"))
         self.prompts.sig_chosen.connect(self._preset_chosen)

@@ -13,11 +13,16 @@ repo, `runtime.store.nesting.slice_check`) in its own thread, with progress and 
 is written into the checkpoint's elastic.json and its submodel's state turns verified. A finished
 download of a catalog variant whose family lists published slices tries them at once; a hub that
 cannot be reached is one line, and the states stay as they were.
+
+A server's model is probed when used, not at each refresh; after a request to it fails (a load or a
+reply), its server is asked for its list of models again, and its row says "unreachable" (the reason in
+its tooltip) until the server answers: a later reply, a Use, or a Refresh, which asks again.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -60,6 +65,7 @@ class ModelRow:
     slices: tuple[str, ...] = ()  # the catalog's published slices (hub repo ids) for its family
     remote: str = ""  # an OpenAI-compatible server's model: its spec (runtime/store/remote_sources.py)
     imported: bool = False  # a folder the user imported: removing it only takes it off the list
+    status_note: str = ""  # why the status is what it is (a server's model: why it is unreachable)
     placement: str = ""  # the planner's proposal of routed experts in RAM, in words ("" = none)
 
     @property
@@ -143,7 +149,7 @@ def gather(probe_file: str | None, context: int):
 
 
 def build_rows(catalog, plan, models, imported: dict, active: str, status_of_download,
-               slices: dict | None = None, remotes=()) -> list[ModelRow]:
+               slices: dict | None = None, remotes=(), unreachable: dict | None = None) -> list[ModelRow]:
     """The dialog's rows: every catalog variant, then imported folders (planned from their own files);
     `slices`: an imported folder's name -> the catalog's slices for the family it is a copy of."""
     by_repo = {m.repo: m for m in models if m.repo}
@@ -169,7 +175,7 @@ def build_rows(catalog, plan, models, imported: dict, active: str, status_of_dow
                              path_text(vp) if vp else "", tuple(vp.submodels) if vp else (), None, m.path, m.name,
                              _status(m, active), _resident(vp) if vp else "", (slices or {}).get(m.name, ()),
                              imported=True, placement=placement_text(vp) if vp else ""))
-    return rows + remote_rows(remotes, active)
+    return rows + remote_rows(remotes, active, unreachable)
 
 
 def _resident(vp) -> str:
@@ -179,21 +185,42 @@ def _resident(vp) -> str:
     return vp.resident
 
 
-def remote_rows(remotes, active: str) -> list[ModelRow]:
-    """One row per server model the user added (probed when used, not at each refresh)."""
+UNREACHABLE = "unreachable"
+
+
+def remote_rows(remotes, active: str, unreachable: dict | None = None) -> list[ModelRow]:
+    """One row per server model the user added (probed when used, not at each refresh); `unreachable`:
+    spec -> why its server did not answer the last time it was asked."""
     key_words = {"keyring": "key in the system keyring", "file": "key in remote_servers.json", "": "no key"}
-    return [ModelRow(r.spec, f"{r.model} on {r.address}", "server", "–",
-                     f"OpenAI-compatible server, {key_words[r.key_store]}", (), None, None, None,
-                     "active" if r.spec == active else "ready", remote=r.spec) for r in remotes]
+    rows = []
+    for r in remotes:
+        why = (unreachable or {}).get(r.spec, "")
+        status = "active" if r.spec == active else "ready"
+        if why:
+            status = f"{status}, {UNREACHABLE}" if status == "active" else UNREACHABLE
+            why = f"The server did not answer when last asked: {why}. Use or Refresh asks it again."
+        rows.append(ModelRow(r.spec, f"{r.model} on {r.address}", "server", "–",
+                             f"OpenAI-compatible server, {key_words[r.key_store]}", (), None, None, None,
+                             status, remote=r.spec, status_note=why))
+    return rows
 
 
-def probe_server(url: str, api_key: str | None) -> list[str]:
-    """Worker thread: the model ids a server lists (runtime/remote), checked."""
+def probe_server(url: str, api_key: str | None, stop=None) -> list[str]:
+    """Worker thread: the model ids a server lists (runtime/remote), checked; `stop()` True ends the wait."""
     from runtime.api import RemoteServer
     from runtime.api import list_server_models as list_models
     from runtime.api import server_model_choices as choices
 
-    return choices(list_models(RemoteServer(url, api_key or None)))
+    return choices(list_models(RemoteServer(url, api_key or None), stop))
+
+
+def reach_server(spec: str, stop) -> list[str]:
+    """Worker thread: asks the server of a source's `spec` for its models (after a failure); `stop()` True
+    (the app's exit, which waits for this thread) ends the wait at once."""
+    from runtime.api import parse_spec, read_key
+
+    url, _ = parse_spec(spec)
+    return probe_server(url, read_key(url), stop)
 
 
 def _same_folder(a, b) -> bool:
@@ -231,6 +258,9 @@ class ModelsController(QObject):
         self._parts = None  # what the last refresh gathered, to rebuild rows without probing again
         self._generation = 0
         self.refreshing = False
+        self.unreachable: dict[str, str] = {}  # a server model's spec -> why its server did not answer
+        self.asking: set[str] = set()  # specs whose server is being asked now
+        self.closing = threading.Event()  # set at shutdown: a server still being asked is hung up on
 
     # ------------------------------------------------------------------ state
 
@@ -252,6 +282,8 @@ class ModelsController(QObject):
         self._generation += 1
         generation = self._generation
         self.refreshing = True
+        for spec in list(self.unreachable):  # ready again once it answers
+            self.ask_server(spec)
         self.tasks.run(gather, (self.probe_file, self.context),
                        lambda parts: self._gathered(generation, parts),
                        lambda error: self._failed(f"Could not list the models: {error}"))
@@ -267,7 +299,8 @@ class ModelsController(QObject):
         if self._parts is None:
             return
         hw, catalog, plan, models, imported, slices, remotes = self._parts
-        rows = build_rows(catalog, plan, models, imported, self.active, self._download_status, slices, remotes)
+        rows = build_rows(catalog, plan, models, imported, self.active, self._download_status, slices, remotes,
+                          self.unreachable)
         why = plan.default_reason
         if hw.gpu is None:  # the planner's line brackets the no-GPU reason, which may hold brackets itself
             why = "Without an NVIDIA GPU the bundled demo model runs on the CPU."
@@ -294,6 +327,60 @@ class ModelsController(QObject):
     def _failed(self, text: str) -> None:
         self.refreshing = False
         self._say(text)
+
+    # ------------------------------------------------------------------ servers' reachability
+
+    def watch(self, chat) -> None:
+        """Follows the chat controller's loads and replies (app/controller.py): a failed request to the
+        server in use has its server asked again; a reply or a load that worked marks it reachable."""
+        chat.sig_model_loaded.connect(self._model_loaded)
+        chat.sig_model_failed.connect(self._model_failed)
+        chat.sig_reply_done.connect(self._reply_done)
+
+    @Slot(object)
+    def _model_loaded(self, loaded) -> None:
+        self._answered(loaded.folder)
+
+    @Slot(str)
+    def _model_failed(self, _message: str) -> None:
+        from runtime.api import is_spec
+
+        spec = self.active
+        if is_spec(spec):
+            self.set_active("")  # nothing is loaded now (the worker released the model before connecting)
+            self.ask_server(spec)
+
+    @Slot(int, object)
+    def _reply_done(self, _cid: int, message) -> None:
+        from runtime.api import is_spec
+
+        if not is_spec(self.active):
+            return
+        if message.meta.get("finish_reason") == "error":
+            self.ask_server(self.active)
+        elif message.content or message.thinking:
+            self._answered(self.active)
+
+    def ask_server(self, spec: str) -> None:
+        """Asks the server of `spec` for its models in a worker thread; its row says what came of it."""
+        if spec in self.asking:
+            return
+        self.asking.add(spec)
+        self.tasks.run(reach_server, (spec, self.closing.is_set), lambda _ids: self._answered(spec),
+                       lambda error: self._unreachable(spec, error))
+
+    def _answered(self, spec: str) -> None:
+        self.asking.discard(spec)
+        if self.unreachable.pop(spec, None) is not None:
+            self._rebuild()
+
+    def _unreachable(self, spec: str, error: str) -> None:
+        self.asking.discard(spec)
+        why = error.rstrip(".")
+        if self.unreachable.get(spec) != why:
+            self.unreachable[spec] = why
+            self._rebuild()
+            self._say(f"The server is unreachable: {why}.")
 
     # ------------------------------------------------------------------ downloads
 
@@ -371,7 +458,7 @@ class ModelsController(QObject):
         from runtime.api import delete, remove_source
 
         r = self.row(key)
-        if r and r.remote and r.status != "active":
+        if r and r.remote and r.key != self.active:
             self.tasks.run(remove_source, (r.remote,), self._changed, self._task_failed)
         elif r and r.local_name and key not in self.downloads:
             self.tasks.run(delete, (r.local_name,), self._changed, self._task_failed)
@@ -486,6 +573,7 @@ class ModelsController(QObject):
 
     def shutdown(self) -> None:
         """Pauses running downloads (they resume next time) and stops every thread."""
+        self.closing.set()
         for worker, thread in list(self.downloads.values()):
             worker.blockSignals(True)
             worker.pause()

@@ -3,16 +3,16 @@
 
 Each dialog is opened for the window (app/main_window.py) and hands what the user chose to the chat
 controller or the window; none is kept longer than it is open, but the model manager and the shortcuts,
-which are reopened where they were.
+which are reopened where they were. Ctrl+Q quits from any of them (QuitFromDialogs).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDialog, QFileDialog, QMessageBox
+from PySide6.QtCore import QObject, Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QKeySequence, QWindow
+from PySide6.QtWidgets import QApplication, QDialog, QFileDialog, QMessageBox, QWidget
 
 from .widgets.model_manager import ModelManager
 from .widgets.settings_dialog import SettingsDialog
@@ -30,16 +30,53 @@ SHORTCUTS = [("Enter", "send the message"), ("Shift+Enter", "new line in the mes
 MCP_TAB = 3  # the Settings dialog's "MCP servers" tab
 
 
-def quit_cancels(dialog: QDialog) -> list:
-    """Ctrl+Q in modal `dialog` closes it as Cancel and asks to quit: the window's shortcuts wait while a
-    modal dialog runs, so Quit did nothing there. Returns a list that holds True once quit was asked."""
-    asked: list = []
-    action = QAction(dialog)
-    action.setShortcut(QKeySequence(QUIT_KEY))
-    action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-    action.triggered.connect(lambda: (asked.append(True), dialog.reject()))
-    dialog.addAction(action)
-    return asked
+TAKES_QUIT = "takesQuitKey"  # a dialog's property, once it has its own Ctrl+Q
+
+
+class QuitFromDialogs(QObject):
+    """Ctrl+Q in any dialog the window opens (the model manager, Add server…, Settings, a message box, a
+    file picker, a tool call's consent) quits as File → Quit does. The window's own Quit shortcut works
+    only while the window itself is the active one, and waits while a modal dialog runs; so each dialog of
+    the window gets its own when it is first the active window: one place for all of them, later ones included.
+    The dialogs on the way close as Cancel first, so nothing half-edited is applied."""
+
+    def __init__(self, window):
+        super().__init__(window)
+        self.window = window
+        QApplication.instance().focusWindowChanged.connect(self._focus_changed)
+
+    @Slot(QWindow)
+    def _focus_changed(self, focused) -> None:
+        """(focusWindowChanged, not focusChanged: a dialog with nothing to focus takes no widget's focus)"""
+        dialog = next((w for w in QApplication.topLevelWidgets() if focused is not None
+                       and w.windowHandle() is focused), None)
+        if isinstance(dialog, QDialog) and dialog.property(TAKES_QUIT) is None and self._opened_here(dialog):
+            self.take(dialog)
+
+    def _opened_here(self, dialog: QWidget) -> bool:
+        parent = dialog.parentWidget()
+        while parent is not None and parent is not self.window:
+            parent = parent.parentWidget()
+        return parent is self.window
+
+    def take(self, dialog: QDialog) -> None:
+        """Gives `dialog` the window's Ctrl+Q."""
+        action = QAction(dialog)
+        action.setShortcut(QKeySequence(QUIT_KEY))
+        action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        action.triggered.connect(lambda: self.quit_from(dialog))
+        dialog.addAction(action)
+        dialog.setProperty(TAKES_QUIT, True)
+
+    def quit_from(self, dialog: QWidget) -> None:
+        """Closes the dialogs from `dialog` down to the window as Cancel, then the window: from the event
+        loop, once the code that waited on a modal dialog (its `exec()`) has gone on, so that code never
+        runs on a window already shut down."""
+        while dialog is not None and dialog is not self.window:
+            if isinstance(dialog, QDialog) and dialog.isVisible():
+                dialog.reject()
+            dialog = dialog.parentWidget()
+        QTimer.singleShot(0, self.window.close)
 
 
 class WindowDialogs(QObject):
@@ -49,6 +86,7 @@ class WindowDialogs(QObject):
         self.manager: ModelManager | None = None
         self.shortcuts_dialog: QMessageBox | None = None
         self.consents: dict = {}  # request id -> its open tool-consent dialog
+        self.quit_keys = QuitFromDialogs(window)
 
     def open_manager(self) -> None:
         if self.manager is None:  # "Use" reaches the window through its ModelsController
@@ -66,11 +104,8 @@ class WindowDialogs(QObject):
         requests.show_requests(c.server.recent_requests())
         c.server.sig_status.connect(requests.show_status)
         c.server.sig_requests.connect(requests.show_requests)
-        quit_asked = quit_cancels(dialog)
         try:
-            if dialog.exec() != QDialog.DialogCode.Accepted:
-                if quit_asked:
-                    w.close()  # as File → Quit does
+            if dialog.exec() != QDialog.DialogCode.Accepted:  # (Ctrl+Q there: the window has closed)
                 return
             before = (w.settings.models_dir, w.settings.context)
             dialog.apply(w.settings)

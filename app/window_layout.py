@@ -35,7 +35,7 @@ from .widgets.prompt_presets import PromptPresets
 from .widgets.sidebar import Sidebar
 
 ANSWER_NOW_KEY, THINK_LONGER_KEY = "Ctrl+Shift+A", "Ctrl+Shift+L"  # only while a reply thinks
-QUIT_KEY = "Ctrl+Q"  # the window's, and a modal dialog's too (app/window_dialogs.py: quit_cancels)
+QUIT_KEY = "Ctrl+Q"  # the window's, and every dialog's too (app/window_dialogs.py: QuitFromDialogs)
 
 
 class InputBox(QPlainTextEdit):

@@ -36,6 +36,7 @@ class ModelPanel(QObject):
         window.loading.sig_cancel.connect(c.cancel_load)
         window.models.sig_inventory.connect(self._inventory)
         window.models.sig_use.connect(self.use)
+        window.models.watch(c)  # a server in use that stops answering: its row says so
         window.picker.sig_load.connect(window.models.use)
         window.picker.sig_unload.connect(c.unload_model)
         window.notes.sig_retry.connect(self._retry)

@@ -36,7 +36,8 @@ class RemoteStub:
     `hangups` is set when the client hung up on an answer still being sent."""
 
     def __init__(self, models: list[dict], script=None, models_raw: bytes | None = None, models_delay: float = 0.0,
-                 models_drip: float = 0.0, drip_headers: bool = False, pages: dict[str, dict] | None = None):
+                 models_drip: float = 0.0, drip_headers: bool = False, pages: dict[str, dict] | None = None,
+                 port: int = 0):
         self.models, self.script, self.models_raw, self.models_delay = models, script, models_raw, models_delay
         self.models_drip, self.drip_headers = models_drip, drip_headers
         self.pages = pages or {}  # other GET paths it answers (llama.cpp's /props, vLLM's /version)
@@ -138,7 +139,7 @@ class RemoteStub:
                 self.end_headers()
                 self.wfile.write(raw)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)  # port: a dead server's, back again
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

@@ -1,13 +1,19 @@
-"""The files attached to the message being written: each with its size in tokens and a remove button."""
+"""The files attached to the message being written: each with its size in tokens and a remove button.
+
+A chip's marks are icons from the style (a file, a close cross), never emoji or dingbats: the fonts a
+PC has often lack 📎 and ✕, which then show as an empty box (issue 38)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QStyle, QToolButton, QWidget
+
+ICON_PX = 14  # the file icon beside a chip's name
 
 
 class AttachmentRow(QWidget):
-    """Dumb: shows what the controller's `sig_attachments` says; ✕ asks to remove one (`sig_remove`)."""
+    """Dumb: shows what the controller's `sig_attachments` says; the close button asks to remove one
+    (`sig_remove`)."""
 
     sig_remove = Signal(int)
 
@@ -24,23 +30,31 @@ class AttachmentRow(QWidget):
         for w in self.items:
             self.row.removeWidget(w)
             w.deleteLater()
-        self.items = []
-        for i, (name, tokens, note) in enumerate(files):
-            chip = QWidget()
-            chip.setObjectName("attachment")
-            line = QHBoxLayout(chip)
-            line.setContentsMargins(6, 0, 0, 0)
-            size = f"{tokens:,} tokens" if tokens >= 0 else "counting…"
-            label = QLabel(f"📎 {name} · {size}")
-            label.setToolTip(f"{name}: {size} of the context" + (f"; {note}" if note else "")
-                             + ". Its text is sent with your message.")
-            remove = QToolButton()
-            remove.setText("✕")
-            remove.setAutoRaise(True)
-            remove.setToolTip(f"Remove {name}")
-            remove.clicked.connect(lambda _=False, i=i: self.sig_remove.emit(i))
-            line.addWidget(label)
-            line.addWidget(remove)
+        self.items = [self._chip(i, *file) for i, file in enumerate(files)]
+        for i, chip in enumerate(self.items):
             self.row.insertWidget(i, chip)
-            self.items.append(chip)
         self.setVisible(bool(files))
+
+    def _chip(self, i: int, name: str, tokens: int, note: str) -> QWidget:
+        chip = QWidget()
+        chip.setObjectName("attachment")
+        line = QHBoxLayout(chip)
+        line.setContentsMargins(6, 0, 0, 0)
+        line.setSpacing(4)
+        style = self.style()
+        icon = QLabel()
+        icon.setObjectName("attachmentIcon")
+        icon.setPixmap(style.standardIcon(QStyle.StandardPixmap.SP_FileIcon).pixmap(ICON_PX, ICON_PX))
+        size = f"{tokens:,} tokens" if tokens >= 0 else "counting…"
+        label = QLabel(f"{name} · {size}")
+        label.setToolTip(f"{name}: {size} of the context" + (f"; {note}" if note else "")
+                         + ". Its text is sent with your message.")
+        remove = QToolButton()
+        remove.setIcon(style.standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton))
+        remove.setAutoRaise(True)
+        remove.setToolTip(f"Remove {name}")
+        remove.setAccessibleName(f"Remove {name}")
+        remove.clicked.connect(lambda _=False, i=i: self.sig_remove.emit(i))
+        for widget in (icon, label, remove):
+            line.addWidget(widget)
+        return chip

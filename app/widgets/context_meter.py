@@ -3,7 +3,8 @@ template, the system prompt, the earlier turns with the reasoning the template k
 
 A prompt longer than the context is said by what the overflow policy does with it: leaving the earliest
 turns out is routine (a long chat), said in the meter's quiet colour; only a send the policy refuses is
-"too long", in the warning colour on the label and the bar alike (the theme styles `over`)."""
+"too long", in the warning colour on the label and the bar alike (the theme styles `over`). A model on a
+server is counted there: the meter says so, with the server's context."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QWidget
 
 from runtime.api import CONTEXT_OVERFLOW
 
+from ..context_count import SERVER_COUNTS
 from .elided_label import ElidedLabel
 
 OVER = {"keep_system": "the earliest turns will be left out (the system prompt stays)",
@@ -43,6 +45,9 @@ class ContextMeter(QWidget):
 
     def show_count(self, tokens: int, limit: int, context: int, why: str) -> None:
         self.tokens, self.limit, self.context = tokens, limit, context
+        if tokens == SERVER_COUNTS:
+            self._counted_by_server(context, why)
+            return
         if tokens < 0:
             self.bar.setValue(0)
             self.label.setText(f"Context: not counted ({why})" if why else "Context: not counted")
@@ -61,6 +66,17 @@ class ContextMeter(QWidget):
         if over:
             tip += f" This one is longer: {OVER.get(self.policy, OVER['refuse'])} (Settings → Defaults)."
         self.setToolTip(tip)
+
+    def _counted_by_server(self, context: int, why: str) -> None:
+        """A model on a server: its tokenizer is there, so the server counts (and refuses what is too long)."""
+        self.bar.setRange(0, 1)
+        self.bar.setValue(0)
+        self._mark("")
+        holds = f"up to {context:,} tokens" if not why else f"{context:,} tokens assumed: {why}"
+        self.label.setText(f"Context: counted by the server ({holds})")
+        self.setToolTip(f"The model runs on a server, which counts the prompt with its own tokenizer; its context "
+                        f"holds {holds}. If a chat grows too long for it, the server says so and the reply "
+                        "shows its message.")
 
     def _mark(self, state: str) -> None:
         """"", "trim" or "refuse": the theme styles the label and the bar by this property."""

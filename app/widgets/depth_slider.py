@@ -235,6 +235,7 @@ class DepthSlider(QWidget):
         layout.addWidget(self.detail)
         self._current = 0
         self.live = ""  # the phase of the reply shown (WHEN's keys)
+        self.reply_note = ""  # what steering changed in the reply shown (app/steering.py's sig_budget_note)
 
     @property
     def labels(self) -> list[QLabel]:
@@ -293,6 +294,11 @@ class DepthSlider(QWidget):
         self.live = phase if phase in WHEN else ""
         self._show(self._current)
 
+    def show_reply_note(self, note: str) -> None:
+        """Leads the line under the slider while it holds: "this reply: budget raised to 24 tokens"."""
+        self.reply_note = note
+        self._show(self._current)
+
     @staticmethod
     def _tip(s: SliderStop) -> str:
         return f"{s.name}: {s.detail}" + (f". {s.about}" if s.about else "")
@@ -301,8 +307,9 @@ class DepthSlider(QWidget):
         if self.stops:
             s = self.stops[index]
             when = WHEN[self.live]
-            self.detail.setText(f"{s.name} · {s.detail} ({when})")
-            self.slider.setToolTip(f"{self._tip(s)}\nA move {when}.")
+            note = self.reply_note[:1].upper() + self.reply_note[1:] + " · " if self.reply_note else ""
+            self.detail.setText(f"{note}{s.name} · {s.detail} ({when})")
+            self.slider.setToolTip(f"{self._tip(s)}\nA move {when}." + (f"\n{note[:-3]}." if note else ""))
 
     @property
     def selected(self) -> str:

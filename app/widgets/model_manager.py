@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 from runtime.api import CONTEXT
 
 from ..model_texts import progress_text, states_text
-from ..models_controller import ACTIONS, ModelRow, ModelsController
+from ..models_controller import ACTIONS, UNREACHABLE, ModelRow, ModelsController
 from .nesting_dialog import NestingDialog
 
 VERDICT_COLORS = {"fits": "#16a34a", "tight": "#d97706", "does not fit": "#dc2626"}
@@ -186,17 +186,19 @@ class ModelManager(QDialog):
             if color:
                 item.setForeground(QColor(color))
             self.table.setItem(i, NESTING, item)
-            self._set_status(i, r.status)
+            self._set_status(i, r.status, r.status_note)
             self.table.item(i, 0).setData(Qt.ItemDataRole.UserRole, r.key)
             if r.key == selected:
                 self.table.selectRow(i)
         self._update_buttons()
 
-    def _set_status(self, i: int, status: str) -> None:
+    def _set_status(self, i: int, status: str, note: str = "") -> None:
         item = QTableWidgetItem(status)
-        item.setToolTip(status)
+        item.setToolTip(note or status)
         if status == "active":
             item.setText("active (in use)")
+        elif status.endswith(UNREACHABLE):  # a server that did not answer: the tooltip says what it said
+            item.setForeground(QColor(VERDICT_COLORS["does not fit"]))
         self.table.setItem(i, STATUS, item)
 
     @Slot(str, object)

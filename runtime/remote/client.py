@@ -53,6 +53,19 @@ class RemoteError(ElasticError):
         self.status = status
 
 
+class RemoteDropped(RemoteError):
+    """The server dropped the connection while it sent its answer; `during` says in which part of a reply."""
+
+    def __init__(self, address: str, how: str, what: str = "answer"):
+        self.address, self.how = address, how
+        super().__init__(f"the server at {address} dropped the connection mid-{what} ({how}); the reply was cut "
+                         "there")
+
+    def during(self, what: str) -> "RemoteDropped":
+        """The same drop, said of the part of the reply it cut ("thought" or "answer")."""
+        return RemoteDropped(self.address, self.how, what)
+
+
 class RemoteStopped(ElasticError):
     """The call was stopped by its `stop` predicate (the user's Stop)."""
 
@@ -357,8 +370,7 @@ class _Call:
                     raise RemoteError(f"the server at {self.server.address} sent nothing for {waited:g} s; "
                                       "it may be overloaded or stuck: the reply was cut there") from None
                 if isinstance(e, http.client.IncompleteRead | http.client.HTTPException | OSError):
-                    raise RemoteError(f"the server at {self.server.address} dropped the connection mid-answer "
-                                      f"({type(e).__name__}); the reply was cut there") from None
+                    raise RemoteDropped(self.server.address, type(e).__name__) from None
                 raise
             if self.stopped:
                 raise RemoteStopped("stopped")
@@ -366,9 +378,8 @@ class _Call:
                 raise self._too_slow()
             if not chunk:
                 if self.response.length:  # read1 ends quietly where the body is shorter than it said
-                    raise RemoteError(f"the server at {self.server.address} dropped the connection mid-answer "
-                                      f"({self.response.length} bytes short of the length it announced); the "
-                                      "reply was cut there")
+                    raise RemoteDropped(self.server.address,
+                                        f"{self.response.length} bytes short of the length it announced")
                 return
             waited = t.between_chunks
             yield chunk

@@ -43,7 +43,7 @@ from ..events import (
     Token,
 )
 from ..reply_record import ReplyRecord, ThinkingBudget
-from .client import RemoteError, RemoteStopped
+from .client import RemoteDropped, RemoteError, RemoteStopped
 from .models import ELASTIC, PAIRS
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,8 @@ class _RemoteReply:
             yield from (self._elastic() if mode == ELASTIC else self._pairs() if mode == PAIRS else self._single())
         except RemoteStopped:
             self.finish = STOPPED
+        except RemoteDropped as e:  # said of the part it cut: a drop while the model thought is mid-thought
+            self.finish, error = ERROR, str(e.during("thought" if self.phase == THINKING else "answer"))
         except ElasticError as e:
             self.finish, error = ERROR, str(e)
         except Exception as e:  # the reply fails, the app does not

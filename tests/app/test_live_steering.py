@@ -164,6 +164,30 @@ def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
 
 
 @pytest.mark.slow
+def test_think_longer_says_this_replys_raised_budget_by_the_slider_until_the_reply_ends(qtbot, window, gate):
+    w, c = window, window.controller
+    reply, controls = hold(qtbot, w, gate, "Quick", at=3)  # 0.5M, 8 tokens; 2 thought
+    assert "budget raised" not in w.depth.detail.text()
+    qtbot.mouseClick(w.think_longer_button, Qt.MouseButton.LeftButton)
+    raised = 8 + CEILING // 4
+    note = f"This reply: budget raised to {raised} tokens"
+    assert w.depth.detail.text().startswith(note + " · Quick")  # in the slider's row, before the stop
+    qtbot.keyClick(w, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    raised += CEILING // 4  # twice before the runtime took the first: both count
+    assert w.depth.detail.text().startswith(f"This reply: budget raised to {raised} tokens · Quick")
+    done = finish(qtbot, w, controls).meta
+    assert done["thinking_budget"] == raised  # the note said what the runtime did
+    qtbot.waitUntil(lambda: "budget raised" not in w.depth.detail.text(), timeout=LONG)  # the reply ended
+
+    reply, controls = hold(qtbot, w, gate, "Quick", at=3)
+    qtbot.mouseClick(w.think_longer_button, Qt.MouseButton.LeftButton)
+    assert "budget raised" in w.depth.detail.text()
+    c.set_depth("Deep")  # a depth move sets the thought's budget anew: the raise no longer holds
+    assert "budget raised" not in w.depth.detail.text()
+    finish(qtbot, w, controls)
+
+
+@pytest.mark.slow
 def test_steering_is_off_unless_the_reply_shown_is_thinking(qtbot, window, gate):
     w, c = window, window.controller
     assert steering_enabled(w) == [False] * 4 and "applies to the next reply" in w.depth.detail.text()

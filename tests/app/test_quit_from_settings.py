@@ -30,5 +30,6 @@ def test_ctrl_q_in_settings_cancels_the_dialog_and_quits(qtbot, tmp_path, tab):
     QTimer.singleShot(50, press_ctrl_q)
     w.dialogs.open_settings(tab=tab)  # returns once the dialog has closed
     assert seen and not seen[0].isVisible()
-    assert not w.isVisible() and not w.controller.thread.isRunning()  # quit: the engine thread ended
+    qtbot.waitUntil(lambda: not w.isVisible(), timeout=60000)  # once the code after the dialog has run
+    assert not w.controller.thread.isRunning()  # quit: the engine thread ended
     assert w.settings.theme == "light" and Settings.load(tmp_path / "data" / "settings.json").theme == "light"

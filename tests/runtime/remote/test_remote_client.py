@@ -348,3 +348,18 @@ def test_generate_remote_names_the_models_it_needs_one_of_in_one_line(capsys):
     assert [json.loads(line)["type"] for line in lines] == ["token", "done"]
     assert cli.main(["generate", "--checkpoint", "x", "--model", "star", "--prompt", "hi"]) == 2
     assert "go with --remote" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("delta, req, part", [
+    ({"reasoning": "first, the tens"}, request(think="star", budget=32), "thought"),
+    ({"content": "par"}, request(), "answer"),
+])
+def test_a_drop_is_said_of_the_part_of_the_reply_it_cut(delta, req, part):
+    """A server that dies while the model thinks cut the thought, not the answer (issue 38, item 8)."""
+    steps = [("length", 100000), sse(chunk(**delta)), ("drop",)]  # the length makes the drop certain
+    with RemoteStub([{"id": "star"}], lambda b: steps) as stub:
+        done = reply(stub, req)[-1]
+    other = "answer" if part == "thought" else "thought"
+    assert done.finish_reason == ERROR and f"dropped the connection mid-{part} " in done.error, done.error
+    assert f"mid-{other}" not in done.error and "\n" not in done.error
+    assert (done.thinking_text if part == "thought" else done.answer_text) == next(iter(delta.values()))
