@@ -3,6 +3,7 @@ the thought a four-number sum needs; Auto, with the policy the demo's elastic.js
 the confident slips the smallest submodel wrote before (docs/results/demo-eval.md)."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -79,3 +80,30 @@ def test_auto_climbs_out_of_the_smallest_submodels_confident_slips(demo_engine, 
     done, climbed_at, _, _ = reply(demo_engine, request)
     assert climbed_at, f"Auto did not climb: {done.thinking_text!r}"
     assert last_number(done.answer_text) == expected, done.thinking_text + done.answer_text
+
+
+def test_update_reruns_only_the_stops_and_keeps_the_other_tables(monkeypatch):
+    """`evaluate --update`: after a change of the depth table or the Auto policy, the stops (fp32 and NVFP4)
+    are measured again and every other table of the earlier run is kept as it was."""
+    from training import evaluate
+
+    def fake_stops(engine, runner, checkpoint):
+        row = {"stop": "Auto", "accuracy": 0.95, "replies": [], "by_numbers": {}}
+        return {"checkpoint": str(checkpoint), "problems": len(runner.items), "submodels": ["s", "m", "p"],
+                "thinking_ceiling": 480, "machine": "here", "stops": [row], "auto_policy_from": "elastic.json",
+                "stops_load_average": [1.0, 2.0]}
+
+    monkeypatch.setattr(evaluate.Engine, "load", lambda folder, **kw: SimpleNamespace(thinking_ceiling=480))
+    monkeypatch.setattr(evaluate, "run_stops", fake_stops)
+    monkeypatch.setattr(evaluate, "samples", lambda result: ["sampled"])
+    earlier = {"checkpoint": "old", "problems": 20, "stops": [{"stop": "Auto", "accuracy": 0.9}],
+               "tool_use": {"kept": True}, "per_submodel": ["kept"], "samples": ["old"],
+               "nvfp4": {"checkpoint": "old4", "stops": [], "tool_use": {"kept": 4}}}
+    result = evaluate.update_stops(earlier, "fp32-dir", 6, 0, nvfp4="nvfp4-dir", log=lambda *a: None)
+    assert result["stops"] == [{"stop": "Auto", "accuracy": 0.95, "by_numbers": {}}]  # replies dropped
+    assert result["problems"] == 6 and result["problems_submodels"] == result["problems_tools"] == 20
+    assert result["tool_use"] == {"kept": True} and result["per_submodel"] == ["kept"]
+    assert result["samples"] == ["sampled"] and result["stops_load_average"] == [1.0, 2.0]
+    assert result["nvfp4"]["checkpoint"] == "nvfp4-dir" and result["nvfp4"]["tool_use"] == {"kept": 4}
+    assert result["nvfp4"]["stops"][0]["accuracy"] == 0.95 and "replies" not in result["nvfp4"]["stops"][0]
+    assert earlier["stops"] == [{"stop": "Auto", "accuracy": 0.9}]  # the earlier result is not changed
