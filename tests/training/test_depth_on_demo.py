@@ -107,3 +107,13 @@ def test_update_reruns_only_the_stops_and_keeps_the_other_tables(monkeypatch):
     assert result["nvfp4"]["checkpoint"] == "nvfp4-dir" and result["nvfp4"]["tool_use"] == {"kept": 4}
     assert result["nvfp4"]["stops"][0]["accuracy"] == 0.95 and "replies" not in result["nvfp4"]["stops"][0]
     assert earlier["stops"] == [{"stop": "Auto", "accuracy": 0.9}]  # the earlier result is not changed
+
+
+def test_auto_rungs_reads_a_policy_as_a_ladder_and_a_threshold():
+    from runtime.auto_depth import AutoPolicy, Escalation
+    from training.auto_rungs import config
+
+    roles = {"small": "0.5M", "mid": "1.0M", "parent": "1.5M"}
+    assert config("small>parent@0.5", roles, 480) == (
+        "0.5M", "1.5M", 240, Escalation(("0.5M", "1.5M"), AutoPolicy("entropy", 0.5, 1)))
+    assert config("Max", roles, 480) == ("1.5M", "1.5M", 480, None)
