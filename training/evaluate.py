@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from runtime.auto_depth import Escalation
+from runtime.depth import load_table
 from runtime.engine import Engine
 from runtime.events import THINKING, Done, InvalidToolCall, Prefill, Switch, Token, ToolCall
 from runtime.generate import ChatRequest, stream_chat
@@ -46,7 +47,8 @@ from . import tools_data
 from .data import BIG, NEGATIVE, answer_text, evaluation_out_of_range, evaluation_problems, out_of_range_kind, question
 from .trace_slips import BUDGET, KINDS, first_slip, who_lost
 
-BUDGET_FRACTIONS = (1 / 8, 1 / 4)  # of the checkpoint's thinking ceiling: the Quick and Balanced budgets
+# of the checkpoint's thinking ceiling: the Quick and Balanced budgets, as the depth table sets them
+BUDGET_FRACTIONS = tuple(row["budget"] for row in load_table() if row["name"] in ("Quick", "Balanced"))
 NVFP4_KEYS = ("checkpoint", "stops", "stops_load_average", "in_conversation", "tool_use", "tool_use_constrained",
               "without_tools")
 
@@ -412,17 +414,7 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
     names = engine.submodels_by_size()  # smallest first
     parent, ceiling = names[-1], engine.thinking_ceiling
     runner = Runner(engine, questions(seed, n), log)
-    result = {"checkpoint": str(checkpoint), "problems": n, "submodels": names, "thinking_ceiling": ceiling,
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}",
-              "per_submodel": [], "stops": [], "budget_control": [],
-              "auto_policy_from": "the checkpoint's elastic.json (auto_depth)" if engine.auto_policy
-              else "the depth table's default (depth_levels.json)"}
-    stops = engine.depth_levels()
-    load = os.getloadavg()[0]
-    for stop, row in zip(stops, runner.run_interleaved([(s.think, s.answer, s.budget, s.escalation) for s in stops])):
-        row["stop"] = stop.name
-        result["stops"].append(row)
-    result["stops_load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+    result = dict(run_stops(engine, runner, checkpoint), per_submodel=[], budget_control=[])
     if not stops_only:
         for name in reversed(names):
             for budget in (0, ceiling):
@@ -443,6 +435,51 @@ def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, 
     result["without_tools"] = without_tools(engine, n_tools, seed, log)
     for section in ("per_submodel", "stops", "budget_control"):
         for row in result[section]:
+            row.pop("replies")
+    return result
+
+
+def run_stops(engine: Engine, runner: Runner, checkpoint: Path) -> dict:
+    """The depth slider's stops as the app runs them (depth_levels.json, Auto with the checkpoint's policy),
+    taking turns over the runner's questions: the part of the result a change of the table or of the Auto
+    policy changes."""
+    result = {"checkpoint": str(checkpoint), "problems": len(runner.items), "submodels": engine.submodels_by_size(),
+              "thinking_ceiling": engine.thinking_ceiling,
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}", "stops": [],
+              "auto_policy_from": "the checkpoint's elastic.json (auto_depth)" if engine.auto_policy
+              else "the depth table's default (depth_levels.json)"}
+    stops = engine.depth_levels()
+    load = os.getloadavg()[0]
+    for stop, row in zip(stops, runner.run_interleaved([(s.think, s.answer, s.budget, s.escalation) for s in stops])):
+        row["stop"] = stop.name
+        result["stops"].append(row)
+    result["stops_load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
+    return result
+
+
+STOP_KEYS = ("stops", "stops_load_average", "auto_policy_from", "machine", "thinking_ceiling")
+
+
+def update_stops(earlier: dict, checkpoint: Path, n: int, seed: int, nvfp4: Path | None = None,
+                 log=print) -> dict:
+    """An earlier run's result with only the slider's stops measured again (fp32, and the NVFP4 export's
+    when `nvfp4` names its folder) on `n` sums: what a change of the depth table or the Auto policy needs,
+    on the same weights. The other tables (each submodel alone, budget control, the chat turns, tools) stay
+    the earlier run's: none of them runs a stop other than the default, which such a change leaves alone."""
+    result = dict(earlier)
+    result.setdefault("problems_submodels", earlier["problems"])
+    result.setdefault("problems_tools", earlier["problems"])
+    for key, folder in (("", checkpoint), ("nvfp4", nvfp4)):
+        if folder is None:
+            continue
+        engine = Engine.load(folder, device="cpu", max_context=2048)
+        stops = run_stops(engine, Runner(engine, questions(seed, n), log), folder)
+        if key:
+            result[key] = dict(result.get(key) or {}, **{k: stops[k] for k in ("checkpoint", *STOP_KEYS[:2])})
+        else:
+            result.update({k: stops[k] for k in ("checkpoint", "problems", *STOP_KEYS)})
+            result["samples"] = samples(result)
+        for row in stops["stops"]:
             row.pop("replies")
     return result
 
@@ -829,6 +866,15 @@ def _stops_panel(p, result: dict, x0: float, y0: float, w: float, h: float, pad:
         p.drawText(q + QPointF(8, -6 if i % 2 else 14), r["stop"])  # alternate, so neighbours' names do not collide
 
 
+def write_result(result: dict, out: Path, nvfp4: dict | None) -> None:
+    """OUT.json, OUT.md and OUT.png of a whole result."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    write_markdown(result, out.with_suffix(".md"), nvfp4)
+    write_plot(result, out.with_suffix(".png"))
+    print(f"wrote {out}.md, .json and .png")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m training.evaluate")
     parser.add_argument("--checkpoint", type=Path, default=Path("assets/demo"))
@@ -846,6 +892,10 @@ def main(argv=None):
     parser.add_argument("--quick-tools", type=int, default=0, metavar="N",
                         help="print tool use, no-tool behaviour and turn-10 accuracy on N questions each")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--update", type=Path, default=None, metavar="JSON",
+                        help="measure only the slider's stops again (and --with-nvfp4 FOLDER's) on --n sums and "
+                             "keep an earlier OUT.json's other tables: after a change of the depth table or the "
+                             "Auto policy on the same weights")
     parser.add_argument("--render", type=Path, default=None, metavar="JSON",
                         help="only rewrite OUT.md and OUT.png from an earlier OUT.json (with --with-nvfp4, --notes)")
     args = parser.parse_args(argv)
@@ -860,14 +910,19 @@ def main(argv=None):
         nvfp4 = json.loads(args.with_nvfp4.read_text()) if args.with_nvfp4 else result.get("nvfp4")
         if nvfp4:
             result["nvfp4"] = {k: nvfp4[k] for k in NVFP4_KEYS if k in nvfp4}
-        args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-        write_markdown(result, args.out.with_suffix(".md"), nvfp4)
-        write_plot(result, args.out.with_suffix(".png"))
-        print(f"wrote {args.out}.md, .json and .png")
+        write_result(result, args.out, nvfp4)
         return
     if not args.checkpoint.is_dir():
         print(f"error: no checkpoint folder at {args.checkpoint}", file=sys.stderr)
         raise SystemExit(2)
+    if args.update:
+        earlier = json.loads(args.update.read_text())
+        nvfp4_folder = args.with_nvfp4 if args.with_nvfp4 and args.with_nvfp4.is_dir() else None
+        result = update_stops(earlier, args.checkpoint, args.n, args.seed, nvfp4_folder)
+        if args.notes:
+            result["notes"] = args.notes.read_text()
+        write_result(result, args.out, result.get("nvfp4"))
+        return
     if args.quick:
         print(json.dumps(quick(args.checkpoint, args.quick, args.seed), indent=1))
         return

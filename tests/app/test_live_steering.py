@@ -3,7 +3,7 @@ slider moved while a reply thinks moves the rest of the thought, "Answer now" en
 extends it; the buttons and their keys work only while a reply thinks; the finished reply says which
 submodels thought how much, also after a reload from history.
 
-The demo is copied with a thinking ceiling of 64 tokens (stops: Quick 8, Balanced 16, Deep 32, Max 64),
+The demo is copied with a thinking ceiling of 64 tokens (stops: Quick 13, Balanced 16, Deep 32, Max 64),
 so budgets bite long before the demo's own thoughts end (50 to 90 tokens for a sum). Greedy sampling.
 To act at a known token, the decode loop is held just before its N-th token (`Gate`) until the test has
 acted: no timing, no race with a thought that ends before the click lands."""
@@ -24,6 +24,7 @@ from tests.app_support import LONG, SUM, finish, held_at, hold, make_window, str
 from tests.paths import ROOT
 
 CEILING = 64
+QUICK = 13  # depth_levels.json: Quick thinks for 0.2 of the ceiling, 12.8 rounded
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def window(qtbot, tmp_path, small_ceiling, gate):
         w.model_panel.load(str(small_ceiling), "", is_demo=True)
     warmed_up(qtbot, w)
     assert [(s.name, s.think, s.budget) for s in w.loaded.levels] == [
-        ("Off", None, 0), ("Quick", "0.5M", 8), ("Balanced", "1.0M", 16), ("Deep", "1.0M", 32), ("Max", "1.5M", 64),
+        ("Off", None, 0), ("Quick", "0.5M", QUICK), ("Balanced", "1.0M", 16), ("Deep", "1.0M", 32), ("Max", "1.5M", 64),
         ("Auto", "0.5M", 32)]
     yield w
     gate.release_all()
@@ -139,27 +140,27 @@ def test_answer_now_always_yields_an_answer_and_the_reply_is_saved_complete(qtbo
 def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
     w, c = window, window.controller
     gate.at = None
-    c.set_depth("Quick")  # 0.5M, 8 tokens
+    c.set_depth("Quick")  # 0.5M, 13 tokens
     w.input.setPlainText(SUM)
     with qtbot.waitSignal(c.sig_reply_done, timeout=LONG) as done:
         w.send()
     base = done.args[1].meta
-    assert base["budget_hit"] and base["thinking_tokens"] <= 8 + GRACE_TOKENS  # cut at the first line end
+    assert base["budget_hit"] and base["thinking_tokens"] <= QUICK + GRACE_TOKENS  # cut at the first line end
 
     reply, controls = hold(qtbot, w, gate, "Quick", at=3)
     header = w.chat.widgets[-1].thinking.toggle.text
-    qtbot.waitUntil(lambda: header() == "Thinking on 0.5M… 2 of 8 tokens", timeout=LONG)  # the budget as it is
+    qtbot.waitUntil(lambda: header() == f"Thinking on 0.5M… 2 of {QUICK} tokens", timeout=LONG)  # the budget as it is
     assert c.steering.think_longer_tokens == CEILING // 4
     qtbot.mouseClick(w.think_longer_button, Qt.MouseButton.LeftButton)
     assert steering_enabled(w) == [True] * 4  # it may think longer again, or answer now
     gate.at = 6  # a few tokens on, held again: the header shows the raised budget
     controls.released.set()
     held_at(qtbot, gate, reply, controls, 6)
-    qtbot.waitUntil(lambda: header() == f"Thinking on 0.5M… 5 of {8 + CEILING // 4} tokens", timeout=LONG)
+    qtbot.waitUntil(lambda: header() == f"Thinking on 0.5M… 5 of {QUICK + CEILING // 4} tokens", timeout=LONG)
     longer = finish(qtbot, w, controls).meta
-    assert longer["thinking_budget"] == 8 + CEILING // 4
-    # past anything the original budget allows (8 and the grace to a line end): the model kept thinking
-    assert longer["thinking_tokens"] > 8 + GRACE_TOKENS >= base["thinking_tokens"]
+    assert longer["thinking_budget"] == QUICK + CEILING // 4
+    # past anything the original budget allows (Quick's and the grace to a line end): the model kept thinking
+    assert longer["thinking_tokens"] > QUICK + GRACE_TOKENS >= base["thinking_tokens"]
     assert longer["thinking_by_submodel"] == {"0.5M": longer["thinking_tokens"]}
 
 

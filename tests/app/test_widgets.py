@@ -67,7 +67,7 @@ def test_each_stop_label_shows_its_thinking_budget(slider):
             assert f"{stop.think} ≤{stop.budget}" in label.text()
         else:
             assert "none" in label.text()
-    assert [s.budget for s in stops] == [0, 12, 24, 48, 96, 48]
+    assert [s.budget for s in stops] == [0, 19, 24, 48, 96, 48]  # Quick: 0.2 of 96, rounded
     slider.jump(2)
     assert slider.detail.text().startswith("Balanced · 1.0M thinks ≤24 tokens")
 

@@ -61,8 +61,8 @@ def test_stops_follow_the_table_and_scale_with_the_ceiling():
     assert [r["name"] for r in table] == ["Off", "Quick", "Balanced", "Deep", "Max", "Auto"]
     small = depth_levels(["12B", "23B", "30B"], 256)
     big = depth_levels(["12B", "23B", "30B"], 32768)
-    assert [s.budget for s in small] == [0, 32, 64, 128, 256, 128]
-    assert [s.budget for s in big] == [0, 4096, 8192, 16384, 32768, 16384]
+    assert [s.budget for s in small] == [0, 51, 64, 128, 256, 128]  # Quick: 0.2 of the ceiling, rounded
+    assert [s.budget for s in big] == [0, 6554, 8192, 16384, 32768, 16384]
     assert [(s.think, s.answer) for s in big] == [(None, "30B"), ("12B", "30B"), ("23B", "30B"), ("23B", "30B"),
                                                   ("30B", "30B"), ("12B", "30B")]
     assert find_level(big, "deep").name == "Deep"
