@@ -27,6 +27,7 @@ from .widgets.banner import Banner
 from .widgets.chat_view import ChatView
 from .widgets.context_meter import ContextMeter
 from .widgets.depth_slider import DepthSlider
+from .widgets.elided_label import ElidedLabel
 from .widgets.live_strip import LiveStrip
 from .widgets.load_progress import LoadProgress
 from .widgets.model_picker import ModelPicker
@@ -102,6 +103,10 @@ def build_window(w) -> None:
     w.split.setChildrenCollapsible(False)
     w.setCentralWidget(w.split)
     w.status = w.statusBar()
+    # the model's line: a widget, not a passing message, so a status tip, an edit's hint or "Copied" leaves
+    # it when they go (app/window_model.py sets it)
+    w.model_line = ElidedLabel()
+    w.status.addWidget(w.model_line, 1)
     w.setTabOrder(w.input, w.send_button)
 
 

@@ -86,8 +86,12 @@ class ModelPanel(QObject):
         self.w.notes.retry_load.setVisible(False)  # another choice: the model held at start is no longer offered
         self.load(folder, resident, is_demo)
 
+    def _say(self, text: str) -> None:
+        """The status bar's line about the model: a passing message covers it for a moment, never ends it."""
+        self.w.model_line.setText(text)
+
     def load(self, folder: str, resident: str, is_demo: bool = False) -> None:
-        self.w.status.showMessage(f"Loading {folder}…")
+        self._say(f"Loading {folder}…")
         self._set_loading(Path(folder).name)
         self.controller.load_model(folder, resident, is_demo)
 
@@ -140,7 +144,7 @@ class ModelPanel(QObject):
         w.banner.setVisible(loaded.is_demo and w.settings.demo_banner_closed != banner_key(text))
         self._set_loading(None)
         where = "served" if is_spec(loaded.folder) else "in memory"  # a server's model is not on this PC
-        w.status.showMessage(f"{loaded.name}: {', '.join(loaded.loaded)} {where}; {loaded.status.compute_path}")
+        self._say(f"{loaded.name}: {', '.join(loaded.loaded)} {where}; {loaded.status.compute_path}")
         self.show_memory()
 
     @Slot(object)
@@ -154,20 +158,20 @@ class ModelPanel(QObject):
         w.send_button.setToolTip("No model is loaded: choose one beside “Model”")
         w.picker.set_loaded("", "", (), ())
         w.models.set_active("")
-        w.status.showMessage("The model was unloaded: its memory is free. Choose a model to load one again")
+        self._say("The model was unloaded: its memory is free. Choose a model to load one again")
         self.show_memory()
 
     @Slot()
     def _cancelled(self) -> None:
         self._set_loading(None)
         self.w.send_button.setEnabled(False)
-        self.w.status.showMessage("Loading cancelled: no model is loaded; choose one in the model manager")
+        self._say("Loading cancelled: no model is loaded; choose one in the model manager")
 
     @Slot(str)
     def _failed(self, message: str) -> None:
         self._set_loading(None)
         self.w.send_button.setEnabled(False)
-        self.w.status.showMessage("No model loaded")
+        self._say("No model loaded")
         self.w.notes.show_error(f"The model could not be loaded: {message}. Open the model manager to verify it, "
                                 "or choose another one.")
 

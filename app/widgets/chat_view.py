@@ -22,6 +22,7 @@ from runtime.api import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED
 from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
 from ..reply import INTERRUPTED
+from .elided_label import ElidedLabel
 from .foldable import Foldable
 from .tool_call_view import ToolRoundsView
 
@@ -140,7 +141,7 @@ class MessageWidget(QFrame):
         self.when_label.setObjectName("messageInfo")
         header.addWidget(self.when_label)
         self.set_time(when)
-        self.info = QLabel("")
+        self.info = ElidedLabel("")  # long details shorten with "…" rather than widen the chat
         self.info.setObjectName("messageInfo")
         header.addWidget(self.info)
         header.addStretch()
@@ -355,7 +356,9 @@ class ChatView(QScrollArea):
     def __init__(self):
         super().__init__()
         self.setWidgetResizable(True)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # messages wrap, never scroll sideways
+        # messages wrap and their details shorten; only buttons that cannot fit a very narrow view (a
+        # cut reply's ‹ 2/2 › Copy Regenerate Continue) scroll sideways rather than hide at the edge
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setObjectName("chatView")
         inner = _Column()
         inner.setObjectName("chatInner")

@@ -81,5 +81,5 @@ def test_loading_disables_send_and_the_slider_then_cancel_leaves_no_model(qtbot,
     with qtbot.waitSignal(w.controller.sig_load_cancelled, timeout=120000):
         w.model_panel.load(str(real_layout), "")
     assert w.controller.worker.engine is None and w.loading.isHidden()
-    assert not w.send_button.isEnabled() and "cancelled" in w.statusBar().currentMessage()
+    assert not w.send_button.isEnabled() and "cancelled" in w.model_line.text()
     w.close()

@@ -34,7 +34,7 @@ def test_the_window_chats_on_a_remote_server_and_survives_one_that_dies(qtbot, h
         assert loaded.name == f"{DEMO.name} on {address}" and loaded.submodels == ("0.5M", "1.0M", "1.5M")
         assert f"remote: {address}" in w.strip.path.text()
         assert w.picker.resident.text() == "served: 0.5M, 1.0M, 1.5M"  # not "in memory": nothing of it is on this PC
-        assert "in memory" not in w.status.currentMessage() and "served" in w.status.currentMessage()
+        assert "in memory" not in w.model_line.text() and "served" in w.model_line.text()
         assert w.settings.active_model.startswith("remote+http://127.0.0.1")  # the next start reconnects
         with qtbot.waitSignal(w.controller.sig_switch, timeout=300000) as switch:
             reply = ask(qtbot, w, SUM, "Balanced")
