@@ -9,10 +9,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from runtime.api import counted
+from runtime.api import ERROR, LENGTH, STOP_STRING, counted
 
 log = logging.getLogger(__name__)
 INTERRUPTED = "interrupted"  # a reply the process died during (a crash, a kill, a power cut)
+# How a reply's end reads in the window: the API's finish reasons are words for programs ("length").
+FINISH_WORDS = {LENGTH: "cut at the token limit", STOP_STRING: "ended at a stop string", ERROR: "failed"}
+
+
+def finish_words(reason: str) -> str:
+    """ "cut at the token limit" for "length"; the other reasons as they read ("stopped", "interrupted")."""
+    return FINISH_WORDS.get(reason, reason.replace("_", " "))
 
 
 @dataclass

@@ -21,7 +21,7 @@ from runtime.api import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED
 
 from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
-from ..reply import INTERRUPTED
+from ..reply import INTERRUPTED, finish_words
 from .elided_label import ElidedLabel
 from .foldable import Foldable
 from .tool_call_view import ToolRoundsView
@@ -321,7 +321,7 @@ def reply_info(meta: dict) -> str:
         return ""
     parts = [meta.get("answer_submodel", "")]
     if meta.get("finish_reason") not in (None, END_OF_TURN):
-        parts.append(meta["finish_reason"].replace("_", " "))
+        parts.append(finish_words(meta["finish_reason"]))
     dropped = meta.get("context_dropped")
     if dropped:
         parts.append(f"{dropped:g} earliest message{'s' if dropped != 1 else ''} left out to fit the context")

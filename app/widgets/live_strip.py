@@ -16,6 +16,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from ..reply import finish_words
 from .elided_label import ElidedLabel
 from .priority_row import PriorityRow
 
@@ -250,4 +251,4 @@ class LiveStrip(QWidget):
         self.ttft.setText(f"TTFT {done.ttft_ms:.0f} ms" if produced else "TTFT –")
         self.speed.setText(f"{done.tokens_per_s:.1f} tok/s" if produced and done.tokens_per_s > 0 else "– tok/s")
         self.set_badge(done.answer_submodel, "✓" if done.finish_reason == "end_of_turn"
-                       else done.finish_reason.replace("_", " "))
+                       else finish_words(done.finish_reason))

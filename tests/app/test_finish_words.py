@@ -1,0 +1,35 @@
+"""A reply's end reads in words in the window: the API's finish reasons ("length", "stop_string") are
+words for programs; a user saw "1.5M length" in the strip and the reply's header."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from app.reply import finish_words
+from app.widgets.chat_view import reply_info
+from app.widgets.live_strip import LiveStrip
+from runtime.api import ERROR, LENGTH, STOP_STRING, STOPPED
+
+READS = {LENGTH: "cut at the token limit", STOP_STRING: "ended at a stop string", ERROR: "failed",
+         STOPPED: "stopped", "interrupted": "interrupted"}
+
+
+@pytest.mark.parametrize("reason", sorted(READS))
+def test_every_way_a_reply_ends_reads_in_words_in_its_header(reason):
+    info = reply_info({"answer_submodel": "1.5M", "finish_reason": reason, "tokens_per_s": 12.0})
+    assert READS[reason] in info and (reason in READS[reason] or reason not in info)
+    assert "_" not in info
+
+
+def test_an_unknown_reason_is_still_shown_without_underscores():
+    assert finish_words("some_new_reason") == "some new reason"
+
+
+@pytest.mark.parametrize("reason", [LENGTH, STOP_STRING])
+def test_the_strip_says_it_in_words_too(qtbot, reason):
+    strip = LiveStrip()
+    qtbot.addWidget(strip)
+    strip.set_submodels(["0.5M", "1.5M"])
+    strip.on_done(SimpleNamespace(thinking_tokens=3, answer_tokens=5, ttft_ms=40.0, tokens_per_s=9.0,
+                                  answer_submodel="1.5M", finish_reason=reason))
+    assert strip.badge.text() == f"1.5M {READS[reason]}"
