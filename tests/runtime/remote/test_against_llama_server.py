@@ -155,9 +155,21 @@ def test_one_model_is_single_with_its_served_context_and_its_budget_field(server
         assert done.finish_reason in (END_OF_TURN, LENGTH), done.error
         replies[name] = done
     assert replies["Off"].thinking_tokens == 0 and replies["Max"].thinking_tokens > 0
-    quick = find_level(engine.depth_levels(), "Quick")
-    assert replies["Quick"].thinking_tokens <= quick.budget < replies["Max"].thinking_tokens
-    assert replies["Quick"].budget_hit and replies["Quick"].thinking_end == "budget"
+    # One model: every stop thinks on it, greedily, so Quick's thought is Max's cut at Quick's budget. The
+    # table sets that budget (a fraction of the ceiling), so either case may happen; each is checked.
+    quick, full = replies["Quick"], replies["Max"]
+    budget = find_level(engine.depth_levels(), "Quick").budget
+    assert 0 < quick.thinking_tokens <= budget
+    if full.thinking_tokens > budget:
+        assert quick.budget_hit and quick.thinking_end == "budget"
+    else:
+        assert not quick.budget_hit and quick.thinking_text == full.thinking_text
+    # the budget field itself, whatever the table says: half of Max's own thought must end at the budget
+    half = max(1, full.thinking_tokens // 2)
+    cut = list(engine.stream(ChatRequest(QUESTION, "parent", "parent", half, 200, GREEDY)))[-1]
+    assert cut.finish_reason in (END_OF_TURN, LENGTH), cut.error
+    assert cut.thinking_tokens <= half < full.thinking_tokens
+    assert cut.budget_hit and cut.thinking_end == "budget"
     unbounded = list(engine.stream(ChatRequest(QUESTION, "parent", "parent", None, 200, GREEDY)))[-1]
     same = chat(local, ChatRequest(QUESTION, "1.5M", "1.5M", None, 200, GREEDY))
     assert (unbounded.thinking_text, unbounded.answer_text) == (same.thinking_text, same.answer_text)
