@@ -22,6 +22,9 @@ class ElidedLabel(QLabel):
         self._full, self._tip, self._min_chars, self._mode = "", tooltip, min_chars, mode
         self._shorter = shorter
         self._forms: list[str] = [""]  # the whole text, then its shorter forms (readable labels only)
+        # Measures the hints ask for, kept until the text, the font or the style changes: a row lays
+        # itself out again at every frame of a streaming reply, asking each label several times.
+        self._measured: dict[str, int] = {}
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setText(text)
@@ -36,6 +39,7 @@ class ElidedLabel(QLabel):
         wider = fm.horizontalAdvance(text) != fm.horizontalAdvance(self._full)
         self._full = text
         self._forms = [text, *(self._shorter(text) if self._shorter and text else [])]
+        self._forget(("least", "whole", "height", "least height"))
         self._elide()
         if wider or self._least_width() != old_least:  # the row shares out its room again (not per token)
             self.updateGeometry()
@@ -78,24 +82,43 @@ class ElidedLabel(QLabel):
     def changeEvent(self, event) -> None:  # a font change re-measures
         super().changeEvent(event)
         if event.type() in (event.Type.FontChange, event.Type.StyleChange):
+            self._forget()
             self._elide()
             self.updateGeometry()
 
+    def setMargin(self, margin: int) -> None:  # Qt's name
+        self._forget()
+        super().setMargin(margin)
+
+    def _forget(self, names=None) -> None:
+        for name in names or list(self._measured):
+            self._measured.pop(name, None)
+
+    def _measure(self, name: str, how: Callable[[], int]) -> int:
+        if name not in self._measured:
+            self._measured[name] = how()
+        return self._measured[name]
+
     def _extra(self) -> int:
         """Width the label adds around its text (margins, stylesheet padding)."""
-        fm = self.fontMetrics()
-        return super().sizeHint().width() - fm.horizontalAdvance(super().text())
+        return self._measure("extra", lambda: super(ElidedLabel, self).sizeHint().width()
+                             - self.fontMetrics().horizontalAdvance(super(ElidedLabel, self).text()))
 
     def _least_width(self) -> int:
         """The narrowest text it shows: its shortest form whole (readable), else a few characters and "…"."""
-        fm = self.fontMetrics()
-        if self.readable:
-            return min((fm.horizontalAdvance(form) for form in self._forms), default=0)
-        return min(fm.horizontalAdvance(self._full), fm.horizontalAdvance("x" * self._min_chars + "…"))
+        def least() -> int:
+            fm = self.fontMetrics()
+            if self.readable:
+                return min((fm.horizontalAdvance(form) for form in self._forms), default=0)
+            return min(fm.horizontalAdvance(self._full), fm.horizontalAdvance("x" * self._min_chars + "…"))
+        return self._measure("least", least)
+
+    def _height(self, name: str, hint: Callable[[], QSize]) -> int:
+        return self._measure(name, lambda: hint().height())
 
     def sizeHint(self) -> QSize:  # room for the whole text
-        hint = super().sizeHint()
-        return QSize(self._extra() + self.fontMetrics().horizontalAdvance(self._full) + 1, hint.height())
+        whole = self._measure("whole", lambda: self.fontMetrics().horizontalAdvance(self._full))
+        return QSize(self._extra() + whole + 1, self._height("height", super().sizeHint))
 
     def minimumSizeHint(self) -> QSize:
-        return QSize(self._extra() + self._least_width() + 1, super().minimumSizeHint().height())
+        return QSize(self._extra() + self._least_width() + 1, self._height("least height", super().minimumSizeHint))

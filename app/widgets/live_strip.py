@@ -10,6 +10,7 @@ its tooltip. Never "R… S… C…"."""
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
@@ -28,6 +29,9 @@ SPARKLINE_TIP = ("Latency of each token in ms, newest on the right, coloured by 
                  "A line marks each switch of submodel: solid where the answer started, dashed where the "
                  "thought moved to another submodel (the depth was moved during it).")
 SWITCH_TIP = "The last switch of submodel: why, and what its re-prefill cost"
+# The running speed's text changes at most this often: at every frame it is unreadable, and each change of
+# a label's text lays the strip out again, GUI-thread work a fast reply pays for in tokens.
+SPEED_EVERY_S = 0.25
 SWITCH_WHY = {"answer": "", "depth": " (depth)", "escalate": " (escalated)", "request": " (requested)"}
 
 
@@ -59,6 +63,7 @@ class Sparkline(QWidget):
         self.marks: list[tuple[int, str]] = []  # (points added before it, the switch's reason)
         self.colors: dict[str, str] = {}
         self._first_shown = False  # the leftmost point is a reply's first token
+        self._hint_for, self._hint = "", QSize()  # the minimum size hint, and the font it was measured in
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setToolTip(SPARKLINE_TIP)
 
@@ -70,9 +75,13 @@ class Sparkline(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(max(220, self.minimumSizeHint().width() + 60), max(30, self.fontMetrics().height() * 2 + 4))
 
-    def minimumSizeHint(self) -> QSize:  # room for the scale's label
-        return QSize(QFontMetrics(self._label_font()).horizontalAdvance("max 88888 ms") + 8,
-                     max(30, self.fontMetrics().height() * 2 + 4))
+    def minimumSizeHint(self) -> QSize:  # room for the scale's label (measured once per font: the row
+        key = self.font().key()           # lays itself out at every frame of a streaming reply)
+        if self._hint_for != key:
+            self._hint_for, self._hint = key, QSize(
+                QFontMetrics(self._label_font()).horizontalAdvance("max 88888 ms") + 8,
+                max(30, self.fontMetrics().height() * 2 + 4))
+        return self._hint
 
     def add(self, ms: float, submodel: str) -> None:
         self.add_many([(ms, submodel)])
@@ -179,6 +188,7 @@ class LiveStrip(QWidget):
         row.add(self.path, priority=7, stretch=1)
         self.colors: dict[str, str] = {}
         self.switches: list[str] = []  # this reply's, oldest first
+        self._speed_at: float | None = None  # when the running speed was last shown (None: not yet this reply)
         self._badge_key = ""
 
     def set_submodels(self, names_by_size) -> None:
@@ -207,6 +217,7 @@ class LiveStrip(QWidget):
         self.switch_note.setToolTip(SWITCH_TIP)
         self.ttft.setText("TTFT …")
         self.speed.setText("– tok/s")
+        self._speed_at = None
         if submodel:
             self.set_badge(submodel, phase)
 
@@ -232,8 +243,10 @@ class LiveStrip(QWidget):
             self.set_badge(batch.submodel, batch.phase)
         self.sparkline.add_many(batch.points)
         self.ttft.setText(f"TTFT {batch.ttft_ms:.0f} ms")
-        if batch.tokens_per_s > 0:
-            self.speed.setText(f"{batch.tokens_per_s:.1f} tok/s")
+        now = time.monotonic()
+        if batch.tokens_per_s > 0 and (self._speed_at is None or now - self._speed_at >= SPEED_EVERY_S):
+            self.speed.setText(f"{batch.tokens_per_s:.1f} tok/s")  # (the reply's end shows its final speed)
+            self._speed_at = now
 
     def on_switch(self, old: str, new: str, tokens: int, ms: float, reason: str = "answer") -> None:
         """A switch where it happened: a mark on the sparkline, a note with its reason and re-prefill cost
