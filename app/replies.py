@@ -94,16 +94,22 @@ class Replies(QObject):
         reply.message_id = msg.id
         self.in_flight[reply.request_id] = reply
         front.sig_messages_added.emit(cid, added + [msg], msg.id)
-        front.sig_reply_started.emit(cid, msg.id, submodel, phase)
+        self._announce(reply, submodel, phase)
+        job = front.tools.job(reply.request_id, cid, request, front.history.conversation(cid).settings)
+        self._sig_generate.emit(reply.request_id, job or request, reply.controls,
+                                overflow or front.settings.context_overflow)
+
+    def _announce(self, reply: Reply, submodel: str, phase: str) -> None:
+        """A reply in flight, as the window learns it: where it streams, what it waits for, busy; then
+        the frame and persist timers run until the last reply ends."""
+        front = self.front
+        front.sig_reply_started.emit(reply.conversation_id, reply.message_id, submodel, phase)
         if reply.waits_for:
-            front.sig_reply_waiting.emit(cid, msg.id, reply.waits_for)
+            front.sig_reply_waiting.emit(reply.conversation_id, reply.message_id, reply.waits_for)
         front.sig_busy.emit(True)
         front.steering.update_live_phase()
         self.flush_timer.start()
         self.persist_timer.start()
-        job = front.tools.job(reply.request_id, cid, request, front.history.conversation(cid).settings)
-        self._sig_generate.emit(reply.request_id, job or request, reply.controls,
-                                overflow or front.settings.context_overflow)
 
     def continue_reply(self, message_id: int) -> None:
         """Continue: the shown chat's last reply, cut off by its token limit, goes on from where it stopped
@@ -131,13 +137,7 @@ class Replies(QObject):
         front.history.update_message(m.id, m.content, m.thinking, reply.meta(), complete=False)
         self.in_flight[reply.request_id] = reply
         front.chats.select(cid)  # the view rebuilds with the message streaming again
-        front.sig_reply_started.emit(cid, m.id, submodel, phase)
-        if reply.waits_for:
-            front.sig_reply_waiting.emit(cid, m.id, reply.waits_for)
-        front.sig_busy.emit(True)
-        front.steering.update_live_phase()
-        self.flush_timer.start()
-        self.persist_timer.start()
+        self._announce(reply, submodel, phase)
         # (no tool loop: the continuation is asked without tools, so it cannot call one mid-answer)
         self._sig_generate.emit(reply.request_id, PlainReply(request), reply.controls, front.settings.context_overflow)
 

@@ -1,7 +1,6 @@
 """Automatic chat titles (app/chat_titles.py): a few words from the first exchange, the same every time,
 and never the user's or an import's title replaced (app/state/history.py `title_automatically`)."""
 
-import sqlite3
 import time
 
 import pytest
@@ -9,7 +8,7 @@ import pytest
 from app.chat_titles import MAX_CHARS, auto_title
 from app.state.chat_files import chat_json, import_chat
 from app.state.history import History
-from app.state.history_schema import MIGRATIONS
+from tests.history_support import version_3_history
 
 NOON = time.mktime((2026, 12, 3, 12, 0, 0, 0, 0, -1))
 
@@ -79,12 +78,7 @@ def test_chats_of_a_version_3_history_keep_their_titles(tmp_path):
     """A history written before automatic titles: its chats with messages keep their titles; an empty one
     can still get one."""
     path = tmp_path / "history.sqlite3"
-    db = sqlite3.connect(str(path))
-    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    for version in (1, 2, 3):
-        for statement in MIGRATIONS[version]:
-            db.execute(statement)
-    db.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+    db = version_3_history(path)
     db.execute("INSERT INTO conversations (id, title, created, updated) VALUES (1, 'renamed long ago', 1, 1)")
     db.execute("INSERT INTO conversations (id, title, created, updated) VALUES (2, 'New chat', 1, 2)")
     db.execute("INSERT INTO messages (conversation_id, role, content, created, parent_id)"

@@ -1,13 +1,12 @@
 """The sidebar's search (app/state/history_search.py): chats whose title or messages hold every word, with
 where each matches; the query is the user's text, never SQL nor a pattern."""
 
-import sqlite3
 
 import pytest
 
 from app.state.history import History
-from app.state.history_schema import MIGRATIONS
 from app.state.history_search import MAX_QUERY, search_words
+from tests.history_support import version_3_history
 
 
 @pytest.fixture
@@ -64,12 +63,7 @@ def test_a_long_query_is_cut(history):
 
 def test_a_version_3_history_is_searched_after_its_migration(tmp_path):
     path = tmp_path / "history.sqlite3"
-    db = sqlite3.connect(str(path))
-    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    for version in (1, 2, 3):
-        for statement in MIGRATIONS[version]:
-            db.execute(statement)
-    db.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+    db = version_3_history(path)
     db.execute("INSERT INTO conversations (id, title, created, updated) VALUES (1, 'old', 1, 1)")
     db.execute("INSERT INTO messages (conversation_id, role, content, created, parent_id)"
                " VALUES (1, 'user', 'the quarterly Report', 1, 0)")

@@ -2,14 +2,13 @@
 Markdown and JSON exports and through an import, and shown small in the chat view in local time."""
 
 import json
-import sqlite3
 import time
 
 import pytest
 
 from app.state.chat_files import chat_json, chat_markdown, import_chat
 from app.state.history import History
-from app.state.history_schema import MIGRATIONS
+from tests.history_support import version_3_history
 
 NOON = time.mktime((2026, 12, 3, 12, 5, 0, 0, 0, -1))  # local time
 
@@ -64,12 +63,7 @@ def test_the_exports_carry_the_times_and_an_import_keeps_them(tmp_path, monkeypa
 
 def test_a_version_3_history_shows_each_message_at_its_creation(tmp_path):
     path = tmp_path / "history.sqlite3"
-    db = sqlite3.connect(str(path))
-    db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    for version in (1, 2, 3):
-        for statement in MIGRATIONS[version]:
-            db.execute(statement)
-    db.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+    db = version_3_history(path)
     db.execute("INSERT INTO conversations (id, title, created, updated) VALUES (1, 'old', 1, 1)")
     db.execute("INSERT INTO messages (conversation_id, role, content, created, parent_id)"
                " VALUES (1, 'user', 'q', ?, 0)", (NOON,))
