@@ -167,10 +167,10 @@ def test_think_longer_lets_the_thought_run_past_its_budget(qtbot, window, gate):
 @pytest.mark.slow
 def test_think_longer_says_this_replys_raised_budget_by_the_slider_until_the_reply_ends(qtbot, window, gate):
     w, c = window, window.controller
-    reply, controls = hold(qtbot, w, gate, "Quick", at=3)  # 0.5M, 8 tokens; 2 thought
+    reply, controls = hold(qtbot, w, gate, "Quick", at=3)  # 0.5M, QUICK tokens; 2 thought
     assert "budget raised" not in w.depth.detail.text()
     qtbot.mouseClick(w.think_longer_button, Qt.MouseButton.LeftButton)
-    raised = 8 + CEILING // 4
+    raised = QUICK + CEILING // 4
     note = f"This reply: budget raised to {raised} tokens"
     assert w.depth.detail.text().startswith(note + " · Quick")  # in the slider's row, before the stop
     qtbot.keyClick(w, Qt.Key.Key_L, Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
