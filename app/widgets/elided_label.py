@@ -22,8 +22,8 @@ class ElidedLabel(QLabel):
         self._full, self._tip, self._min_chars, self._mode = "", tooltip, min_chars, mode
         self._shorter = shorter
         self._forms: list[str] = [""]  # the whole text, then its shorter forms (readable labels only)
-        # Measures the hints ask for, kept until the text, the font or the style changes: a row lays
-        # itself out again at every frame of a streaming reply, asking each label several times.
+        # Its texts' widths, kept until the text, the font or the style changes: a row lays itself out
+        # again at every frame of a streaming reply, asking each label several times.
         self._measured: dict[str, int] = {}
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.setTextFormat(Qt.TextFormat.PlainText)
@@ -39,7 +39,7 @@ class ElidedLabel(QLabel):
         wider = fm.horizontalAdvance(text) != fm.horizontalAdvance(self._full)
         self._full = text
         self._forms = [text, *(self._shorter(text) if self._shorter and text else [])]
-        self._forget(("least", "whole", "height", "least height"))
+        self._forget()
         self._elide()
         if wider or self._least_width() != old_least:  # the row shares out its room again (not per token)
             self.updateGeometry()
@@ -86,23 +86,22 @@ class ElidedLabel(QLabel):
             self._elide()
             self.updateGeometry()
 
-    def setMargin(self, margin: int) -> None:  # Qt's name
-        self._forget()
-        super().setMargin(margin)
-
-    def _forget(self, names=None) -> None:
-        for name in names or list(self._measured):
-            self._measured.pop(name, None)
+    def _forget(self) -> None:
+        self._measured.clear()
 
     def _measure(self, name: str, how: Callable[[], int]) -> int:
         if name not in self._measured:
             self._measured[name] = how()
         return self._measured[name]
 
+    def event(self, event) -> bool:  # a style polishes the label when it is first shown: measure again
+        if event.type() == event.Type.Polish:
+            self._forget()
+        return super().event(event)
+
     def _extra(self) -> int:
-        """Width the label adds around its text (margins, stylesheet padding)."""
-        return self._measure("extra", lambda: super(ElidedLabel, self).sizeHint().width()
-                             - self.fontMetrics().horizontalAdvance(super(ElidedLabel, self).text()))
+        """Width the label adds around its text (margins, stylesheet padding): QLabel keeps its own hint."""
+        return super().sizeHint().width() - self.fontMetrics().horizontalAdvance(super().text())
 
     def _least_width(self) -> int:
         """The narrowest text it shows: its shortest form whole (readable), else a few characters and "…"."""
@@ -113,12 +112,9 @@ class ElidedLabel(QLabel):
             return min(fm.horizontalAdvance(self._full), fm.horizontalAdvance("x" * self._min_chars + "…"))
         return self._measure("least", least)
 
-    def _height(self, name: str, hint: Callable[[], QSize]) -> int:
-        return self._measure(name, lambda: hint().height())
-
     def sizeHint(self) -> QSize:  # room for the whole text
         whole = self._measure("whole", lambda: self.fontMetrics().horizontalAdvance(self._full))
-        return QSize(self._extra() + whole + 1, self._height("height", super().sizeHint))
+        return QSize(self._extra() + whole + 1, super().sizeHint().height())
 
     def minimumSizeHint(self) -> QSize:
-        return QSize(self._extra() + self._least_width() + 1, self._height("least height", super().minimumSizeHint))
+        return QSize(self._extra() + self._least_width() + 1, super().minimumSizeHint().height())

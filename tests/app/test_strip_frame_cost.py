@@ -14,20 +14,19 @@ from app.widgets.live_strip import SPEED_EVERY_S, LiveStrip
 def test_a_labels_kept_measures_follow_its_text_font_and_style(qtbot):
     label = ElidedLabel("RAM 1 MB", shorter=lambda t: [t.split()[0]])
     qtbot.addWidget(label)
+    near = lambda a, b: abs(a - b) <= 2  # noqa: E731 (Qt's label hint and the text's advance round apart)
     short, least = label.sizeHint().width(), label.minimumSizeHint().width()
     label.setText("RAM 123456 MB · VRAM 99 GB")
-    assert label.sizeHint().width() > short and label.minimumSizeHint().width() == least  # same shortest form
+    assert label.sizeHint().width() > short + 40 and near(label.minimumSizeHint().width(), least)
     label.setText("RAM 1 MB")
-    assert label.sizeHint().width() == short
+    assert near(label.sizeHint().width(), short)
     font = QFont(label.font())
     font.setPointSizeF(font.pointSizeF() * 2)
     label.setFont(font)
-    assert label.sizeHint().width() > short and label.minimumSizeHint().width() > least
-    wide = label.sizeHint()
+    assert label.sizeHint().width() > short + 20 and label.minimumSizeHint().width() > least + 10
+    wide = label.sizeHint().width()
     label.setStyleSheet("padding: 0 40px;")
-    assert label.sizeHint().width() >= wide.width() + 60
-    label.setMargin(30)
-    assert label.sizeHint().width() >= wide.width() + 100
+    assert label.sizeHint().width() >= wide + 70
 
 
 def batch(speed: float) -> TokenBatch:
