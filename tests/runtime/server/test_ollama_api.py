@@ -13,6 +13,7 @@ import requests
 from runtime.engine_queue import EngineQueue
 from runtime.server.runner import ServerThread
 from tests.paths import DEMO_NVFP4
+from tests.server_records import snapshot, wait_for_record
 
 MODEL = DEMO_NVFP4.name
 QUESTION = [{"role": "user", "content": "What is 45 + 23?"}]
@@ -180,7 +181,7 @@ def test_the_same_key_and_web_page_rules_as_every_route(guarded):
 
 
 def test_ollama_requests_take_their_turn_in_the_one_line(demo_server):
-    before = len(demo_server.records)
+    before = snapshot(demo_server)
     client(demo_server).chat(model=MODEL, messages=QUESTION, think=False, options={"num_predict": 2})
-    record = demo_server.records[before]
-    assert record.who.startswith("server 127.0.0.1") and record.tokens == 2
+    record = wait_for_record(demo_server, before, lambda r: r.tokens == 2)
+    assert record.who.startswith("server 127.0.0.1") and record.finish_reason == "length"

@@ -26,6 +26,7 @@ from runtime.generate import ChatRequest
 from runtime.server.runner import ServerThread
 from tests.engine_support import held_engine
 from tests.paths import DEMO_NVFP4, ROOT
+from tests.server_records import records_since, snapshot, wait_for_record
 
 DEMO = DEMO_NVFP4  # served as the app serves it: the NVFP4 export
 MODEL = DEMO.name
@@ -329,7 +330,7 @@ def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine, s
         # a few tokens ahead of the client, one more per chunk it reads (the server may put several
         # tokens in one chunk): held once the client stops reading, until the hang-up stops it
         valve.allow(4 if streamed else 8)
-        before = [id(r) for r in server.records]  # (a deque of the last 256: compare records, not lengths)
+        before = snapshot(server)
         if streamed:
             reply = client(server).chat.completions.create(model=MODEL, messages=QUESTION, stream=True,
                                                            max_tokens=500, reasoning_effort="none")
@@ -344,10 +345,7 @@ def test_a_client_that_hangs_up_stops_its_reply_within_a_token(server, engine, s
                                                                     max_tokens=500, reasoning_effort="none")
         # this reply's record: the one of a hang-up (an earlier request's record, such as the other
         # variant's last ask, may land after its response reached the client, so not simply the last)
-        hung_up = lambda: [r for r in list(server.records)  # noqa: E731
-                           if id(r) not in before and r.tokens_at_cancel is not None]
-        assert wait_for(lambda: hung_up(), 120), list(server.records)[-3:]
-        [rec] = hung_up()
+        rec = wait_for_record(server, before, lambda r: r.tokens_at_cancel is not None)
     assert rec.finish_reason == "stopped" and rec.tokens_at_cancel is not None
     assert rec.tokens - rec.tokens_at_cancel <= 1  # the decode loop saw the flag at the next token
     assert 0 < rec.tokens < 500
@@ -373,8 +371,9 @@ def test_a_client_that_hangs_up_while_waiting_leaves_the_line(server, engine):
 @pytest.mark.slow
 def test_two_clients_and_the_chat_window_take_turns_in_order_and_a_third_gets_429(server, engine):
     results, order = {}, []
-    served = lambda: [r for r in server.records if r.finish_reason != "refused"]  # noqa: E731
-    before = len(served())
+    before = snapshot(server)
+    served = lambda: [r for r in records_since(server, before)  # noqa: E731 (a's and b's, in any order)
+                      if r.finish_reason != "refused" and r.tokens in (30, 10)]
 
     def request(name, max_tokens):
         r = ask(server, max_tokens=max_tokens, reasoning_effort="none")
@@ -405,9 +404,8 @@ def test_two_clients_and_the_chat_window_take_turns_in_order_and_a_third_gets_42
         for t in (a, chat, b):
             t.join(60)
     # A job's record is written just after its reply reaches the client: wait for both.
-    assert wait_for(lambda: len(served()) >= before + 2)
-    records = served()[-2:]
-    first, second = sorted(records, key=lambda r: r.number)
+    assert wait_for(lambda: len(served()) >= 2)
+    first, second = sorted(served(), key=lambda r: r.number)
     assert first.finished <= order[0][1] <= order[1][1] <= second.started
     assert results["a"].usage.completion_tokens == 30 and results["b"].usage.completion_tokens == 10
 
@@ -575,8 +573,9 @@ def test_the_settings_box_refuses_an_open_address_without_a_key(qtbot):
 
 
 def test_a_finished_reply_is_not_counted_as_cancelled(server):
-    before = len(server.records)
+    before = snapshot(server)
     ask(server, max_tokens=3, reasoning_effort="none")
     stream(server, max_tokens=3, reasoning_effort="none")
-    assert wait_for(lambda: len(server.records) >= before + 2)
-    assert all(r.finish_reason == "length" and r.tokens_at_cancel is None for r in list(server.records)[before:])
+    assert wait_for(lambda: len([r for r in records_since(server, before) if r.tokens == 3]) >= 2)
+    assert all(r.finish_reason == "length" and r.tokens_at_cancel is None
+               for r in records_since(server, before) if r.tokens == 3)
