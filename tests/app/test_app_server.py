@@ -96,7 +96,7 @@ def test_the_app_serves_the_engine_it_loaded_and_the_strip_shows_the_address(qtb
     w, server = served, served.controller.server
     address = server.status().address
     assert address == f"http://127.0.0.1:{w.settings.server_port}/v1"
-    qtbot.waitUntil(lambda: w.strip.server.isVisible() and address in w.strip.server.text(), timeout=5000)
+    qtbot.waitUntil(lambda: w.strip.server.isVisible() and address in w.strip.server.text(), timeout=60000)
     assert w.strip.server.text().startswith("Serving ")
     queue = w.controller.worker.queue
     assert queue.engine is w.controller.worker.engine is not None  # one copy of the weights
@@ -105,7 +105,7 @@ def test_the_app_serves_the_engine_it_loaded_and_the_strip_shows_the_address(qtb
     r = client(address).chat.completions.create(model=w.loaded.name, messages=QUESTION, max_tokens=3,
                                                  reasoning_effort="none")
     assert r.usage.completion_tokens == 3 and r.choices[0].finish_reason == "length"
-    qtbot.waitUntil(lambda: len(server.server.records) == 1, timeout=5000)  # written just after the reply
+    qtbot.waitUntil(lambda: len(server.server.records) == 1, timeout=60000)  # written just after the reply
     assert server.server.records[0].finish_reason == "length"
 
 
@@ -147,7 +147,7 @@ def test_a_chat_reply_and_a_server_reply_queued_together_both_complete_in_order(
                 w.send()
             qtbot.waitUntil(lambda: any(x.startswith(who) for x in queue.snapshot().waiting), timeout=20000)
         assert [x.split()[0] for x in queue.snapshot().waiting] == [first, "chat" if first == "server" else "server"]
-        qtbot.waitUntil(lambda: "2 waiting" in w.strip.server.text(), timeout=5000)
+        qtbot.waitUntil(lambda: "2 waiting" in w.strip.server.text(), timeout=60000)
     finally:
         queue.leave(blocker)
     qtbot.waitUntil(lambda: bool(done and (answers or errors)), timeout=180000)
@@ -173,7 +173,7 @@ def test_the_settings_dialog_moves_the_server_and_turns_it_off(qtbot, served, mo
     qtbot.waitUntil(lambda: server.status().address == f"http://127.0.0.1:{port}/v1", timeout=60000)
     assert refused(old) and w.settings.server_port == port
     assert client(server.status().address).models.list().data
-    qtbot.waitUntil(lambda: str(port) in w.strip.server.text(), timeout=5000)
+    qtbot.waitUntil(lambda: str(port) in w.strip.server.text(), timeout=60000)
 
     moved = server.status().address
     settings_dialog_does(monkeypatch, lambda d: d.server_box.enabled.setChecked(False))
@@ -218,7 +218,7 @@ def test_a_taken_port_is_reported_in_the_strip_and_the_banner_and_a_free_one_fix
             w.dialogs.open_settings(tab=2)
             qtbot.waitUntil(lambda: server.status().running, timeout=60000)
             assert server.status().address == f"http://127.0.0.1:{free}/v1"
-            qtbot.waitUntil(lambda: w.strip.server.text().startswith("Serving "), timeout=5000)
+            qtbot.waitUntil(lambda: w.strip.server.text().startswith("Serving "), timeout=60000)
             assert not w.notes.error.isVisible()  # the banner went with the failure
         finally:
             w.close()
@@ -282,7 +282,7 @@ def test_closing_the_window_while_a_server_reply_streams_ends_everything(qtbot, 
         w.close()
     reader.join(30)
     assert not reader.is_alive() and ended
-    qtbot.waitUntil(lambda: len(srv.records) == 1, timeout=5000)  # written just after the job let go
+    qtbot.waitUntil(lambda: len(srv.records) == 1, timeout=60000)  # written just after the job let go
     assert not srv.running and not control.status().running
     assert thread.isFinished() and worker.engine is None  # unloaded once the server's reply let go
     state = worker.queue.snapshot()

@@ -17,6 +17,7 @@ from runtime.errors import UsageError
 from runtime.server.runner import ServerThread
 from runtime.server.web_rules import WebRules
 from tests.paths import DEMO_NVFP4
+from tests.server_records import records_since, snapshot
 
 MODEL = DEMO_NVFP4.name
 CHAT = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
@@ -108,12 +109,12 @@ FOREIGN_HOSTS = ["evil.example", "evil.example:{port}", "127.0.0.1.evil.example"
 @pytest.mark.parametrize("host", FOREIGN_HOSTS)
 def test_a_request_addressed_to_another_name_is_refused_even_a_chat(server, host):
     host = host.format(port=server.port)
-    before = len(server.records)
+    before = snapshot(server)
     for reply in (get(server, Host=host), get(server, "/v1/models", Host=host), post(server, Host=host)):
         assert reply.status == 421 and reply.code == "host_not_allowed", (host, reply.status, reply.body)
         assert "--allow-host" in json.loads(reply.body)["error"]["message"]
         assert reply.header("connection").lower() == "close"
-    assert len(server.records) == before and not server.app.state.jobs  # nothing entered the engine's line
+    assert not records_since(server, before) and not server.app.state.jobs  # nothing entered the engine's line
 
 
 @pytest.mark.parametrize("host", ["localhost", "LocalHost:{port}", "127.0.0.1", "127.0.0.1:{port}", "[::1]",
@@ -197,11 +198,11 @@ def test_the_rules_spell_each_name_one_way():
 @pytest.mark.parametrize("origin", ["http://evil.example", "null", "http://localhost:3000",
                                     "http://127.0.0.1:{port}", "HTTP://EVIL.EXAMPLE"])
 def test_a_page_from_another_origin_cannot_post_whatever_its_body(server, content_type, origin):
-    before = len(server.records)
+    before = snapshot(server)
     reply = post(server, content_type=content_type, Host="127.0.0.1", Origin=origin.format(port=server.port))
     assert reply.status == 403 and reply.code == "origin_not_allowed"
     assert "access-control-allow-origin" not in reply.headers
-    assert len(server.records) == before
+    assert not records_since(server, before)
 
 
 @pytest.mark.parametrize("site", ["cross-site", "same-site", "Cross-Site"])
