@@ -14,7 +14,6 @@ from PySide6.QtWidgets import QApplication, QLabel, QWidget
 from app.main_window import MainWindow
 from app.sidebar_fold import NARROW_PX
 from app.state.settings import Settings
-from app.theme import apply_theme
 from app.widgets.elided_label import ElidedLabel
 from app.widgets.live_strip import LiveStrip
 
@@ -22,16 +21,6 @@ LOAD_MS = 300000  # the demo's load and warm-up on a busy shared CPU
 NARROW = (700, 500)
 
 
-@pytest.fixture
-def themed():
-    """Applies a theme and font size to the app, and puts the test session's look back after."""
-    app = QApplication.instance()
-    font, palette, sheet, style = app.font(), app.palette(), app.styleSheet(), app.style().name()
-    yield lambda theme, size: apply_theme(app, theme, size)
-    app.setStyle(style)
-    app.setPalette(palette)
-    app.setFont(font)
-    app.setStyleSheet(sheet)
 
 
 def open_window(qtbot, data: Path, font_size: int) -> MainWindow:

@@ -9,25 +9,10 @@ from PySide6.QtWidgets import QApplication
 
 from app.main_window import MainWindow
 from app.state.settings import Settings
-from app.theme import apply_theme
 
 SCREEN = (1280, 720)
 
 
-@pytest.fixture
-def themed():
-    """Applies a theme and font size to the app, and puts the test session's look back after."""
-    app = QApplication.instance()
-    font, palette, sheet, style = app.font(), app.palette(), app.styleSheet(), app.style().name()
-
-    def apply(theme: str, font_size: int) -> None:
-        apply_theme(app, theme, font_size)
-
-    yield apply
-    app.setStyle(style)
-    app.setPalette(palette)
-    app.setFont(font)
-    app.setStyleSheet(sheet)
 
 
 def open_window(qtbot, data: Path, font_size: int) -> MainWindow:
