@@ -48,6 +48,7 @@ MAX_CHARS = 1 << 24  # 16.7M characters: far more than any context window holds
 MAX_INT_BITS = 1 << 16  # about 19,700 digits; one operation on two such numbers takes milliseconds
 MAX_CPU_SECONDS = 3.0  # of this thread's CPU time; the demo's template compiles in about 0.1 s of it
 LOOK_EVERY, LOOK_SECONDS = 256, 0.002  # the guard reads the clocks every 256 trace events or 2 ms
+LOOK_AT_LEAST = 16  # trace events between two looks, however fast the clock runs
 MAX_GROWTH = 512 << 20  # bytes the process may grow while one template runs
 MAX_TEMPLATE = 1 << 20  # characters of template source
 
@@ -282,7 +283,8 @@ class _Guard:
     """Stops the code running in this thread once it has spent MAX_CPU_SECONDS of CPU time, or once
     the process grew by MAX_GROWTH bytes, from a trace function (it sees every line of the compiled
     template). It looks every LOOK_EVERY events and, so that one step allocating a lot (a value of
-    MAX_CHARS in a loop) is seen soon, every LOOK_SECONDS in between; the memory, which costs more
+    MAX_CHARS in a loop) is seen soon, every LOOK_SECONDS in between (at least LOOK_AT_LEAST events
+    apart); the memory, which costs more
     to read, only after LOOK_SECONDS more of CPU time. The wall clock paces the looking, it never
     refuses."""
 
@@ -305,7 +307,9 @@ class _Guard:
 
     def _trace(self, frame, event, arg):
         self.steps -= 1
-        if self.steps <= 0 or time.monotonic() >= self.next_look:
+        # The clock is read only LOOK_AT_LEAST events after a look: a clock that jumps (a busy PC) must not
+        # make every event a look, which would cost more CPU time than the template itself.
+        if self.steps <= 0 or (self.steps <= LOOK_EVERY - LOOK_AT_LEAST and time.monotonic() >= self.next_look):
             self._look()
         return self._trace
 
