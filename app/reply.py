@@ -92,7 +92,7 @@ class Reply:
 
 def continue_refusal(message, messages: list, engine, streaming: bool) -> str:
     """Why the reply `message` (in its chat's `messages`) cannot be continued now ("" when it can)."""
-    from runtime.api import CANNOT_CONTINUE, RemoteEngine
+    from runtime.api import RemoteEngine
 
     if message is None or message.role != "assistant" or not message.complete:
         return "it is not a finished reply"
@@ -106,9 +106,21 @@ def continue_refusal(message, messages: list, engine, streaming: bool) -> str:
         return "it called tools; Regenerate it with a larger Max reply tokens (Settings → Defaults) instead"
     if engine is None:
         return "no model is loaded"
-    if isinstance(engine, RemoteEngine):
-        return CANNOT_CONTINUE
+    if isinstance(engine, RemoteEngine):  # the server's engine decides (runtime/remote/continuation.py)
+        return engine.continue_refusal(cut_part(message))
     return ""
+
+
+def cut_part(message):
+    """The runtime's Continuation of the cut reply `message`: its texts, whether its thought ended, and the
+    thought's tokens as its reply counted them."""
+    from runtime.api import Continuation
+
+    meta = message.meta
+    thought_ended = bool(message.content or meta.get("thinking_end") or not message.thinking)
+    counted = meta.get("thinking_tokens")
+    return Continuation(message.thinking, message.content, thinking_done=thought_ended,
+                        thinking_tokens=counted if isinstance(counted, int) and counted >= 0 else None)
 
 
 def continuation(level, message):
@@ -116,15 +128,12 @@ def continuation(level, message):
     level's other values) and the runtime's Continuation of its texts."""
     from dataclasses import replace
 
-    from runtime.api import Continuation
-
     meta = message.meta
-    thought_ended = bool(message.content or meta.get("thinking_end") or not message.thinking)
     ran = replace(level, name=meta.get("depth") or level.name, think=meta.get("think_submodel"),
                   answer=meta.get("answer_submodel") or level.answer,
                   budget=level.budget if meta.get("thinking_budget") is None else meta["thinking_budget"],
                   escalation=None)
-    return ran, Continuation(message.thinking, message.content, thinking_done=thought_ended)
+    return ran, cut_part(message)
 
 
 SUMMED = ("thinking_tokens", "answer_tokens", "elapsed_ms", "thinking_ms")  # a continued reply's counts add up

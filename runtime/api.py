@@ -82,10 +82,10 @@ from .paths import (
 from .placement import ExpertPlacement
 from .private_files import make_private_folder, open_append, private_before_open, read_bounded, read_tail, write_private
 from .remote.client import RemoteServer
+from .remote.continuation import CANNOT_CONTINUE
 from .remote.engine import RemoteEngine
 from .remote.engine import list_models as list_server_models
 from .remote.models import choices as server_model_choices
-from .remote.reply import CANNOT_CONTINUE
 from .reply_record import Continuation
 from .sampling import SamplingSettings
 from .server.access_rules import is_loopback, valid_api_key

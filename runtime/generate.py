@@ -197,6 +197,12 @@ class _Reply:
                              f"({engine.max_context}); start a new chat or raise the context length")
         self.max_new = min(request.max_new_tokens, room)  # every token of the reply, forced ones included
         budget = ThinkingBudget.for_reply(request.thinking_budget if thinking else 0, self.max_new)
+        if cont is not None and cont.thinks_on:  # the thought goes on within its budget, not a small limit's
+            thought = (cont.thinking_tokens if cont.thinking_tokens is not None
+                       else len(self.chat.encode_plain(cont.thinking_text)))
+            budget, limit = ThinkingBudget.for_continued_thought(request.thinking_budget, thought,
+                                                                 request.max_new_tokens)
+            self.max_new = min(limit, room)
         if thinking and not budget.fits and cont is None:  # too few tokens to think and still answer
             thinking, budget = False, budget.to(0)
             self.prompt = self._prompt(False)

@@ -77,6 +77,20 @@ class ThinkingBudget:
         """Think longer: `more` tokens past the budget, or past what was thought when that is beyond it."""
         return self if self.tokens is None else self.to(max(self.tokens, thought) + more)
 
+    @classmethod
+    def for_continued_thought(cls, tokens: int | None, thought: int, max_new_tokens: int) -> tuple[ThinkingBudget, int]:
+        """(the budget, the reply's token limit) of a reply that thinks on from a thought of `thought` tokens
+        cut by its token limit. The thought may use what is left of its budget (`tokens`; None: as much as
+        a fresh reply of `max_new_tokens` may think), then the answer has `max_new_tokens` of its own: a
+        small limit, which cut the thought, must not force it closed again a few tokens on."""
+        if tokens is None:
+            left = None
+            cap = max(1, cls.for_reply(None, max_new_tokens).cap)
+        else:
+            left = max(0, tokens - thought)
+            cap = left + GRACE_TOKENS
+        return cls(left, cap), cap + END_TOKENS + max_new_tokens
+
 
 @dataclass(frozen=True)
 class Continuation:
@@ -86,6 +100,9 @@ class Continuation:
     thinking_text: str = ""
     answer_text: str = ""
     thinking_done: bool = True  # False: cut mid-thought, so the new reply thinks on, then answers
+    # The thought's tokens so far, as its reply counted them (a remote one: no tokenizer here); None: the
+    # engine counts them from the text
+    thinking_tokens: int | None = None
 
     @property
     def thinks_on(self) -> bool:

@@ -43,6 +43,7 @@ class RemoteStub:
         self.pages = pages or {}  # other GET paths it answers (llama.cpp's /props, vLLM's /version)
         self.gets: list[str] = []  # every GET path asked
         self.bodies: list[dict] = []
+        self.posts: list[str] = []  # the path of each POST, in the order of `bodies`
         self.hangups = threading.Event()
         self.on_headers = None  # called with each request's headers
         stub = self
@@ -89,6 +90,7 @@ class RemoteStub:
                 self._seen()
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 stub.bodies.append(body)
+                stub.posts.append(self.path)
                 steps = stub.script(body) if stub.script else []
                 status = next((s for s in steps if isinstance(s, tuple) and s[0] == "status"), None)
                 if status is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from ..depth import DepthLevel, default_level, depth_levels, thinking_ceiling
 from ..options import ENGINE_CONTEXT
 from .client import RemoteServer
+from .continuation import continue_refusal
 from .models import ELASTIC, RemoteModel, describe, parse_listing
 from .reply import stream_remote
 from .server_kind import OTHER, ServerKind, server_kind
@@ -92,6 +93,10 @@ class RemoteEngine:
     def stream(self, request, controls=None) -> Iterator:
         """The reply's events (reply.py), like `generate.stream_chat` for a local engine."""
         return stream_remote(self, request, controls)
+
+    def continue_refusal(self, continued) -> str:
+        """Why a reply cut by its token limit (a reply_record.Continuation) cannot go on here ("" when it can)."""
+        return continue_refusal(self.kind, self.model.mode, continued)
 
     def token_counter(self, request) -> None:
         """None: the server's tokenizer counts; a chat goes as it is, and the server says if it is too long."""

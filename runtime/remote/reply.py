@@ -44,6 +44,7 @@ from ..events import (
 )
 from ..reply_record import ReplyRecord, ThinkingBudget
 from .client import RemoteDropped, RemoteError, RemoteStopped
+from .continuation import continue_refusal, cut_thought_tokens, cut_turn
 from .models import ELASTIC, PAIRS
 
 log = logging.getLogger(__name__)
@@ -53,11 +54,6 @@ MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call
 THINK_CLOSE = "</think>"
 
 
-# Chat completions has no field that says "go on from this text": a last assistant message is read as a turn
-# that ended, so the server would start a new reply rather than finish this one.
-CANNOT_CONTINUE = ("a model on another server cannot continue a reply: its chat API starts a new reply "
-                   "after the last message rather than going on from it; Regenerate with a larger "
-                   "Max reply tokens (Settings → Defaults) instead")
 
 
 def stream_remote(engine, request, controls: Controls | None = None) -> Iterator[Event]:
@@ -118,12 +114,21 @@ class _RemoteReply:
                                   f"one of {', '.join(self.model.submodels)}")
         if request.max_new_tokens < 1:
             raise RemoteError("max_new_tokens must be at least 1")
-        if getattr(request, "continued", None) is not None:
-            raise RemoteError(CANNOT_CONTINUE)
+        self.cont = cont = request.continued  # Continue: the cut reply goes on (continuation.py)
         think = request.think_submodel if request.thinking_budget != 0 else None
+        self.max_new = request.max_new_tokens
+        budget = ThinkingBudget.for_reply(request.thinking_budget, request.max_new_tokens)
+        if cont is not None:
+            why = continue_refusal(engine.kind, self.model.mode, cont)
+            if why:
+                raise RemoteError(why)
+            think = request.think_submodel if cont.thinks_on else None
+            if cont.thinks_on:  # the thought goes on within its budget, not a small limit's (reply_record.py)
+                budget, self.max_new = ThinkingBudget.for_continued_thought(
+                    request.thinking_budget, cut_thought_tokens(cont), request.max_new_tokens)
         # The reply's record, kept as generate.py keeps a local one (runtime/reply_record.py).
-        self.record = ReplyRecord(think, request.answer_submodel,
-                                  ThinkingBudget.for_reply(request.thinking_budget, request.max_new_tokens))
+        self.record = ReplyRecord(think, request.answer_submodel, budget,
+                                  answering=bool(cont and cont.answer_text))
         self.finish: str | None = None
         self.final: _Chunk | None = None  # the current stream's chunk that said how it ended
 
@@ -219,7 +224,7 @@ class _RemoteReply:
             if self.think_sub is not None:
                 elastic["think_submodel"] = self.think_sub
         elastic["keep_reasoning"] = not req.truncate_history_thinking
-        body = {**self._body(self.model.id, self._messages(), req.max_new_tokens), "elastic": elastic}
+        body = {**self._body(self.model.id, self._messages(), self.max_new), "elastic": elastic}
         for chunk in self._chunks(body):
             switch = chunk.elastic.get("switch") if chunk.finish is None else None
             if switch is not None and chunk.any:
@@ -249,13 +254,18 @@ class _RemoteReply:
     # ------------------------------------------------------------------ SINGLE: one model, the server's budget
 
     def _single(self) -> Iterator[Event]:
-        req = self.req
-        body = self._body(self.model.id, self._messages(), req.max_new_tokens)
+        cont, kind = self.cont, self.engine.kind
+        messages = self._messages() + ([cut_turn(cont.thinking_text, cont.answer_text)] if cont else [])
+        body = self._body(self.model.id, messages, self.max_new)
         thinking = self.think_sub is not None
-        body["chat_template_kwargs"] = {"enable_thinking": thinking}
+        body["chat_template_kwargs"] = {"enable_thinking": thinking or bool(cont and cont.thinking_text)}
+        if cont:
+            body.update(kind.continue_thought if thinking else kind.continue_answer)
+        echo = bool(cont and cont.thinking_text and not cont.answer_text)  # the answer right after the thought
+        budget = self.record.budget.tokens  # (a continued thought's: what is left of it)
         if thinking:
-            if req.thinking_budget is not None:
-                body.update({name: req.thinking_budget for name in self.engine.kind.budget_fields})
+            if budget is not None:
+                body.update({name: budget for name in kind.budget_fields})
             effort = self._effort()
             if effort in ("low", "medium", "high"):
                 body["reasoning_effort"] = effort
@@ -266,11 +276,13 @@ class _RemoteReply:
                         raise RemoteError(f"the server at {self.server.address} sent reasoning after the answer")
                     self.record.answer()
                     self.record.thinking_end = "model" if thinking else ""
+                if phase == ANSWER and echo and text:
+                    text, echo = text.removeprefix(THINK_CLOSE), False  # llama.cpp echoes a thought's close
                 if text:
                     yield self._token(text)
         self.finish = FINISH.get(self._final("reply").finish, END_OF_TURN)
         thought = self.record.tally.counts[THINKING]
-        if thinking and req.thinking_budget is not None and thought >= req.thinking_budget:
+        if thinking and budget is not None and thought >= budget:
             self.record.budget_hit, self.record.thinking_end = True, "budget"  # the server's budget ended it
 
     def _effort(self) -> str | None:
@@ -284,20 +296,25 @@ class _RemoteReply:
     # ------------------------------------------------------------------ PAIRS: think on one, continue on another
 
     def _pairs(self) -> Iterator[Event]:
-        req = self.req
+        req, cont = self.req, self.cont
         messages = self._messages()
+        thought, answer = (cont.thinking_text, cont.answer_text) if cont else ("", "")
         if self.think_sub is not None:
-            yield from self._think(messages)
+            yield from self._think(messages + ([cut_turn(thought, "")] if cont else []))
             if self.finish is not None:
                 return
             # the thought without the line end that closed it: templates and servers put their own line
             # break before </think> (a second one made llama.cpp's answerer write </think> again)
-            thought = self.record.thought.removesuffix("\n")
-            messages = messages + [{"role": "assistant", "content": "", "reasoning_content": thought}]
-        left = req.max_new_tokens - self.record.tally.counts[THINKING]
+            thought = (thought + self.record.thought).removesuffix("\n")
+        thought_given = self.think_sub is not None or bool(thought)  # a closed thought, the answer after it
+        prefilled = thought_given or cont is not None  # the answer goes on from a final assistant turn
+        if prefilled:
+            turn = cut_turn(thought, answer)
+            messages = messages + [{**turn, "reasoning_content": thought} if thought_given else turn]
+        left = self.max_new - self.record.tally.counts[THINKING]
         body = self._body(self.model.model_id(req.answer_submodel), messages, max(1, left))
-        body["chat_template_kwargs"] = {"enable_thinking": self.think_sub is not None}
-        if self.think_sub is not None:
+        body["chat_template_kwargs"] = {"enable_thinking": thought_given}
+        if prefilled:
             body.update(self.engine.kind.continue_answer)
         self.record.answer()
         asked, seen = time.perf_counter(), 0
@@ -308,7 +325,7 @@ class _RemoteReply:
                                       "instead of answering after the closed thought it was given; two-model "
                                       "depth needs a server that continues a final assistant turn "
                                       "(continue_final_message: vLLM, SGLang, llama.cpp)")
-                if phase == ANSWER and not seen and self.think_sub is not None:
+                if phase == ANSWER and not seen and thought_given and not answer:
                     text = text.removeprefix(THINK_CLOSE)  # llama.cpp echoes the close of the thought it was given
                 if phase == ANSWER and text:
                     if not seen and req.answer_submodel != self.current:
@@ -325,8 +342,10 @@ class _RemoteReply:
         if not record.budget.fits:  # too few tokens to think and still answer (as a local reply decides)
             record.think_no_more()
             return
-        body = self._body(self.model.model_id(self.think_sub), messages, self.req.max_new_tokens)
+        body = self._body(self.model.model_id(self.think_sub), messages, self.max_new)
         body["chat_template_kwargs"] = {"enable_thinking": True}
+        if self.cont is not None:  # the cut thought, the final turn, goes on (continuation.py)
+            body.update(self.engine.kind.continue_thought)
         chunks = self._chunks(body)
         try:
             for chunk in chunks:
@@ -351,7 +370,7 @@ class _RemoteReply:
 
     def _close_thought(self) -> Iterator[Event]:
         """The thought ends on a line of its own, as a local one ends it."""
-        if not self.record.thought.endswith("\n"):
+        if not ((self.cont.thinking_text if self.cont else "") + self.record.thought).endswith("\n"):
             yield self._token("\n", forced=True)
 
     def _token(self, text: str, forced: bool = False) -> Token:

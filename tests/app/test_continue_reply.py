@@ -110,12 +110,20 @@ def test_only_the_last_reply_cut_by_its_limit_can_continue():
     assert "tools" in continue_refusal(message(2, "assistant", tool_rounds=[{}]), [cut], engine, False)
 
 
-def test_a_model_on_another_server_says_why_it_cannot_continue():
-    from runtime.api import RemoteEngine
+def test_a_model_on_another_server_continues_where_its_engine_can_and_says_why_not_elsewhere():
+    """The engine decides (runtime/remote/continuation.py): vLLM goes on with an answer, not a thought."""
+    from runtime.api import RemoteEngine, RemoteServer
+    from runtime.remote.models import SINGLE, RemoteModel
+    from runtime.remote.server_kind import OTHER, VLLM
 
-    remote = RemoteEngine.__new__(RemoteEngine)  # (its type is all the check reads)
+    model = RemoteModel("star", SINGLE, ("star",), (("star", "star"),), 4096)
+    server = RemoteServer("http://127.0.0.1:9/v1")
     cut = message(2, "assistant")
-    assert "another server" in continue_refusal(cut, [cut], remote, False)
+    mid_thought = Message(2, 1, "assistant", "", "a thought cut", {"finish_reason": "length"}, True)
+    assert continue_refusal(cut, [cut], RemoteEngine(server, model, VLLM), False) == ""
+    assert "thought cut mid-way" in continue_refusal(mid_thought, [mid_thought], RemoteEngine(server, model, VLLM),
+                                                     False)
+    assert "not known to go on" in continue_refusal(cut, [cut], RemoteEngine(server, model, OTHER), False)
 
 
 def test_a_continued_replys_counts_add_up():
