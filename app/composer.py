@@ -20,7 +20,7 @@ class Composer(QObject):
         self.editing: int | None = None  # the sent message being edited
         self.editing_text = ""  # the edited message as the box holds it now (for the meter)
         self.attached: dict[int, list] = {}  # chat id -> the Attachments of the message being written there
-        self.attachment_tokens: dict[int, int] = {}  # an attachment's key -> its tokens alone
+        self.attachment_tokens: dict[int, tuple[int, str]] = {}  # an attachment's key -> (its tokens alone, how)
         self._attachment_keys = itertools.count(1)  # (a key crosses to the counter as a C int: not id())
         self.attachment_key: dict[int, int] = {}  # id(Attachment) -> its key
         self.tasks = TaskRunner(self)  # reads attached files (a PDF can take a while)
@@ -124,13 +124,13 @@ class Composer(QObject):
             self.show_attachments()
             self.front.context.count()
 
-    @Slot(int, int)
-    def _on_text_counted(self, key: int, tokens: int) -> None:
-        self.attachment_tokens[key] = tokens
+    @Slot(int, int, str)
+    def _on_text_counted(self, key: int, tokens: int, how: str) -> None:
+        self.attachment_tokens[key] = (tokens, how)
         self.show_attachments()
 
     def show_attachments(self) -> None:
         """Says (sig_attachments) which files the message being written in the chat shown has."""
         files = self.attached.get(self.front.chats.current, [])
-        self.front.sig_attachments.emit([(a.name, self.attachment_tokens.get(self.attachment_key.get(id(a), 0), -1),
-                                          a.note) for a in files])
+        counted = [self.attachment_tokens.get(self.attachment_key.get(id(a), 0), (-1, "")) for a in files]
+        self.front.sig_attachments.emit([(a.name, tokens, a.note, how) for a, (tokens, how) in zip(files, counted)])

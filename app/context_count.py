@@ -4,9 +4,9 @@ its files and the tools offered included), against what the context leaves the r
 The counting runs in a thread of its own (app/token_counter.py), so typing never waits for a tokenizer;
 a newer ask makes an older one stale. The answer comes as the front's `sig_context`.
 
-A model on a server is counted by the server: its tokenizer is not on this PC (the spec names no folder
-to read one from), so the meter says so (`SERVER_COUNTS`) with the context the server gives, and the
-server says when a chat is too long for it.
+A model on a server is counted by the server where it has a tokenizer route (llama.cpp's and vLLM's
+/tokenize, an Elastic Chat server's count_tokens: runtime/remote/token_count.py); elsewhere the count
+is estimated from the characters, and the answer's `why` says so and why (the meter shows "estimated").
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from .token_counter import TokenCounter
 from .workers import start_in_thread, stop_thread
 
 COUNT_MS = 250  # the meter counts a draft this long after the typing pauses
-SERVER_COUNTS = -2  # sig_context's tokens for a model on a server (-1: not counted, and `why` says why)
 
 
 class ContextCount(QObject):
     # requests to the token counter (queued: it lives in its own thread)
     _sig_count = Signal(int, object, bool, object)  # serial, messages, thinking, the tools offered (or None)
     _sig_count_model = Signal(str)
+    _sig_count_remote = Signal(object)
     _sig_count_text = Signal(int, str)
 
     def __init__(self, front):
@@ -35,21 +35,26 @@ class ContextCount(QObject):
         self.counter.sig_counted.connect(self._on_counted)
         self._sig_count.connect(self.counter.count)
         self._sig_count_model.connect(self.counter.use)
+        self._sig_count_remote.connect(self.counter.use_remote)
         self._sig_count_text.connect(self.counter.count_text)
         self._serial = 0
-        self.remote = False  # the loaded model is a server's: it counts
+        self.remote = False  # the loaded model is a server's: its server counts, or the count is estimated
         self.timer = QTimer(self)
         self.timer.setSingleShot(True)
         self.timer.setInterval(COUNT_MS)
         self.timer.timeout.connect(self.count)
 
     def use_model(self, folder: str) -> None:
-        """Counts with the tokenizer of the model in `folder` ("": none is loaded; a server's spec: the
-        server counts)."""
+        """Counts with the tokenizer of the model in `folder` ("": none is loaded; a server's spec: with the
+        loaded engine's prompt counter, which asks the server or estimates)."""
         from runtime.api import is_spec
 
         self.remote = is_spec(folder)
-        self._sig_count_model.emit("" if self.remote else folder)
+        engine = getattr(self.front.worker, "engine", None) if self.remote else None
+        if engine is not None and hasattr(engine, "prompt_counter"):
+            self._sig_count_remote.emit(engine.prompt_counter())
+        else:
+            self._sig_count_model.emit("" if self.remote else folder)
 
     def count_text(self, key: int, text: str) -> None:
         """Counts `text` alone (an attachment); the answer comes as the counter's sig_text_counted."""
@@ -78,11 +83,6 @@ class ContextCount(QObject):
         if front.loaded is None or cid is None:
             front.sig_context.emit(-1, limit, context, "no model is loaded")
             return
-        if self.remote:
-            known = getattr(front.loaded.status, "context_known", True)
-            front.sig_context.emit(SERVER_COUNTS, limit, context,
-                                   "" if known else "the server did not say its context length")
-            return
         editing = front.composer.editing
         try:
             level = front.depth.level()
@@ -101,6 +101,10 @@ class ContextCount(QObject):
     @Slot(int, int, str)
     def _on_counted(self, serial: int, tokens: int, why: str) -> None:
         if serial == self._serial:
+            loaded = self.front.loaded
+            if tokens >= 0 and loaded is not None and not getattr(loaded.status, "context_known", True):
+                why = "; ".join(filter(None, (why, "the server did not say its context length, so this program's "
+                                                   "default is assumed")))
             self.front.sig_context.emit(tokens, *self.limits(), why)
 
     def shutdown(self) -> None:

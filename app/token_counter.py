@@ -18,11 +18,14 @@ log = logging.getLogger(__name__)
 
 class TokenCounter(QObject):
     sig_counted = Signal(int, int, str)  # serial, tokens (-1 when not counted), why not ("" when counted)
-    sig_text_counted = Signal(int, int)  # key, tokens of a text alone (an attachment; -1: not counted)
+    # key, tokens of a text alone (an attachment; -1: not counted), how ("": the model's tokenizer counted;
+    # else an estimate and why, or why it was not counted)
+    sig_text_counted = Signal(int, int, str)
 
     def __init__(self):
         super().__init__()
         self.chat = None  # runtime.chat_format.ChatFormat of the loaded model
+        self.remote = None  # runtime.remote.token_count.RemoteTokenCount of a model on a server
         self._latest = 0
         self._lock = threading.Lock()
 
@@ -40,7 +43,7 @@ class TokenCounter(QObject):
         """The model in `folder` is the one to count for ("" : none)."""
         from runtime.api import ChatFormat
 
-        self.chat = None
+        self.chat = self.remote = None
         if not folder:
             return
         try:
@@ -48,12 +51,21 @@ class TokenCounter(QObject):
         except Exception as e:  # the engine loaded it; a counter that cannot is only a missing meter
             log.warning("no token counter for %s: %s", folder, e)
 
+    @Slot(object)
+    def use_remote(self, counter) -> None:
+        """A model on a server is the one to count for: `counter` (a RemoteTokenCount) asks its server."""
+        self.chat, self.remote = None, counter
+
     @Slot(int, object, bool, object)
     def count(self, serial: int, messages, thinking: bool, tools=None) -> None:
-        """`tools`: those the chat offers (the template renders them into the prompt), or None."""
+        """`tools`: those the chat offers (the template renders them into the prompt), or None. A model on a
+        server: its count, or an estimate, whose `why` says so (sig_counted's tokens are then not -1)."""
         if self._stale(serial):
             return
-        if self.chat is None:
+        if self.remote is not None and (messages or tools):
+            self.sig_counted.emit(serial, *self.remote.count(messages, thinking, tools))
+            return
+        if self.chat is None and self.remote is None:
             self.sig_counted.emit(serial, -1, "no model is loaded")
             return
         if not messages and not tools:
@@ -72,9 +84,15 @@ class TokenCounter(QObject):
     @Slot(int, str)
     def count_text(self, key: int, text: str) -> None:
         """The tokens of `text` alone, as plain text (an attached file's share of the prompt)."""
+        if self.remote is not None:
+            self.sig_text_counted.emit(key, *self.remote.count_text(text))
+            return
+        if self.chat is None:
+            self.sig_text_counted.emit(key, -1, "no model is loaded")
+            return
         try:
-            tokens = len(self.chat.tokenizer.encode(text, add_special_tokens=False)) if self.chat else -1
+            tokens, how = len(self.chat.tokenizer.encode(text, add_special_tokens=False)), ""
         except Exception as e:
             log.warning("counting an attachment: %s", e)
-            tokens = -1
-        self.sig_text_counted.emit(key, tokens)
+            tokens, how = -1, f"its text could not be counted: {e}"
+        self.sig_text_counted.emit(key, tokens, how)

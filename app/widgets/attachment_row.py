@@ -26,7 +26,8 @@ class AttachmentRow(QWidget):
         self.setVisible(False)
 
     def show_files(self, files) -> None:
-        """`files`: [(name, tokens or -1 while counting, note)]."""
+        """`files`: [(name, tokens or -1, note[, how])]: `how` says how the tokens were counted when it was
+        not the model's own tokenizer (an estimate, and why), or why they were not ("" and -1: counting)."""
         for w in self.items:
             self.row.removeWidget(w)
             w.deleteLater()
@@ -35,7 +36,7 @@ class AttachmentRow(QWidget):
             self.row.insertWidget(i, chip)
         self.setVisible(bool(files))
 
-    def _chip(self, i: int, name: str, tokens: int, note: str) -> QWidget:
+    def _chip(self, i: int, name: str, tokens: int, note: str, how: str = "") -> QWidget:
         chip = QWidget()
         chip.setObjectName("attachment")
         line = QHBoxLayout(chip)
@@ -45,9 +46,9 @@ class AttachmentRow(QWidget):
         icon = QLabel()
         icon.setObjectName("attachmentIcon")
         icon.setPixmap(style.standardIcon(QStyle.StandardPixmap.SP_FileIcon).pixmap(ICON_PX, ICON_PX))
-        size = f"{tokens:,} tokens" if tokens >= 0 else "counting…"
+        size = chip_size(tokens, how)
         label = QLabel(f"{name} · {size}")
-        label.setToolTip(f"{name}: {size} of the context" + (f"; {note}" if note else "")
+        label.setToolTip(f"{name}: {size} of the context" + (f" ({how})" if how else "") + (f"; {note}" if note else "")
                          + ". Its text is sent with your message.")
         remove = QToolButton()
         remove.setIcon(style.standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton))
@@ -58,3 +59,10 @@ class AttachmentRow(QWidget):
         for widget in (icon, label, remove):
             line.addWidget(widget)
         return chip
+
+
+def chip_size(tokens: int, how: str) -> str:
+    """A chip's size: counted, estimated (`how` says from what), not counted (`how` says why), or counting."""
+    if tokens >= 0:
+        return f"about {tokens:,} tokens (estimated)" if how.startswith("estimated") else f"{tokens:,} tokens"
+    return "not counted" if how else "counting…"

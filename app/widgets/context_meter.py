@@ -4,7 +4,8 @@ template, the system prompt, the earlier turns with the reasoning the template k
 A prompt longer than the context is said by what the overflow policy does with it: leaving the earliest
 turns out is routine (a long chat), said in the meter's quiet colour; only a send the policy refuses is
 "too long", in the warning colour on the label and the bar alike (the theme styles `over`). A model on a
-server is counted there: the meter says so, with the server's context."""
+server is counted by its tokenizer route, or estimated from the characters: the meter says "estimated",
+and its tooltip from what and why."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QWidget
 
 from runtime.api import CONTEXT_OVERFLOW
 
-from ..context_count import SERVER_COUNTS
 from .elided_label import ElidedLabel
 
 OVER = {"keep_system": "the earliest turns will be left out (the system prompt stays)",
@@ -41,13 +41,11 @@ class ContextMeter(QWidget):
         row.addWidget(self.bar, 1)
         row.addWidget(self.label, 3)
         self.tokens = self.limit = self.context = -1
+        self.why = ""
         self.policy = CONTEXT_OVERFLOW.default
 
     def show_count(self, tokens: int, limit: int, context: int, why: str) -> None:
-        self.tokens, self.limit, self.context = tokens, limit, context
-        if tokens == SERVER_COUNTS:
-            self._counted_by_server(context, why)
-            return
+        self.tokens, self.limit, self.context, self.why = tokens, limit, context, why
         if tokens < 0:
             self.bar.setValue(0)
             self.label.setText(f"Context: not counted ({why})" if why else "Context: not counted")
@@ -58,25 +56,18 @@ class ContextMeter(QWidget):
         self.bar.setValue(min(tokens, context))
         over = tokens > limit
         policy = self.policy if self.policy in SHORT else "refuse"
-        self.label.setText(f"Context {tokens:,} / {context:,} tokens" + (f": {SHORT[policy]}" if over else ""))
+        estimated = why.startswith("estimated")
+        self.label.setText(f"Context {'about ' if estimated else ''}{tokens:,} / {context:,} tokens"
+                           + (" (estimated)" if estimated else "") + (f": {SHORT[policy]}" if over else ""))
         self._mark(("refuse" if policy == "refuse" else "trim") if over else "")
         tip = (f"The next reply's prompt is {tokens:,} tokens: the chat template, the system prompt, the earlier "
                f"turns (with the reasoning the template keeps) and your draft. The context holds {context:,}; "
                f"{context - limit:,} stay free for the reply, so a prompt may have {limit:,}.")
         if over:
             tip += f" This one is longer: {OVER.get(self.policy, OVER['refuse'])} (Settings → Defaults)."
+        if why:  # how it was counted, when not by the model's tokenizer (a model on a server)
+            tip += f" The count is {why}." if estimated else f" Note: {why}."
         self.setToolTip(tip)
-
-    def _counted_by_server(self, context: int, why: str) -> None:
-        """A model on a server: its tokenizer is there, so the server counts (and refuses what is too long)."""
-        self.bar.setRange(0, 1)
-        self.bar.setValue(0)
-        self._mark("")
-        holds = f"up to {context:,} tokens" if not why else f"{context:,} tokens assumed: {why}"
-        self.label.setText(f"Context: counted by the server ({holds})")
-        self.setToolTip(f"The model runs on a server, which counts the prompt with its own tokenizer; its context "
-                        f"holds {holds}. If a chat grows too long for it, the server says so and the reply "
-                        "shows its message.")
 
     def _mark(self, state: str) -> None:
         """"", "trim" or "refuse": the theme styles the label and the bar by this property."""
@@ -88,4 +79,4 @@ class ContextMeter(QWidget):
     def set_policy(self, policy: str) -> None:
         self.policy = policy
         if self.tokens >= 0:
-            self.show_count(self.tokens, self.limit, self.context, "")
+            self.show_count(self.tokens, self.limit, self.context, self.why)

@@ -162,8 +162,9 @@ class RemoteServer:
                 raise RemoteError(f"the server at {self.address} sent a broken stream ({e}); the reply was cut "
                                   "there") from None
 
-    def post_json(self, path: str, body: dict, stop: Callable[[], bool] | None = None) -> dict:
-        with _Call(self, "POST", path, body, stop, deadline=self.timeouts.total()) as call:
+    def post_json(self, path: str, body: dict, stop: Callable[[], bool] | None = None, root: bool = False) -> dict:
+        """POST `body` to `path` (under /v1, or with `root` under the server's root: llama.cpp's /tokenize)."""
+        with _Call(self, "POST", path, body, stop, deadline=self.timeouts.total(), root=root) as call:
             call.expect("application/json")
             raw = call.read_all(MAX_JSON_BYTES)
         try:

@@ -23,6 +23,7 @@ from .continuation import continue_refusal
 from .models import ELASTIC, RemoteModel, describe, parse_listing
 from .reply import stream_remote
 from .server_kind import OTHER, ServerKind, server_kind
+from .token_count import RemoteTokenCount
 
 NO_SIGNALS = ("Auto needs the thinker's uncertainty at each token, which an OpenAI-compatible server does not "
               "stream; it runs on a local model or on an Elastic Chat server")
@@ -97,6 +98,10 @@ class RemoteEngine:
     def continue_refusal(self, continued) -> str:
         """Why a reply cut by its token limit (a reply_record.Continuation) cannot go on here ("" when it can)."""
         return continue_refusal(self.kind, self.model.mode, continued)
+
+    def prompt_counter(self) -> RemoteTokenCount:
+        """What counts this model's prompts for the window's meter: the server's tokenizer, or an estimate."""
+        return RemoteTokenCount(self.server, self.model, self.kind)
 
     def token_counter(self, request) -> None:
         """None: the server's tokenizer counts; a chat goes as it is, and the server says if it is too long."""

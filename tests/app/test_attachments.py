@@ -110,9 +110,10 @@ def test_the_window_attaches_counts_and_sends_a_file(qtbot, tmp_path):
     qtbot.waitUntil(lambda: w.meter.tokens == 0, timeout=30000)
     with qtbot.waitSignal(c.sig_attachments, timeout=60000, check_params_cb=lambda f: f and f[0][1] > 0) as shown:
         c.composer.attach(str(tmp_path / "notes.md"))
-    (name, tokens, _), = shown.args[0]
+    (name, tokens, _, how), = shown.args[0]
     labels = w.files.items[0].findChildren(type(w.notes.error.label))  # (its icon is a label too)
-    assert name == "notes.md" and tokens > 100 and w.files.isVisible() and any("tokens" in x.text() for x in labels)
+    assert name == "notes.md" and tokens > 100 and how == "" and w.files.isVisible()
+    assert any("tokens" in x.text() for x in labels)
     qtbot.waitUntil(lambda: w.meter.tokens > tokens, timeout=30000)  # the meter counts it before sending
     c.composer.attach(str(tmp_path / "missing.png"))
     qtbot.waitUntil(lambda: w.notes.error.isVisible() and "picture" in w.notes.error.text(), timeout=30000)

@@ -1,0 +1,93 @@
+"""How many tokens a prompt takes on a remote engine, for the window's context meter and attachment chips.
+
+The tokenizer is on the server, so the server counts where it has a route for it: llama.cpp renders the
+chat with `/apply-template` and counts with `/tokenize`, vLLM counts a chat (template included) or a text
+with its `/tokenize`, and an Elastic Chat server with Anthropic's `/v1/messages/count_tokens`. Any other
+server, or one whose route fails, gets an estimate: its characters divided by 4, said as such with why.
+A route that failed once is not asked again (the counter asks on every pause in typing).
+"""
+
+from __future__ import annotations
+
+import json
+
+from .client import RemoteError, RemoteServer
+from .models import ELASTIC, RemoteModel
+from .server_kind import LLAMA_CPP, VLLM, ServerKind
+
+CHARS_PER_TOKEN = 4  # the estimate's rule: about 4 characters a token for English text and code
+
+
+def estimate(text: str) -> int:
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+class RemoteTokenCount:
+    """Counts for one model on one server. Each count is one or two short requests (RemoteServer's bounds);
+    it runs in the app's counting thread, never on the GUI's."""
+
+    def __init__(self, server: RemoteServer, model: RemoteModel, kind: ServerKind):
+        self.server, self.model, self.kind = server, model, kind
+        self.model_id = model.model_id(model.submodels[-1])  # (every submodel reads the same tokenizer)
+        knows = model.mode == ELASTIC or kind in (LLAMA_CPP, VLLM)  # a route that counts
+        self.failed = "" if knows else f"the server at {server.address} has no tokenizer route this program knows"
+
+    def count(self, messages, thinking: bool, tools=None) -> tuple[int, str]:
+        """(tokens, how): how is "" when the server's tokenizer counted, else what the estimate is and why."""
+        messages = [dict(m) for m in messages]
+        if not self.failed:
+            try:
+                return self._counted(messages, thinking, tools), ""
+            except RemoteError as e:
+                self.failed = str(e)
+        text = "".join(str(m.get(k) or "") for m in messages for k in ("content", "reasoning_content"))
+        return estimate(text + (json.dumps(tools) if tools else "")), self._estimated()
+
+    def count_text(self, text: str) -> tuple[int, str]:
+        """(tokens of `text` alone, how), as `count` says it."""
+        if not self.failed and self.model.mode != ELASTIC:  # (Anthropic's route counts a whole request only)
+            try:
+                return self._tokens_of(text), ""
+            except RemoteError as e:
+                self.failed = str(e)
+        return estimate(text), self._estimated()
+
+    def _estimated(self) -> str:
+        return f"estimated from its characters ({CHARS_PER_TOKEN} a token): {self.failed}"
+
+    # ------------------------------------------------------------------ the servers' routes
+
+    def _counted(self, messages: list[dict], thinking: bool, tools) -> int:
+        kwargs = {"enable_thinking": thinking}
+        if self.model.mode == ELASTIC:
+            system = "\n\n".join(m["content"] for m in messages if m.get("role") == "system")
+            body = {"model": self.model.id, "messages": [{"role": m["role"], "content": m.get("content") or ""}
+                                                         for m in messages if m.get("role") in ("user", "assistant")]}
+            if system:
+                body["system"] = system
+            return _count(self.server.post_json("/messages/count_tokens", body), "input_tokens", self.server)
+        if self.kind == VLLM:
+            body = {"model": self.model_id, "messages": messages, "add_generation_prompt": True,
+                    "chat_template_kwargs": kwargs, **({"tools": list(tools)} if tools else {})}
+            return _count(self.server.post_json("/tokenize", body, root=True), "count", self.server)
+        body = {"messages": messages, "chat_template_kwargs": kwargs, **({"tools": list(tools)} if tools else {})}
+        prompt = self.server.post_json("/apply-template", body, root=True).get("prompt")
+        if not isinstance(prompt, str):
+            raise RemoteError(f"the server at {self.server.address} answered /apply-template without a prompt")
+        return self._tokens_of(prompt)
+
+    def _tokens_of(self, text: str) -> int:
+        if self.kind == VLLM:
+            body = {"model": self.model_id, "prompt": text, "add_special_tokens": False}
+            return _count(self.server.post_json("/tokenize", body, root=True), "count", self.server)
+        tokens = self.server.post_json("/tokenize", {"content": text}, root=True).get("tokens")
+        if not isinstance(tokens, list):
+            raise RemoteError(f"the server at {self.server.address} answered /tokenize without a list of tokens")
+        return len(tokens)
+
+
+def _count(answer: dict, key: str, server: RemoteServer) -> int:
+    value = answer.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise RemoteError(f"the server at {server.address} counted tokens without a count ({key})")
+    return value
