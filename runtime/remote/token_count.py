@@ -45,7 +45,7 @@ class RemoteTokenCount:
 
     def count_text(self, text: str) -> tuple[int, str]:
         """(tokens of `text` alone, how), as `count` says it."""
-        if not self.failed and self.model.mode != ELASTIC:  # (Anthropic's route counts a whole request only)
+        if not self.failed:
             try:
                 return self._tokens_of(text), ""
             except RemoteError as e:
@@ -77,6 +77,9 @@ class RemoteTokenCount:
         return self._tokens_of(prompt)
 
     def _tokens_of(self, text: str) -> int:
+        if self.model.mode == ELASTIC:  # Anthropic's route counts a whole request: a message with it, less one without
+            return max(0, self._counted([{"role": "user", "content": text}], False, None)
+                       - self._counted([{"role": "user", "content": ""}], False, None))
         if self.kind == VLLM:
             body = {"model": self.model_id, "prompt": text, "add_special_tokens": False}
             return _count(self.server.post_json("/tokenize", body, root=True), "count", self.server)

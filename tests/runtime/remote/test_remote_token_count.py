@@ -89,3 +89,23 @@ def test_a_route_that_fails_is_estimated_with_why_and_not_asked_again():
         assert stub.posts == ["/tokenize"]  # asked once
     finally:
         stub.__exit__()
+
+
+def test_an_elastic_chat_server_counts_as_the_model_here_does():
+    """Another Elastic Chat (`runtime serve` on the demo): its count_tokens gives what the tokenizer here gives."""
+    from runtime.engine import Engine
+    from runtime.engine_queue import EngineQueue
+    from runtime.server.runner import ServerThread
+    from tests.paths import DEMO
+
+    engine = Engine.load(DEMO, device="cpu", max_context=2048)
+    queue = EngineQueue()
+    queue.set_engine(engine)
+    srv = ServerThread(queue, "127.0.0.1", 0).start()
+    try:
+        counter = RemoteEngine.connect(RemoteServer(srv.address, timeouts=FAST), DEMO.name).prompt_counter()
+        assert counter.count(CHAT, False) == (len(engine.chat.prompt_ids(list(CHAT), enable_thinking=False)), "")
+        text = "The meeting is on Tuesday at 10 in room 4."
+        assert counter.count_text(text) == (len(engine.chat.encode_plain(text)), "")
+    finally:
+        srv.stop()
