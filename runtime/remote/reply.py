@@ -16,6 +16,10 @@ How depth runs depends on the server (models.py's modes):
 - SINGLE: one request; depth is `chat_template_kwargs.enable_thinking`, the thinking budget in the
   field the server reads (server_kind.py: vLLM's `thinking_token_budget`, llama.cpp's
   `thinking_budget_tokens`) and `reasoning_effort` (low, medium, high), which the server honours or not.
+
+Continue (`request.continued`, PAIRS and SINGLE): the cut reply is the conversation's final assistant
+turn, with the fields that make its engine go on with it (continuation.py says where it can); a thought
+cut midway thinks on with what is left of its budget (ThinkingBudget.for_continued_thought).
 """
 
 from __future__ import annotations
@@ -52,8 +56,6 @@ FINISH = {"stop": END_OF_TURN, "length": LENGTH}
 ENGINE_FINISH = set(FINISH_REASONS) - {TOOL_CALLS}  # (no tools are passed to a server yet)
 MESSAGE_KEYS = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
 THINK_CLOSE = "</think>"
-
-
 
 
 def stream_remote(engine, request, controls: Controls | None = None) -> Iterator[Event]:
