@@ -13,6 +13,7 @@ import json
 
 from .client import RemoteError, RemoteServer
 from .models import ELASTIC, RemoteModel
+from .reply import MESSAGE_KEYS
 from .server_kind import LLAMA_CPP, VLLM, ServerKind
 
 CHARS_PER_TOKEN = 4  # the estimate's rule: about 4 characters a token for English text and code
@@ -34,7 +35,7 @@ class RemoteTokenCount:
 
     def count(self, messages, thinking: bool, tools=None) -> tuple[int, str]:
         """(tokens, how): how is "" when the server's tokenizer counted, else what the estimate is and why."""
-        messages = [dict(m) for m in messages]
+        messages = [{k: m[k] for k in MESSAGE_KEYS if k in m} for m in messages]  # (as a reply sends them)
         if not self.failed:
             try:
                 return self._counted(messages, thinking, tools), ""
