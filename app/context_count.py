@@ -110,4 +110,5 @@ class ContextCount(QObject):
     def shutdown(self) -> None:
         self.timer.stop()
         self.counter.blockSignals(True)
+        self.counter.stop_remote()
         stop_thread(self.counter_thread)

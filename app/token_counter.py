@@ -51,6 +51,12 @@ class TokenCounter(QObject):
         except Exception as e:  # the engine loaded it; a counter that cannot is only a missing meter
             log.warning("no token counter for %s: %s", folder, e)
 
+    def stop_remote(self) -> None:
+        """Any thread (the app quits): a server's count in flight ends at once, so the thread can end."""
+        remote = self.remote
+        if remote is not None:
+            remote.stop()
+
     @Slot(object)
     def use_remote(self, counter) -> None:
         """A model on a server is the one to count for: `counter` (a RemoteTokenCount) asks its server."""

@@ -10,7 +10,9 @@ A route that failed once is not asked again (the counter asks on every pause in 
 from __future__ import annotations
 
 import json
+import threading
 
+from ..errors import ElasticError
 from .client import RemoteError, RemoteServer
 from .models import ELASTIC, RemoteModel
 from .reply import MESSAGE_KEYS
@@ -29,6 +31,7 @@ class RemoteTokenCount:
 
     def __init__(self, server: RemoteServer, model: RemoteModel, kind: ServerKind):
         self.server, self.model, self.kind = server, model, kind
+        self.stopped = threading.Event()  # set by `stop` (the app quits): a request in flight ends at once
         self.model_id = model.model_id(model.submodels[-1])  # (every submodel reads the same tokenizer)
         knows = model.mode == ELASTIC or kind in (LLAMA_CPP, VLLM)  # a route that counts
         self.failed = "" if knows else f"the server at {server.address} has no tokenizer route this program knows"
@@ -39,7 +42,7 @@ class RemoteTokenCount:
         if not self.failed:
             try:
                 return self._counted(messages, thinking, tools), ""
-            except RemoteError as e:
+            except ElasticError as e:  # (a RemoteError, or RemoteStopped by `stop`)
                 self.failed = str(e)
         text = "".join(str(m.get(k) or "") for m in messages for k in ("content", "reasoning_content"))
         return estimate(text + (json.dumps(tools) if tools else "")), self._estimated()
@@ -49,9 +52,16 @@ class RemoteTokenCount:
         if not self.failed:
             try:
                 return self._tokens_of(text), ""
-            except RemoteError as e:
+            except ElasticError as e:  # (a RemoteError, or RemoteStopped by `stop`)
                 self.failed = str(e)
         return estimate(text), self._estimated()
+
+    def stop(self) -> None:
+        """Any thread: ends a count's request in flight (it is estimated) and asks no more."""
+        self.stopped.set()
+
+    def _post(self, path: str, body: dict, root: bool = True) -> dict:
+        return self.server.post_json(path, body, self.stopped.is_set, root=root)
 
     def _estimated(self) -> str:
         return f"estimated from its characters ({CHARS_PER_TOKEN} a token): {self.failed}"
@@ -66,13 +76,13 @@ class RemoteTokenCount:
                                                          for m in messages if m.get("role") in ("user", "assistant")]}
             if system:
                 body["system"] = system
-            return _count(self.server.post_json("/messages/count_tokens", body), "input_tokens", self.server)
+            return _count(self._post("/messages/count_tokens", body, root=False), "input_tokens", self.server)
         if self.kind == VLLM:
             body = {"model": self.model_id, "messages": messages, "add_generation_prompt": True,
                     "chat_template_kwargs": kwargs, **({"tools": list(tools)} if tools else {})}
-            return _count(self.server.post_json("/tokenize", body, root=True), "count", self.server)
+            return _count(self._post("/tokenize", body), "count", self.server)
         body = {"messages": messages, "chat_template_kwargs": kwargs, **({"tools": list(tools)} if tools else {})}
-        prompt = self.server.post_json("/apply-template", body, root=True).get("prompt")
+        prompt = self._post("/apply-template", body).get("prompt")
         if not isinstance(prompt, str):
             raise RemoteError(f"the server at {self.server.address} answered /apply-template without a prompt")
         return self._tokens_of(prompt)
@@ -83,8 +93,8 @@ class RemoteTokenCount:
                        - self._counted([{"role": "user", "content": ""}], False, None))
         if self.kind == VLLM:
             body = {"model": self.model_id, "prompt": text, "add_special_tokens": False}
-            return _count(self.server.post_json("/tokenize", body, root=True), "count", self.server)
-        tokens = self.server.post_json("/tokenize", {"content": text}, root=True).get("tokens")
+            return _count(self._post("/tokenize", body), "count", self.server)
+        tokens = self._post("/tokenize", {"content": text}).get("tokens")
         if not isinstance(tokens, list):
             raise RemoteError(f"the server at {self.server.address} answered /tokenize without a list of tokens")
         return len(tokens)

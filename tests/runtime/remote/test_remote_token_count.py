@@ -109,3 +109,27 @@ def test_an_elastic_chat_server_counts_as_the_model_here_does():
         assert counter.count_text(text) == (len(engine.chat.encode_plain(text)), "")
     finally:
         srv.stop()
+
+
+def test_stop_ends_a_count_in_flight_on_a_server_that_does_not_answer():
+    """The app quits while a count waits on a hung server: `stop` ends the wait (its thread can end) and the
+    count is an estimate; no later count asks again."""
+    import threading
+
+    release = threading.Event()
+
+    def hangs(body):
+        release.wait(600)
+        return []  # (the client hung up long ago: nothing more is sent)
+    with RemoteStub([{"id": "star", "owned_by": "vllm"}], hangs) as stub:
+        engine = RemoteEngine.connect(RemoteServer(stub.url, timeouts=Timeouts(connect=5.0, answer=600.0)), "star")
+        counter = engine.prompt_counter()
+        said = []
+        counting = threading.Thread(target=lambda: said.append(counter.count(CHAT, False)), daemon=True)
+        counting.start()
+        assert not counting.join(timeout=0.5) and counting.is_alive()  # it waits on the server
+        counter.stop()
+        counting.join(timeout=120)
+        release.set()
+    assert not counting.is_alive() and said[0][1].startswith("estimated") and "stopped" in said[0][1]
+    assert counter.count_text("abcd") == (1, said[0][1]) and stub.posts == ["/tokenize"]
