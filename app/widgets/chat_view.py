@@ -137,7 +137,9 @@ class MessageWidget(QFrame):
         who = QLabel("You" if role == "user" else "Assistant")
         who.setObjectName("role")
         header.addWidget(who)
-        self.when_label = QLabel("", self)  # (its parent before it is shown: never a window of its own)
+        # the date shortens before the row widens (the hour, then the day go; the tooltip keeps it all)
+        self.when_label = ElidedLabel("", shorter=shorter_times)
+        self.when_label.setParent(self)  # (its parent before it is shown: never a window of its own)
         self.when_label.setObjectName("messageInfo")
         header.addWidget(self.when_label)
         self.set_time(when)
@@ -278,6 +280,17 @@ def shown_time(when: float, now: float | None = None) -> str:
     if at[:3] == today[:3]:
         return time.strftime("%H:%M", at)
     return f"{at.tm_mday} " + time.strftime("%b %H:%M" if at.tm_year == today.tm_year else "%b %Y, %H:%M", at)
+
+
+def shorter_times(shown: str) -> list[str]:
+    """Shorter forms of a shown time, longest first: "3 Dec 14:05" -> "3 Dec"; "3 Dec 2025, 14:05" ->
+    "3 Dec 2025", "2025". Today's "14:05" has none. A narrow chat (a 700 px window with the chat list)
+    shows them rather than let the header push its buttons past the edge."""
+    if ", " in shown:
+        day = shown.split(", ")[0]
+        return [day, day.rsplit(" ", 1)[-1]]
+    parts = shown.split(" ")
+    return [" ".join(parts[:2])] if len(parts) == 3 else []
 
 
 def thinking_summary(meta: dict) -> str:

@@ -3,8 +3,12 @@ wide. A message's header (its time, its details, its buttons) and a long thought
 minimum width wider than that, so the column was cut at the view's right edge: Edit, Regenerate and the end
 of the summary could not be seen or clicked (found using the window, session 11). Now the details and the
 summary shorten with "…" (the whole text in their tooltips), and a row that still cannot fit scrolls
-sideways rather than hide its buttons."""
+sideways rather than hide its buttons.
 
+A message's time widens its header when it is not today's ("3 Dec 18:20", "3 Dec 2025, 18:20"): the
+test first passed on the day it was written and failed the next, so every kind of time is checked."""
+
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -12,9 +16,12 @@ from PySide6.QtWidgets import QApplication, QPushButton
 
 from app.state.settings import Settings
 from app.theme import apply_theme
-from app.widgets.chat_view import ChatView
+from app.widgets.chat_view import ChatView, shorter_times
 
 VIEW_WIDTH = 450  # the chat view in a 700 px window with the chat list shown
+# today's, one of 40 days ago (this year's or last year's), and one certainly of another year (Jan 2025)
+TIMES = {"today": lambda: time.time(), "40 days ago": lambda: time.time() - 40 * 86400,
+         "another year": lambda: 1736332200.0}
 
 LONG_THOUGHT = {"thinking_path": [["0.5M", 23], ["1.0M", 70], ["1.5M", 12]], "thinking_tokens": 105,
                 "thinking_ms": 2500.0, "budget_hit": True, "think_submodel": "0.5M"}
@@ -35,9 +42,9 @@ def themed():
     app.setStyleSheet(sheet)
 
 
-def message(mid: int, role: str, text: str, meta=None, thinking: str = "", versions=()):
+def message(mid: int, role: str, text: str, meta=None, thinking: str = "", versions=(), when=None):
     return SimpleNamespace(id=mid, role=role, content=text, thinking=thinking, meta=meta or {},
-                           versions=versions, time=1796322000.0)
+                           versions=versions, time=time.time() if when is None else when)
 
 
 def open_view(qtbot, messages) -> ChatView:
@@ -73,10 +80,13 @@ def cut_buttons(view: ChatView) -> list[str]:
     return bad
 
 
-def test_a_long_reply_header_and_thought_summary_fit_a_narrow_chat_view(qtbot):
+@pytest.mark.parametrize("when", TIMES)
+def test_a_long_reply_header_and_thought_summary_fit_a_narrow_chat_view(qtbot, when):
+    at = TIMES[when]()
     view = open_view(qtbot, [
-        message(1, "user", "77 + 18 - 29 + 34", versions=(1, 3)),
-        message(2, "assistant", "77 + 18 - 29 + 34 = 100.", {**LONG_INFO, **LONG_THOUGHT}, thinking="77+18: 95"),
+        message(1, "user", "77 + 18 - 29 + 34", versions=(1, 3), when=at),
+        message(2, "assistant", "77 + 18 - 29 + 34 = 100.", {**LONG_INFO, **LONG_THOUGHT}, thinking="77+18: 95",
+                when=at),
     ])
     reply = view.widgets[-1]
     assert view.widget().minimumSizeHint().width() <= view.viewport().width()  # the column may be this narrow
@@ -90,6 +100,10 @@ def test_a_long_reply_header_and_thought_summary_fit_a_narrow_chat_view(qtbot):
     assert "12 earliest messages left out" in reply.info.text()
     if reply.info.is_elided():
         assert reply.info.text() in reply.info.toolTip()
+    for shown in view.widgets:  # the time: whole, or a shorter form of it, never cut mid-letter
+        label = shown.when_label
+        assert label.shown() in [label.text(), *shorter_times(label.text())]
+        assert label.text() in label.toolTip() or not label.is_elided()
 
 
 @pytest.mark.parametrize("width", [VIEW_WIDTH, 300])
