@@ -213,6 +213,15 @@ def _entry(i: int, e) -> tuple[str, Path | None, str]:
     return name, Path(path), ""
 
 
+def free_name(wanted: str, taken: set[str]) -> str:
+    """`wanted`, or the first of "wanted-2", "wanted-3", ... no model has: a folder is named after what it
+    holds, so a copy of the demo is often called "demo" (the window has no --name to ask for)."""
+    if wanted not in taken:
+        return wanted
+    stem = wanted[:94]  # room for "-" and a number within the name's 100 characters
+    return next(f"{stem}-{i}" for i in range(2, len(taken) + 3) if f"{stem}-{i}" not in taken)
+
+
 def _name_problem(name: str) -> str:
     if not name.strip() or name != name.strip():
         return "is empty or starts or ends with a space"
@@ -316,13 +325,14 @@ def import_folder(folder: Path, name: str | None = None) -> LocalModel:
     if not report.ok:
         raise CheckpointError(folder, "cannot be imported: " + "; ".join(report.problems))
     entries = _read_imported()  # a damaged file is reported, never overwritten
-    name = name or one_line(folder.name, 100)
     for i, e in enumerate(entries):
         n, path, problem = _entry(i, e)
         if not problem and path == folder:
             return describe(folder, "imported", n)
-    if name in {m.name for m in list_models()}:
+    taken = {m.name for m in list_models()}
+    if name in taken:
         raise UsageError(f"a model called {show(name)} already exists; pass another name with --name")
+    name = name or free_name(one_line(folder.name, 99), taken)  # with its "…", at most 100
     entries.append({"name": name, "path": str(folder)})
     _save_imported(entries)
     return describe(folder, "imported", name)

@@ -81,3 +81,17 @@ def test_cli_contract(home, tmp_path):
     assert bad.returncode == 2 and bad.stderr.startswith("error: no model called 'nothing-here'")
     broken = run("verify", str(tmp_path))
     assert broken.returncode == 1 and "FAILED" in broken.stdout
+
+
+@pytest.mark.parametrize("folder_name, expected", [("demo", "demo-2"), ("my-model", "my-model-3"),
+                                                   ("x" * 120, "x" * 94 + "-2")])  # cut to 99 + "…", taken
+def test_a_folder_named_like_a_listed_model_imports_under_a_free_name(home, tmp_path, folder_name, expected):
+    """The window imports a folder under its own name: a copy of the demo called "demo" (or a second folder of
+    a name imported before) gets the first free "-N" instead of an error that asks for a --name the window
+    does not have. A name passed explicitly is never changed: it is refused when taken."""
+    for n, taken in enumerate(("my-model", "my-model-2", "x" * 99 + "…")):
+        import_folder(shutil.copytree(ROOT / "assets" / "demo", tmp_path / f"other{n}"), taken)
+    m = import_folder(shutil.copytree(ROOT / "assets" / "demo", tmp_path / "new" / folder_name))
+    assert m.name == expected and len(m.name) <= 100 and expected in {x.name for x in list_models()}
+    with pytest.raises(UsageError, match="already exists; pass another name"):
+        import_folder(shutil.copytree(ROOT / "assets" / "demo", tmp_path / "again"), expected)
