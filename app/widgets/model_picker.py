@@ -85,6 +85,7 @@ class ModelPicker(QWidget):
         below.addWidget(self.unload)
         rows.addLayout(below)
         self.loaded_folder = ""
+        self.loaded_name = ""  # what the combo says while the loaded model has no row (a server's, a folder gone)
         self.rows: list = []
 
     def set_models(self, rows) -> None:
@@ -96,7 +97,7 @@ class ModelPicker(QWidget):
         """A model is loaded from `folder` ("" : none); `in_memory` of its submodels `every` are resident."""
         from runtime.api import is_spec
 
-        self.loaded_folder = folder
+        self.loaded_folder, self.loaded_name = folder, name if folder else ""
         self.unload.setEnabled(bool(folder))
         if folder and is_spec(folder):  # a model on another computer's server: nothing of it is in this PC's memory
             self.resident.setText("served: " + ", ".join(in_memory) if in_memory else "served")
@@ -110,9 +111,9 @@ class ModelPicker(QWidget):
         else:
             self.resident.setText("none loaded")
             self.resident.setToolTip("No model is in memory: choose one to load it")
-        self._fill(name)
+        self._fill()
 
-    def _fill(self, loaded_name: str = "") -> None:
+    def _fill(self) -> None:
         from pathlib import Path
 
         self.combo.blockSignals(True)
@@ -124,7 +125,7 @@ class ModelPicker(QWidget):
             if self.loaded_folder and Path(r.folder).resolve() == Path(self.loaded_folder).resolve():
                 current = self.combo.count() - 1
         if current < 0:
-            label = loaded_name or "No model loaded"
+            label = self.loaded_name or "No model loaded"
             self.combo.insertItem(0, label, NONE)
             current = 0
         self.combo.setCurrentIndex(current)
