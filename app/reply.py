@@ -171,7 +171,23 @@ def joined_meta(before: dict, now: dict) -> dict:
     out["switches"] = [*(before.get("switches") or []), *(now.get("switches") or [])]
     out["switch"] = before.get("switch") or now.get("switch") or {}
     out["continued"] = before.get("continued", 0) + 1  # how many times Continue went on with it
+    speed = joined_speed(before, now)
+    if speed is not None:
+        out["tokens_per_s"] = speed
     return out
+
+
+def joined_speed(before: dict, now: dict) -> float | None:
+    """The decode speed of both parts as one: their tokens after each part's first over their decode
+    seconds (the speed of the continuation alone was shown for the whole reply). None when neither part
+    decoded a second token."""
+    tokens = seconds = 0.0
+    for part in (before, now):
+        speed = part.get("tokens_per_s") or 0
+        decoded = max((part.get("thinking_tokens") or 0) + (part.get("answer_tokens") or 0) - 1, 0)
+        if speed > 0 and decoded:
+            tokens, seconds = tokens + decoded, seconds + decoded / speed
+    return round(tokens / seconds, 3) if seconds else None
 
 
 @dataclass(frozen=True)

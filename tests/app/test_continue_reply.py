@@ -142,6 +142,19 @@ def test_a_continued_replys_counts_add_up():
     assert joined_meta(joined, now)["continued"] == 2
 
 
+@pytest.mark.parametrize("first, second, expected", [
+    ((101, 50.0), (51, 10.0), 150 / 7.0),  # 100 tokens in 2 s, then 50 in 5 s: 150 in 7 s, not 10 tok/s
+    ((11, 20.0), (1, 0.0), 20.0),  # the continuation wrote one token: no decode speed of its own
+    ((1, 0.0), (41, 8.0), 8.0),  # the cut part wrote one token
+])
+def test_a_continued_replys_speed_is_the_whole_replys(first, second, expected):
+    """The header's tok/s of a continued reply: both parts' decoded tokens over both parts' decode time
+    (it showed the continuation's speed alone, found in a real-window session)."""
+    part = lambda tokens, speed: {"answer_tokens": tokens, "thinking_tokens": 0, "tokens_per_s": speed}  # noqa: E731
+    assert joined_meta(part(*first), part(*second))["tokens_per_s"] == pytest.approx(expected, abs=1e-3)
+    assert not joined_meta(part(1, 0.0), {"answer_tokens": 1}).get("tokens_per_s")  # no speed to show
+
+
 @pytest.mark.slow
 def test_a_continue_with_no_room_left_keeps_the_cut_reply_to_try_again(qtbot, tmp_path):
     w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=20, sampling=Sampling(temperature=0.0)))
