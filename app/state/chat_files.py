@@ -65,6 +65,18 @@ def chat_markdown(history: History, cid: int) -> str:
     return "\n".join(lines)
 
 
+def budget_words(meta: dict) -> str:
+    """How a thought the runtime closed ended: "budget hit" at the depth's thinking budget, or "closed for
+    the answer (Max reply tokens)" when the reply's token limit closed it first to leave the answer room
+    (a small Max reply tokens; it read "budget hit" as if the depth had chosen it). A reply saved before
+    the budget was kept says "budget hit"."""
+    if "thinking_budget" not in meta:
+        return "budget hit"
+    budget = meta["thinking_budget"]
+    under = budget is None or (meta.get("thinking_tokens") or 0) < budget
+    return "closed for the answer (Max reply tokens)" if under else "budget hit"
+
+
 def reply_details(meta: dict) -> str:
     """"depth Deep · thought on 0.5M · answered by 1.5M · 40 + 12 tokens · 8.1 tok/s · 2.3 s"; a thought
     the slider moved says so, stretch by stretch: "depth Max → Quick · thought 23 tokens on 1.5M, then 49
@@ -84,7 +96,7 @@ def reply_details(meta: dict) -> str:
         elif by or meta.get("think_submodel"):
             parts.append(f"thought on {by[0][0] if len(by) == 1 else meta.get('think_submodel')}")
         if meta.get("budget_hit"):
-            parts.append("budget hit")
+            parts.append(budget_words(meta))
     if meta.get("answer_submodel"):
         parts.append(f"answered by {meta['answer_submodel']}")
     if "answer_tokens" in meta:

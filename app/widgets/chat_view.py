@@ -22,6 +22,7 @@ from runtime.api import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED
 from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
 from ..reply import INTERRUPTED, finish_words
+from ..state.chat_files import budget_words
 from .elided_label import ElidedLabel
 from .foldable import Foldable
 from .tool_call_view import ToolRoundsView
@@ -309,7 +310,7 @@ def thinking_summary(meta: dict) -> str:
     ms = meta.get("thinking_ms")
     took = f"Thought for {ms / 1000:.1f} s" if ms else "Thought"
     ending = {INTERRUPTED: ", interrupted", STOPPED: ", stopped", ERROR: ", failed"}.get(
-        meta.get("finish_reason"), ", budget hit" if meta.get("budget_hit") else
+        meta.get("finish_reason"), ", " + budget_words(meta) if meta.get("budget_hit") else
         ", ended by you" if meta.get("thinking_end") == ENDED_BY_USER else "")
     if len(by) > 1:
         shares = ", then ".join(f"{n} on {name}" for name, n in by[1:])

@@ -33,3 +33,23 @@ def test_the_strip_says_it_in_words_too(qtbot, reason):
     strip.on_done(SimpleNamespace(thinking_tokens=3, answer_tokens=5, ttft_ms=40.0, tokens_per_s=9.0,
                                   answer_submodel="1.5M", finish_reason=reason))
     assert strip.badge.text() == f"1.5M {READS[reason]}"
+
+
+@pytest.mark.parametrize("budget, tokens, says", [
+    (96, 99, "budget hit"),  # the depth's budget ended it (with its line's end: a few tokens past)
+    (96, 96, "budget hit"),
+    (480, 40, "closed for the answer (Max reply tokens)"),  # a small Max reply tokens closed it first
+    (None, 40, "closed for the answer (Max reply tokens)"),  # no budget at all: only the limit closes it
+])
+def test_a_thought_the_runtime_closed_says_which_limit_closed_it(budget, tokens, says):
+    """A thought closed to leave the answer room under a small Max reply tokens read "budget hit", as if the
+    depth's budget had ended it (found in a real-window session); the window and the export say the same."""
+    from app.state.chat_files import reply_details
+    from app.widgets.chat_view import thinking_summary
+
+    meta = {"think_submodel": "1.0M", "thinking_tokens": tokens, "thinking_budget": budget, "budget_hit": True,
+            "thinking_ms": 900, "finish_reason": "end_of_turn"}
+    assert thinking_summary(meta).endswith(", " + says)
+    assert f"· {says}" in reply_details(meta)
+    old = {k: v for k, v in meta.items() if k != "thinking_budget"}  # saved before the budget was kept
+    assert thinking_summary(old).endswith(", budget hit") and "budget hit" in reply_details(old)
