@@ -59,6 +59,7 @@ from runtime.api import (
     is_spec,
     load_probe,
     models_dir,
+    name_of,
     parse_spec,
     plan_checkpoint,
     probe,
@@ -243,7 +244,7 @@ class EngineWorker(QObject):
         loaded = tuple(e.submodels_by_size())
         by_name = {f.name: f.reason for f in hw_plan[1].submodels} if hw_plan is not None else {}
         reasons = [(n, by_name.get(n, f"{n} is not in memory")) for n in e.all_submodels_by_size() if n not in loaded]
-        self.sig_loaded.emit(LoadedModel.of(e, folder, Path(folder).name, is_demo, reasons,
+        self.sig_loaded.emit(LoadedModel.of(e, folder, name_of(folder), is_demo, reasons,
                                             self._context_ceiling(folder, before)))
         # The window is usable while this runs; a reply sent meanwhile (the chat's or the server's) waits
         # in the queue and starts right after it, warm.

@@ -97,7 +97,7 @@ from .store.download.destination import check_destination
 from .store.download.hub_files import MetadataStopped
 from .store.download.transfer import CANCELLED, PAUSED, Download, DownloadProgress, hub_token, resolve
 from .store.hardware import HardwareProbe, load_probe, probe
-from .store.model_store import delete, download_dir, import_folder, list_models, verify
+from .store.model_store import delete, download_dir, import_folder, list_models, name_of, verify
 from .store.nesting.slice_check import catalog_slices, check_catalog_slices, check_slice
 from .store.planner import NO, check_cpu_fit, checkpoint_sizing, fit_submodel, make_plan, plan_checkpoint
 from .store.remote_sources import add_source, is_spec, load_sources, parse_spec, read_key, remove_source, where_keys_go
@@ -134,7 +134,8 @@ __all__ = [
     "fit_submodel", "folder_table", "for_approval", "format_bytes", "hub_token", "import_folder", "instance_name",
     "is_loopback", "is_panic", "is_spec", "level_names", "list_models", "list_server_models", "load_catalog",
     "load_probe", "load_sources", "log_file", "lower_level", "make_plan", "make_private_folder", "merge_imported",
-    "models_dir", "one_line", "open_append", "options", "parse_server", "parse_spec", "plan_checkpoint", "printable",
+    "models_dir", "name_of", "one_line", "open_append", "options", "parse_server", "parse_spec", "plan_checkpoint",
+    "printable",
     "private_before_open", "probe", "read_bounded", "read_config", "read_json_file", "read_key", "read_tail",
     "refusal", "remove_source", "replay_messages", "resolve", "run_tool_loop", "saved_rounds", "server_model_choices",
     "show", "socket_file_name", "socket_folders", "stream_in_turn", "table_default_level", "usable_level",

@@ -166,6 +166,17 @@ def list_models() -> list[LocalModel]:
     return out
 
 
+def name_of(folder: Path | str) -> str:
+    """The name the models list gives `folder` (an import may be "demo-2" for a folder called "demo"), or
+    the folder's own name when it is not listed: what the window calls a loaded model everywhere."""
+    folder = Path(folder).resolve()
+    try:
+        listed = next((m.name for m in list_models() if Path(m.path).resolve() == folder), None)
+    except (ElasticError, OSError):  # a damaged catalog or models folder: the load itself went well
+        listed = None
+    return listed or folder.name
+
+
 def _guarded(fn, name: str, path: Path, source: str) -> LocalModel:
     try:
         return fn()

@@ -95,3 +95,16 @@ def test_a_folder_named_like_a_listed_model_imports_under_a_free_name(home, tmp_
     assert m.name == expected and len(m.name) <= 100 and expected in {x.name for x in list_models()}
     with pytest.raises(UsageError, match="already exists; pass another name"):
         import_folder(shutil.copytree(ROOT / "assets" / "demo", tmp_path / "again"), expected)
+
+
+def test_a_listed_folder_is_called_by_its_listed_name(home, tmp_path):
+    """The window names a loaded model as the models list does: a folder "demo" imported as "demo-2" is
+    "demo-2" in the status bar too (it said "demo" beside the picker's "demo-2"); an unlisted folder is
+    called by its own name."""
+    from runtime.store.model_store import name_of
+
+    folder = shutil.copytree(ROOT / "assets" / "demo", tmp_path / "demo")
+    assert name_of(folder) == "demo"  # not listed yet
+    assert import_folder(folder).name == "demo-2"
+    assert name_of(folder) == name_of(str(folder) + "/") == "demo-2"
+    assert name_of(ROOT / "assets" / "demo") == next(m.name for m in list_models() if m.source == "bundled")
