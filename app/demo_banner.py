@@ -35,7 +35,8 @@ def demo_banner(checkpoint: Path | str, level: str, results: Path = EVAL_FILE) -
     return ("You are chatting with the offline demo model (1.5 million parameters, bundled with the app). It "
             "adds and subtracts chains of two to four whole numbers from 0 to 99 (\"45 + 23 - 17 + 9\")"
             f"{measured} and knows a few facts about Elastic Chat; bigger sums it tries to hand to a calculator tool "
-            "(Settings → MCP servers → Add the calculator). Get the real 30B model in the model manager.")
+            "(Settings → MCP servers → Add the calculator). It was trained on chats of up to twelve earlier "
+            "turns: in a longer chat, start a new one (Ctrl+N). Get the real 30B model in the model manager.")
 
 
 def banner_key(text: str) -> str:

@@ -35,4 +35,5 @@ def test_without_a_usable_figure_the_banner_leaves_it_out(tmp_path, content):
         results.write_text(content)
     text = demo_banner(DEMO, "Balanced", results)
     assert "%" not in text and "adds and subtracts" in text and "knows a few facts" in text
+    assert "up to twelve earlier turns" in text and "start a new one (Ctrl+N)" in text  # where it stops being right
     assert demo_banner(DEMO, "Ultra") == text  # a depth it was not measured at
