@@ -23,6 +23,7 @@ class Composer(QObject):
         self.attachment_tokens: dict[int, tuple[int, str]] = {}  # an attachment's key -> (its tokens alone, how)
         self._attachment_keys = itertools.count(1)  # (a key crosses to the counter as a C int: not id())
         self.attachment_key: dict[int, int] = {}  # id(Attachment) -> its key
+        self.refused = ""  # the last file's refusal, withdrawn when a file is attached after it
         self.tasks = TaskRunner(self)  # reads attached files (a PDF can take a while)
         front.context.counter.sig_text_counted.connect(self._on_text_counted)
 
@@ -102,6 +103,9 @@ class Composer(QObject):
         self.tasks.run(read_attachment, (path,), functools.partial(self._attached, cid), self._not_attached)
 
     def _attached(self, cid: int, attachment) -> None:
+        if self.refused:
+            self.front.sig_error_withdrawn.emit(self.refused)
+            self.refused = ""
         self.attached.setdefault(cid, []).append(attachment)
         self._count_attachment(attachment)
         if attachment.note:
@@ -115,6 +119,7 @@ class Composer(QObject):
         self.front.context.count_text(key, attachment.text)
 
     def _not_attached(self, message: str) -> None:
+        self.refused = message
         self.front.sig_error.emit(message, "")
 
     def detach(self, index: int) -> None:

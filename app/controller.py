@@ -54,6 +54,7 @@ class ChatController(QObject):
     sig_reply_done = Signal(int, object)  # conversation id, the saved Message
     sig_done = Signal(object)  # the runtime's Done event (for the live strip)
     sig_error = Signal(str, str)  # message, a lower depth level to offer ("" when none)
+    sig_error_withdrawn = Signal(str)  # an error said before no longer holds (a file refused, then one attached)
     sig_busy = Signal(bool)  # a reply is in flight (in any chat)
     sig_deleted = Signal(int, str)  # conversation id, title (for the undo banner)
     sig_editing = Signal(str)  # the text of the message being edited; "" when the edit ended

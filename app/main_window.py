@@ -133,6 +133,7 @@ class MainWindow(QMainWindow):
         c.sig_done.connect(self.strip.on_done)
         c.steering.sig_budget_note.connect(self.depth.show_reply_note)
         c.sig_error.connect(notes.show_error)
+        c.sig_error_withdrawn.connect(notes.withdraw)
         c.sig_notice.connect(lambda text: notes.show_error(text, kind="banner"))
         self.prompts.sig_chosen.connect(self._preset_chosen)
         self.prompts.sig_save.connect(dialogs.save_preset)

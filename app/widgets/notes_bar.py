@@ -86,6 +86,11 @@ class NotesBar(QWidget):
             self.lower_depth.setText(f"Use {lower}")
             self.lower_depth.setToolTip(f"Switch the reasoning depth to {lower}, which needs less memory")
 
+    def withdraw(self, message: str) -> None:
+        """The line goes if it still says `message` (which no longer holds); any later line stays."""
+        if not self.error.isHidden() and self.error.text() == message:
+            self.hide_error()
+
     def hide_error(self) -> None:
         for w in (self.error, self.lower_depth, self.leave_out, self.take_back, self.use_port):
             w.setVisible(False)

@@ -124,3 +124,35 @@ def test_the_window_attaches_counts_and_sends_a_file(qtbot, tmp_path):
     assert user.meta["attachments"][0]["name"] == "notes.md" and not w.files.isVisible()
     assert done.args[1].meta["prompt_tokens"] > tokens and "📎 notes.md" in w.chat.widgets[0].info.text()
     w.close()
+
+
+def test_a_refused_files_line_goes_when_a_file_is_attached_after_it(qtbot, tmp_path):
+    """The red line of a refused file stayed after the next file was attached, as if that one had failed too
+    (found in a real-window session). It goes at the next attachment; a line said after it (another error,
+    a notice) stays, and a second refusal shows as the first did."""
+    from app.state.settings import Settings
+    from tests.app_support import make_window
+
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=16))
+    c, notes = w.controller, w.notes
+    for n in range(3):
+        (tmp_path / f"notes{n}.md").write_text(f"Meeting {n} is on Tuesday.")
+
+    def attach(path: str, refused: bool) -> None:
+        count = len(c.composer.attached.get(c.chats.current, []))
+        c.composer.attach(path)
+        if refused:
+            qtbot.waitUntil(lambda: not notes.error.isHidden() and "picture" in notes.error.text(), timeout=30000)
+        else:
+            qtbot.waitUntil(lambda: len(c.composer.attached.get(c.chats.current, [])) == count + 1, timeout=30000)
+
+    attach(str(tmp_path / "photo.png"), refused=True)
+    attach(str(tmp_path / "notes0.md"), refused=False)
+    assert notes.error.isHidden()  # the refusal no longer holds
+    attach(str(tmp_path / "photo.png"), refused=True)  # a second refusal shows again
+    c.sig_error.emit("The local server is not running: port taken.", "")  # a later line about something else
+    attach(str(tmp_path / "notes1.md"), refused=False)
+    assert not notes.error.isHidden() and notes.error.text().startswith("The local server")
+    attach(str(tmp_path / "notes2.md"), refused=False)  # nothing refused since: nothing withdrawn
+    assert notes.error.text().startswith("The local server")
+    w.close()
