@@ -49,23 +49,27 @@ def read_signals(values) -> Signals | None:
 @dataclass(frozen=True)
 class AutoPolicy:
     """When a thinker is struggling: the mean of its `signal` over its last `window` tokens exceeds
-    `threshold`."""
+    `threshold`; and the submodel the Auto stop's thought starts on (`start`, a submodel name of the
+    checkpoint; None: the depth table's thinker, the smallest)."""
     signal: str = "entropy"
     threshold: float = 1.0
     window: int = 1
+    start: str | None = None
 
     def as_dict(self) -> dict:
-        return {"signal": self.signal, "threshold": self.threshold, "window": self.window}
+        out = {"signal": self.signal, "threshold": self.threshold, "window": self.window}
+        return out if self.start is None else dict(out, start=self.start)
 
 
-MAX_WINDOW, MAX_NOTE = 256, 1000
-POLICY_KEYS = ("signal", "threshold", "window", "measured")
+MAX_WINDOW, MAX_NOTE, MAX_START = 256, 1000, 64  # MAX_START: a submodel name's longest (checkpoint/submodels.py)
+POLICY_KEYS = ("signal", "threshold", "window", "start", "measured")
 
 
 def parse_policy(data, where: str, path=None) -> AutoPolicy:
-    """An `auto_depth` object ({"signal": "entropy", "threshold": 0.6, "window": 1}, every key optional,
-    plus "measured", a note saying where the numbers come from) checked field by field; raises
-    CheckpointError naming `where`."""
+    """An `auto_depth` object ({"signal": "entropy", "threshold": 0.6, "window": 1, "start": "1.0M"}, every
+    key optional, plus "measured", a note saying where the numbers come from) checked field by field;
+    raises CheckpointError naming `where`. `start` is checked here as a name only: whether it names a
+    submodel on Auto's ladder is for whoever knows the submodels (checkpoint/submodels.py check_auto_start)."""
     def fail(message):
         raise CheckpointError(path or where, f"{where}: {message}; fix it, or delete it to use the depth "
                                              "table's default (python -m training.auto_signal measures one)")
@@ -86,10 +90,14 @@ def parse_policy(data, where: str, path=None) -> AutoPolicy:
     window = data.get("window", AutoPolicy.window)
     if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_WINDOW:
         fail(f"window {str(window)[:40]} must be a whole number of tokens from 1 to {MAX_WINDOW}")
+    start = data.get("start")
+    if start is not None and (not isinstance(start, str) or not start.strip() or len(start) > MAX_START
+                              or not start.isprintable()):
+        fail(f"start {show(start, 40)} must be the name of a submodel in elastic.json's submodels")
     note = data.get("measured", "")
     if not isinstance(note, str) or len(note) > MAX_NOTE:
         fail(f"measured must be a note of at most {MAX_NOTE} characters")
-    return AutoPolicy(signal, float(threshold), window)
+    return AutoPolicy(signal, float(threshold), window, start)
 
 
 class Watch:

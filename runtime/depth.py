@@ -10,9 +10,10 @@ parent = the largest). Budgets are fractions of the checkpoint's thinking ceilin
 
 A row with `escalate` (roles, in order) is an Auto stop (auto_depth.py): its thinker starts and the
 thought climbs those submodels when the thinker struggles, by the checkpoint's `auto_depth` policy
-(elastic.json) or else the row's own `signal`, `threshold` and `window`. The table's `default` names
-the stop a new chat starts on, `default_fallback` where to start when it cannot run, and `efforts` the
-level each of the server's `reasoning_effort` names asks for.
+(elastic.json) or else the row's own `signal`, `threshold` and `window`. The policy's `start` (a
+submodel on that ladder, below its top) moves where the thought starts; it climbs the rungs above it.
+The table's `default` names the stop a new chat starts on, `default_fallback` where to start when it
+cannot run, and `efforts` the level each of the server's `reasoning_effort` names asks for.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def depth_levels(names_by_size: list[str], thinking_ceiling: int, table: list[di
     largest_loaded = next((n for n in reversed(names_by_size) if n in loaded), None)
     stops = []
     for row in table if table is not None else load_table():
-        think = roles[row["think"]] if row["think"] else None
+        think = _thinker(row, roles, policy)
         budget = max(1, round(row["budget"] * thinking_ceiling)) if think else 0
         answer = roles[row["answer"]] if roles[row["answer"]] in loaded else largest_loaded
         missing = think if think is not None and think not in loaded else None
@@ -119,6 +120,27 @@ def depth_levels(names_by_size: list[str], thinking_ceiling: int, table: list[di
                                     policy or row_policy(row))
         stops.append(DepthLevel(row["name"], think, answer, budget, about, missing, think in estimated, escalation))
     return stops
+
+
+def _thinker(row: dict, roles: dict[str, str], policy: AutoPolicy | None) -> str | None:
+    """The submodel a stop thinks on: its role's, or for Auto the checkpoint's `start` when it names one
+    (checked at load to be a rung of Auto's ladder below its top: checkpoint/submodels.py)."""
+    if not row["think"]:
+        return None
+    if "escalate" in row and policy is not None and policy.start is not None:
+        return policy.start
+    return roles[row["think"]]
+
+
+def auto_ladder(names_by_size: list[str], table: list[dict] | None = None) -> tuple[str, ...]:
+    """The Auto stop's ladder with every submodel in memory, its thinker first (where a checkpoint's
+    `auto_depth` `start` may point: any rung but the top); () when the table has no Auto stop."""
+    roles = resolve_roles(names_by_size)
+    for row in table if table is not None else load_table():
+        if row["think"] and "escalate" in row:
+            return _ladder(roles[row["think"]], [roles[r] for r in row["escalate"]], names_by_size,
+                           set(names_by_size))
+    return ()
 
 
 def _ladder(think: str, rungs: list[str], names_by_size: list[str], loaded: set[str]) -> tuple[str, ...]:

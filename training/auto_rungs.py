@@ -6,7 +6,8 @@
 A lighter companion to `training.auto_signal` (which fits one ladder's threshold on half its sums and
 checks on the other half): the smallest submodel's thoughts alone with every token's entropy recorded (where
 the wrong ones slipped, and what the entropy was there), then each named policy, a ladder of roles
-(smallest, middle, parent, written small, mid, parent) climbed above an entropy threshold, beside Max
+(smallest, middle, parent, written small, mid, parent) climbed above an entropy threshold, its first role
+the rung the thought starts on (elastic.json's `auto_depth` `start`: "mid>parent@0.35"), beside Max
 (the parent thinking) or Balanced, taking turns question by question so their CPU times compare. The sums
 are auto_signal's calibration sums (`--seed`, 1 by default: the refit's; 2 for a second look), none of
 them among the evaluation's.

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..auto_depth import AutoPolicy, parse_policy
+from ..depth import auto_ladder
 from ..errors import CheckpointError, show
-from .config import MAMBA, MLP, MOE, ModelConfig, read_json
+from .config import MAMBA, MLP, MOE, ModelConfig, count_params, read_json
 
 FORMAT = "elastic-nemotron-h/1"
 
@@ -100,7 +101,7 @@ def parse_elastic(data: dict, cfg: ModelConfig, path: Path | str = "elastic.json
     if len(entries) > MAX_SUBMODELS:
         raise CheckpointError(path, f"lists {len(entries)} submodels; at most {MAX_SUBMODELS} are supported")
     max_thinking_tokens(data, path)
-    auto_policy(data, path)
+    policy = auto_policy(data, path)
     parent = parent_submodel(cfg)
     subs, names = [], set()
     for index, entry in enumerate(entries):
@@ -118,6 +119,7 @@ def parse_elastic(data: dict, cfg: ModelConfig, path: Path | str = "elastic.json
         if index == 0 and sub != parent_submodel(cfg, name):
             raise CheckpointError(path, f"the first submodel ({name!r}) must be the parent, with config.json's widths")
         subs.append(sub)
+    check_auto_start(policy, subs, cfg, path)
     return subs
 
 
@@ -140,6 +142,26 @@ def auto_policy(data: dict, path) -> AutoPolicy | None:
     value = data.get("auto_depth")
     return None if value is None else parse_policy(value, "auto_depth", path)
 
+
+def check_auto_start(policy: AutoPolicy | None, subs: list[Submodel], cfg: ModelConfig, path) -> None:
+    """`auto_depth`'s `start` names a rung of the Auto stop's ladder below its top: a submodel of this
+    checkpoint, not the parent (the thought would have nowhere to climb: that is Max), nor one the ladder
+    skips (the depth table's roles over these submodels, by active parameters)."""
+    if policy is None or policy.start is None:
+        return
+    by_size = [s.name for s in sorted(subs, key=lambda s: count_params(cfg, s).active)]
+    rungs = auto_ladder(by_size)[:-1]
+    start = policy.start
+    if start not in by_size:
+        problem = f"names no submodel of this checkpoint (it has {', '.join(by_size)})"
+    elif start == by_size[-1]:
+        problem = "is the parent, which has nowhere to climb (that is the Max stop)"
+    elif start not in rungs:
+        problem = f"is not on Auto's ladder ({' > '.join(auto_ladder(by_size))})"
+    else:
+        return
+    raise CheckpointError(path, f"auto_depth: start {show(start, 40)} {problem}; name one of {', '.join(rungs)}, "
+                                "or delete it to start on the smallest")
 
 
 def _submodel_from_entry(entry: dict, cfg: ModelConfig, parent: Submodel, path) -> Submodel:
