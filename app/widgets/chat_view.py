@@ -25,6 +25,7 @@ from ..reply import INTERRUPTED, finish_words
 from ..state.chat_files import budget_words
 from .elided_label import ElidedLabel
 from .foldable import Foldable
+from .streamed_text import StreamedText
 from .tool_call_view import ToolRoundsView
 
 
@@ -97,10 +98,11 @@ def copy_button(tip: str, text) -> QPushButton:
 
 
 class ThinkingBlock(Foldable):
-    """Live while thinking streams; afterwards a collapsed "Thought for 4.2 s on 0.5M" line."""
+    """Live while thinking streams; afterwards a collapsed "Thought for 4.2 s on 0.5M" line. Its text is a
+    StreamedText: a frame of a growing thought costs what it adds, not the whole thought laid out again."""
 
     def __init__(self):
-        super().__init__("thinking", _label(object_name="thinkingText"), (8, 4, 8, 4), opened=True)
+        super().__init__("thinking", StreamedText("thinkingText"), (8, 4, 8, 4), opened=True)
         self.set_live("")
 
     def set_live(self, text: str, submodel: str = "", progress=None) -> None:
@@ -111,10 +113,10 @@ class ThinkingBlock(Foldable):
             n, budget = progress.thinking_tokens, progress.thinking_budget
             count = f" {n} of {budget} tokens" if budget else f" {n} tokens"
         self.toggle.setText((f"Thinking on {submodel}…" if submodel else "Thinking…") + count)
-        _set_plain(self.body, text)
+        self.body.setText(text)
 
     def finish(self, text: str, summary: str) -> None:
-        _set_plain(self.body, text)
+        self.body.setText(text)
         self.toggle.setText(summary)
         self.toggle.setChecked(False)
 
