@@ -27,8 +27,8 @@ class StreamedText(QTextEdit):
         self.setReadOnly(True)
         self.setAcceptRichText(False)
         self.setUndoRedoEnabled(False)  # an undo stack would keep every insert of a long reply
-        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
-                                     | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # Ctrl+C copies still
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)  # as a selectable label: never a Tab stop
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)

@@ -89,9 +89,26 @@ def test_a_thought_selects_and_copies_as_a_label_did(qtbot):
     text.setText("First, the units.\n")
     text.setText("First, the units.\nThen the tens: 68.")
     assert text.isReadOnly() and text.textInteractionFlags() & Qt.TextInteractionFlag.TextSelectableByMouse
+    assert text.focusPolicy() == Qt.FocusPolicy.ClickFocus  # not a Tab stop, as the label was not
     text.selectAll()
     text.copy()
     assert QGuiApplication.clipboard().text() == "First, the units.\nThen the tens: 68."
+    QGuiApplication.clipboard().setText("")
+    qtbot.keyClick(text, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)  # the keys copy too
+    assert QGuiApplication.clipboard().text() == "First, the units.\nThen the tens: 68."
+
+
+def test_the_mouse_selects_a_thoughts_words(qtbot):
+    text = StreamedText()
+    qtbot.addWidget(text)
+    text.resize(300, 100)
+    text.show()
+    text.setText("First, the units.\n")
+    text.setText("First, the units.\nThen the tens: 68.")
+    qtbot.waitUntil(text.isVisible, timeout=5000)
+    word = text.cursorRect(text.cursorForPosition(text.viewport().rect().topLeft())).center()
+    qtbot.mouseDClick(text.viewport(), Qt.MouseButton.LeftButton, pos=word + QPoint(8, 0))
+    assert text.textCursor().selectedText() == "First"
 
 
 @pytest.mark.parametrize("width", [200, 450, 900])
