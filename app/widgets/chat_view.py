@@ -23,6 +23,7 @@ from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
 from ..reply import INTERRUPTED, finish_words
 from ..state.chat_files import budget_words
+from .block_label import BlockLabel
 from .elided_label import ElidedLabel
 from .foldable import Foldable
 from .streamed_text import StreamedText
@@ -30,7 +31,7 @@ from .tool_call_view import ToolRoundsView
 
 
 def _label(text: str = "", markdown: bool = False, object_name: str = "") -> QLabel:
-    label = QLabel()
+    label = BlockLabel()
     label.setTextFormat(Qt.TextFormat.MarkdownText if markdown else Qt.TextFormat.PlainText)
     label.setWordWrap(True)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
@@ -41,10 +42,6 @@ def _label(text: str = "", markdown: bool = False, object_name: str = "") -> QLa
         label.setObjectName(object_name)
     label.setText(breakable(text, markdown))
     return label
-
-
-def _set_plain(label: QLabel, text: str) -> None:
-    label.setText(breakable(text))
 
 
 class CodeBlock(QFrame):
@@ -183,7 +180,7 @@ class MessageWidget(QFrame):
         layout.addWidget(self.tools)
         self.content = QVBoxLayout()
         layout.addLayout(self.content)
-        self.tail = _label(object_name="streamTail")
+        self.tail = StreamedText("streamTail")  # the block being written: a frame costs what it adds
         layout.addWidget(self.tail)
         self.rendered: list[Block] = []
         self.rendered_source = ""  # the answer's lines the rendered blocks cover
@@ -244,7 +241,7 @@ class MessageWidget(QFrame):
     def set_waiting(self, ahead: str) -> None:
         """Before the first token: waiting for `ahead` (another chat's reply, the server's request) to
         end, or ("") its turn came and the model reads the chat."""
-        _set_plain(self.tail, waiting_text(ahead))
+        self.tail.setText(waiting_text(ahead))
         self.tail.setVisible(True)
         if self.thinking:
             self.thinking.toggle.setText(waiting_text(ahead))
@@ -256,7 +253,7 @@ class MessageWidget(QFrame):
                 self.thinking.set_live(thinking, submodel, progress)
         blocks, tail = split_blocks(answer, self._resume_at(answer))
         self._render(answer, blocks)
-        _set_plain(self.tail, tail if (tail or answer) else ("" if thinking_live else "…"))
+        self.tail.setText(tail if (tail or answer) else ("" if thinking_live else "…"))
         self.tail.setVisible(bool(self.tail.text()))
         self.text = answer
 
