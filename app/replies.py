@@ -5,7 +5,9 @@ that chat again picks it up live. Text and timings come from the runtime's event
 deltas are joined once, here, to show and save the reply so far; the final text and timings are the Done
 event's). The events come from the engine worker's outbox (app/event_outbox.py), taken on the ~30 Hz
 flush (or at once for an event that is not a token); the view and the live strip get one update per
-frame, never one per token. SQLite gets the text about once a second, so a crash loses at most a second.
+frame, never one per token, and frames come less often while they cost more than a tenth of a core
+(app/frame_budget.py: the GUI thread takes that much of the GIL from the engine's worker at most).
+SQLite gets the text about once a second, so a crash loses at most a second.
 The engine has one line: a reply in another chat waits for the one ahead to end; a message sent in a chat
 whose reply streams waits for that reply (app/send_queue.py).
 """
@@ -16,6 +18,7 @@ import itertools
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from .frame_budget import FrameBudget
 from .read_only import refuses_read_only
 from .reply import Reply, TokenBatch, continuation, continue_refusal, sampling_for
 from .state.history import HistoryReadOnly, Message
@@ -44,6 +47,7 @@ class Replies(QObject):
         front.tools.sig_consent.connect(self._consent_asked)
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(FLUSH_MS)
+        self.frame_budget = FrameBudget(FLUSH_MS)  # the flush's interval, stretched while frames cost
         self.flush_timer.timeout.connect(self._flush)
         self.persist_timer = QTimer(self)
         self.persist_timer.setInterval(PERSIST_MS)
@@ -108,6 +112,9 @@ class Replies(QObject):
             front.sig_reply_waiting.emit(reply.conversation_id, reply.message_id, reply.waits_for)
         front.sig_busy.emit(True)
         front.steering.update_live_phase()
+        if not self.flush_timer.isActive():  # the first reply in flight: at the base rate again
+            self.frame_budget.reset()
+            self.flush_timer.setInterval(self.frame_budget.interval_ms)
         self.flush_timer.start()
         self.persist_timer.start()
 
@@ -313,12 +320,16 @@ class Replies(QObject):
     # ------------------------------------------------------------------ showing, saving, ending
 
     def _flush(self) -> None:
+        self.frame_budget.start()
         self._take_events()
         for r in self._live():
             if r.dirty:
                 r.dirty = False
                 self.front.sig_stream.emit(r.conversation_id, r.message_id, *r.texts(), r.submodel,
                                            r.phase == "thinking", r.progress)
+        interval = self.frame_budget.end()
+        if interval != self.flush_timer.interval() and self.flush_timer.isActive():  # (the last reply ended)
+            self.flush_timer.setInterval(interval)
 
     @refuses_read_only
     def _persist(self) -> None:

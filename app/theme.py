@@ -12,7 +12,7 @@ STYLE = """
 #userMessage { background: palette(alternate-base); border-radius: 10px; }
 #assistantMessage { border: 1px solid palette(mid); border-radius: 10px; }
 #thinking { background: palette(base); border-left: 3px solid %(accent)s; border-radius: 4px; }
-#thinkingText { color: palette(placeholder-text); }
+#thinkingText { color: palette(placeholder-text); background: transparent; }
 #toolRoundThinking { color: palette(placeholder-text); font-style: italic; border-left: 3px solid %(accent)s;
                      padding-left: 6px; }
 #thinkingToggle { border: none; font-style: italic; }

@@ -23,13 +23,15 @@ from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
 from ..reply import INTERRUPTED, finish_words
 from ..state.chat_files import budget_words
+from .block_label import BlockLabel
 from .elided_label import ElidedLabel
 from .foldable import Foldable
+from .streamed_text import StreamedText
 from .tool_call_view import ToolRoundsView
 
 
 def _label(text: str = "", markdown: bool = False, object_name: str = "") -> QLabel:
-    label = QLabel()
+    label = BlockLabel()
     label.setTextFormat(Qt.TextFormat.MarkdownText if markdown else Qt.TextFormat.PlainText)
     label.setWordWrap(True)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
@@ -40,10 +42,6 @@ def _label(text: str = "", markdown: bool = False, object_name: str = "") -> QLa
         label.setObjectName(object_name)
     label.setText(breakable(text, markdown))
     return label
-
-
-def _set_plain(label: QLabel, text: str) -> None:
-    label.setText(breakable(text))
 
 
 class CodeBlock(QFrame):
@@ -97,10 +95,11 @@ def copy_button(tip: str, text) -> QPushButton:
 
 
 class ThinkingBlock(Foldable):
-    """Live while thinking streams; afterwards a collapsed "Thought for 4.2 s on 0.5M" line."""
+    """Live while thinking streams; afterwards a collapsed "Thought for 4.2 s on 0.5M" line. Its text is a
+    StreamedText: a frame of a growing thought costs what it adds, not the whole thought laid out again."""
 
     def __init__(self):
-        super().__init__("thinking", _label(object_name="thinkingText"), (8, 4, 8, 4), opened=True)
+        super().__init__("thinking", StreamedText("thinkingText"), (8, 4, 8, 4), opened=True)
         self.set_live("")
 
     def set_live(self, text: str, submodel: str = "", progress=None) -> None:
@@ -111,10 +110,10 @@ class ThinkingBlock(Foldable):
             n, budget = progress.thinking_tokens, progress.thinking_budget
             count = f" {n} of {budget} tokens" if budget else f" {n} tokens"
         self.toggle.setText((f"Thinking on {submodel}…" if submodel else "Thinking…") + count)
-        _set_plain(self.body, text)
+        self.body.setText(text)
 
     def finish(self, text: str, summary: str) -> None:
-        _set_plain(self.body, text)
+        self.body.setText(text)
         self.toggle.setText(summary)
         self.toggle.setChecked(False)
 
@@ -181,7 +180,7 @@ class MessageWidget(QFrame):
         layout.addWidget(self.tools)
         self.content = QVBoxLayout()
         layout.addLayout(self.content)
-        self.tail = _label(object_name="streamTail")
+        self.tail = StreamedText("streamTail")  # the block being written: a frame costs what it adds
         layout.addWidget(self.tail)
         self.rendered: list[Block] = []
         self.rendered_source = ""  # the answer's lines the rendered blocks cover
@@ -242,7 +241,7 @@ class MessageWidget(QFrame):
     def set_waiting(self, ahead: str) -> None:
         """Before the first token: waiting for `ahead` (another chat's reply, the server's request) to
         end, or ("") its turn came and the model reads the chat."""
-        _set_plain(self.tail, waiting_text(ahead))
+        self.tail.setText(waiting_text(ahead))
         self.tail.setVisible(True)
         if self.thinking:
             self.thinking.toggle.setText(waiting_text(ahead))
@@ -254,7 +253,7 @@ class MessageWidget(QFrame):
                 self.thinking.set_live(thinking, submodel, progress)
         blocks, tail = split_blocks(answer, self._resume_at(answer))
         self._render(answer, blocks)
-        _set_plain(self.tail, tail if (tail or answer) else ("" if thinking_live else "…"))
+        self.tail.setText(tail if (tail or answer) else ("" if thinking_live else "…"))
         self.tail.setVisible(bool(self.tail.text()))
         self.text = answer
 
