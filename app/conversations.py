@@ -33,6 +33,7 @@ class Conversations:
             self.search = search
         self.front.sig_conversations.emit(self.history.conversations(self.search), self.current)
 
+    @refuses_read_only
     def new(self) -> None:
         """A new chat, unless the one shown is still empty (then that one is the new chat)."""
         front = self.front
@@ -86,9 +87,9 @@ class Conversations:
     @refuses_read_only
     def delete(self, cid: int) -> None:
         title = self.history.conversation(cid).title
+        self.history.delete(cid)  # first: a delete the history refuses leaves the chat and its reply as they were
         self.front.queue.give_back(cid, say=False)  # (kept as the chat's draft, should it be undeleted)
         self.front.replies.stop(cid)
-        self.history.delete(cid)
         self.front.sig_deleted.emit(cid, title)
         if self.current == cid:
             self.current = None
@@ -112,6 +113,8 @@ class Conversations:
         text = text.strip()
         if self.current is None:
             self.new()
+            if self.current is None:  # the history refused the new chat (the banner says why)
+                return False
         files = composer.files_to_send(self.current)
         if (not text and not files) or front.loaded is None:
             return False
@@ -127,8 +130,8 @@ class Conversations:
             if edited is not None:
                 files = edited.meta.get("attachments") or []  # a new version keeps the files of the old
                 self._branch_at(cid, edited.parent_id)
-        composer.sent(cid)
         self.post(cid, text, files)
+        composer.sent(cid)  # (after: a message the history refused keeps its files, as its text stays in the box)
         return True
 
     def post(self, cid: int, text: str, files: list[dict]) -> None:

@@ -5,7 +5,8 @@ that chat again picks it up live. Text and timings come from the runtime's event
 deltas are joined once, here, to show and save the reply so far; the final text and timings are the Done
 event's). The events come from the engine worker's outbox (app/event_outbox.py), taken on the ~30 Hz
 flush (or at once for an event that is not a token); the view and the live strip get one update per
-frame, never one per token. SQLite gets the text about once a second, so a crash loses at most a second.
+frame, never one per token. SQLite gets the text about once a second, so a crash loses at most a second;
+while another program holds the history's file, those saves wait in app/pending_saves.py.
 The engine has one line: a reply in another chat waits for the one ahead to end; a message sent in a chat
 whose reply streams waits for that reply (app/send_queue.py).
 """
@@ -111,6 +112,7 @@ class Replies(QObject):
         self.flush_timer.start()
         self.persist_timer.start()
 
+    @refuses_read_only
     def continue_reply(self, message_id: int) -> None:
         """Continue: the shown chat's last reply, cut off by its token limit, goes on from where it stopped
         into the same message (its thought first, if it was cut mid-thought), at the depth it ran at."""
@@ -134,7 +136,7 @@ class Replies(QObject):
         reply = Reply(next(self._ids), cid, m.id, Controls(), level, submodel, phase, Progress(),
                       waits_for=self._ahead(cid), before=dict(m.meta), prior_answer=m.content,
                       prior_thinking=m.thinking)
-        front.history.update_message(m.id, m.content, m.thinking, reply.meta(), complete=False)
+        front.saves.update_message(m.id, m.content, m.thinking, reply.meta(), complete=False)
         self.in_flight[reply.request_id] = reply
         front.chats.select(cid)  # the view rebuilds with the message streaming again
         self._announce(reply, submodel, phase)
@@ -289,7 +291,11 @@ class Replies(QObject):
             return
         r.removed = True
         self.front.queue.give_back(r.conversation_id)  # what waited would not fit either
-        self.front.history.delete_message(r.conversation_id, r.message_id)
+        self.front.saves.forget(r.message_id)  # (its id may be the next reply's)
+        try:
+            self.front.history.delete_message(r.conversation_id, r.message_id)
+        except HistoryReadOnly:  # another program holds the file: the empty reply stays, ended at the next start
+            pass
         self.front.overflow.mark_not_sent(r.conversation_id)
         self._close(r, "", "", {})
         if self._shown(r):
@@ -324,7 +330,7 @@ class Replies(QObject):
     def _persist(self) -> None:
         for r in self.in_flight.values():
             if not r.removed:
-                self.front.history.update_message(r.message_id, *r.texts(), r.meta(), complete=False)
+                self.front.saves.update_message(r.message_id, *r.texts(), r.meta(), complete=False)
 
     def _finish(self, r: Reply, done) -> None:
         if r.removed:  # nothing to save or show: its message is gone, and its id may be the new reply's
@@ -354,8 +360,9 @@ class Replies(QObject):
             return
         finished = None
         try:
-            finished = front.history.update_message(r.message_id, answer, thinking, meta, complete=True)
+            finished = front.saves.update_message(r.message_id, answer, thinking, meta, complete=True)
         except HistoryReadOnly as e:  # a full disk: the reply is shown, the banner says it is not saved
+            # (a file another program holds is no error here: the save waits for it, app/pending_saves.py)
             front.sig_error.emit(str(e), "")
         front.sig_reply_done.emit(r.conversation_id, Message(r.message_id, r.conversation_id, "assistant", answer,
                                                              thinking, meta, True, finished=finished))

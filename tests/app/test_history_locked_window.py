@@ -1,0 +1,116 @@
+"""In the window, on the demo model, while another process holds the history's write lock (`BEGIN
+IMMEDIATE` or `BEGIN EXCLUSIVE` with an edit not saved): a message sent stays in the box, a reply streams
+and ends and is shown, its saves wait and are written once the lock goes, a queued message comes back to
+the box, renaming and deleting a chat are refused in one line, and a quit with a save still waiting says
+so in the log without hanging. Before: `database is locked` reached Qt (the crash dialog) after a 5 s
+freeze, and a reply that ended then was never saved. pytest-qt fails a test on any exception that reaches
+Qt."""
+
+import logging
+
+import pytest
+
+from app.state.settings import Settings
+from tests.app_support import LONG, finish, hold, make_window
+from tests.history_support import HeldLock, stored_rows
+
+BUSY = "history.sqlite3 is in use by another program"
+
+
+@pytest.mark.parametrize("kind", ["IMMEDIATE", "EXCLUSIVE"])
+def test_a_history_another_program_holds_loses_nothing_and_raises_nothing(qtbot, tmp_path, gate, caplog, kind):
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=24))
+    c = w.controller
+    path = c.history.path
+    errors, notices = [], []
+    c.sig_error.connect(lambda message, _lower: errors.append(message))
+    c.sig_notice.connect(notices.append)
+    assert c.history.db.execute("PRAGMA busy_timeout").fetchone()[0] <= 500  # not SQLite's 5 s on the GUI thread
+
+    # sent while the file is held: refused in one line, the text stays in the box, nothing stored
+    with HeldLock(path, kind):
+        w.input.setPlainText("What is 2 + 2?")
+        w.send()
+        assert w.input.toPlainText() == "What is 2 + 2?"
+        assert errors and BUSY in errors[-1] and "stays in the box" in errors[-1]
+    assert not stored_rows(path)["messages"]
+
+    # a reply streams, then the lock is taken: its saves wait (the persist ticks), the reply goes on
+    w.input.clear()
+    reply, controls = hold(qtbot, w, gate, "Quick", at=3)
+    cid, mid = c.chats.current, reply.message_id
+    lock = HeldLock(path, kind)
+    qtbot.waitUntil(lambda: mid in c.saves.pending, timeout=LONG)
+    assert BUSY in errors[-1] and "saves them by itself when the file is free" in errors[-1]
+
+    # a message queued behind it comes back to the box when its turn comes; the reply ends, shown
+    w.input.setPlainText("And 2 + 2?")
+    w.send()
+    gate.at = None
+    done = finish(qtbot, w, controls)
+    assert done.content and done.complete
+    qtbot.waitUntil(lambda: w.input.toPlainText() == "And 2 + 2?", timeout=LONG)
+    assert c.replies.reply_in(cid) is None
+    assert c.saves.pending[mid].complete and c.saves.pending[mid].content == done.content
+
+    # renaming and deleting the chat are refused in one line; the chat stays as it was
+    errors.clear()
+    assert c.chats.rename(cid, "Sums") is False and c.chats.delete(cid) is False
+    assert len(errors) == 2 and all(BUSY in e and "\n" not in e for e in errors)
+    assert [x.id for x in c.history.conversations()] == [cid]
+    stored = stored_rows(path)["messages"][mid]
+    assert stored[2] == 0  # the file still has the reply as it streamed
+
+    # the lock goes: the reply's final state is written by the retry, and the banner says it was saved
+    lock.release()
+    qtbot.waitUntil(lambda: not c.saves.pending, timeout=LONG)
+    assert any(n.startswith("Saved: history.sqlite3 is free again") for n in notices)
+    rows = stored_rows(path)
+    assert rows["messages"][mid] == ("assistant", done.content, 1, done.finished)
+    assert [m[:2] for m in rows["messages"].values()] == [("user", "What is 45 + 23 - 17 + 9?"),
+                                                         ("assistant", done.content)]
+    assert c.chats.rename(cid, "Sums") is not False and stored_rows(path)["chats"][cid][0] == "Sums"
+
+    # a quit with a save still waiting tries once more, says so in the log and does not hang
+    reply, controls = hold(qtbot, w, gate, "Quick", at=3, question="What is 1 + 1?")
+    last = reply.message_id
+    with HeldLock(path, kind):
+        gate.at = None
+        finish(qtbot, w, controls)
+        assert last in c.saves.pending
+        with caplog.at_level(logging.WARNING, logger="app.pending_saves"):
+            w.close()
+    assert any("not saved" in r.getMessage() and str(last) in r.getMessage() for r in caplog.records)
+    assert stored_rows(path)["messages"][last][2] == 0  # kept as its last save; marked interrupted at next start
+
+
+@pytest.mark.parametrize("chats", ["none", "one interrupted"])
+def test_a_window_started_while_another_program_holds_the_history_opens_and_sends_once_it_is_free(qtbot, tmp_path,
+                                                                                               chats):
+    """Start-up writes too (a first chat, marking a reply a crash left open): they raised into the window's
+    construction. Now they wait for a later start, or for the user's next send."""
+    from app.state.history import History
+
+    path = tmp_path / "data" / "history.sqlite3"
+    path.parent.mkdir()
+    h = History(path)
+    if chats != "none":
+        cid = h.new_conversation("earlier").id
+        h.add_message(cid, "user", "question")
+        h.add_message(cid, "assistant", "half a repl", complete=False)
+    h.close()
+    with HeldLock(path, "EXCLUSIVE"):
+        w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=24))
+        c = w.controller
+        assert c.interrupted == 0 and c.history.read_only == ""
+        assert c.chats.current is (None if chats == "none" else cid)
+        w.input.setPlainText("What is 2 + 2?")
+        w.send()
+        assert w.input.toPlainText() == "What is 2 + 2?"
+    with qtbot.waitSignal(c.sig_reply_done, timeout=LONG) as done:
+        w.send()
+    assert w.input.toPlainText() == "" and done.args[1].complete
+    w.close()
+    rows = stored_rows(path)["messages"]
+    assert [m[1] for m in rows.values() if m[0] == "user"][-1] == "What is 2 + 2?"
+    assert all(m[2] == 1 for m in rows.values() if m[1] != "half a repl")
