@@ -164,9 +164,15 @@ class Conversations:
     @refuses_read_only
     def regenerate(self) -> None:
         """Answers the current chat's last question again, as a new version of its last reply (a reply in
-        flight is stopped and kept as the other version)."""
+        flight is stopped and kept as the other version); a last question left without a reply (the history
+        was held by another program as it was sent) is answered."""
         cid = self.current
         msgs = self.history.messages(cid) if cid is not None else []
+        unanswered = msgs and msgs[-1].role == "user" and self.front.replies.reply_in(cid) is None
+        if unanswered and self.front.loaded is not None:
+            self.front.composer.cancel_edit()
+            self.front.replies.start(cid, [])
+            return
         last = next((m for m in reversed(msgs) if m.role == "assistant"), None)
         if last is None or self.front.loaded is None:
             return

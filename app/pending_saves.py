@@ -63,6 +63,9 @@ class PendingSaves(QObject):
     def forget(self, mid: int) -> None:
         """Message `mid` is deleted: nothing of it is written later (its id may become another message's)."""
         self.pending.pop(mid, None)
+        if not self.pending and self.timer.isActive():  # nothing was saved: the line goes without a "Saved"
+            self.timer.stop()
+            self.front.sig_error_withdrawn.emit(self.waiting_line())
 
     def waiting_line(self) -> str:
         return str(HistoryBusy(self.front.history.path.name, "the replies since then are shown but not saved yet",

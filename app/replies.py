@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from .read_only import refuses_read_only
 from .reply import Reply, TokenBatch, continuation, continue_refusal, sampling_for
-from .state.history import HistoryReadOnly, Message
+from .state.history import HistoryBusy, HistoryReadOnly, Message
 from .workers import PlainReply
 
 FLUSH_MS, PERSIST_MS = 33, 1000
@@ -91,7 +91,15 @@ class Replies(QObject):
         submodel, phase = level.think or level.answer, "thinking" if level.think else "answer"
         reply = Reply(next(self._ids), cid, 0, Controls(), level, submodel, phase, Progress(),
                       waits_for=self._ahead(cid))
-        msg = front.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
+        try:
+            msg = front.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
+        except HistoryBusy as e:  # taken between the question's save and this one: the question is kept
+            if not added:
+                raise
+            front.sig_messages_added.emit(cid, added, None)
+            front.sig_error.emit(str(HistoryBusy(e.name, "your message is saved, but its reply was not started",
+                                                 "then Chat → Regenerate the last reply answers it")), "")
+            return
         reply.message_id = msg.id
         self.in_flight[reply.request_id] = reply
         front.sig_messages_added.emit(cid, added + [msg], msg.id)

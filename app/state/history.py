@@ -55,6 +55,7 @@ class HistoryBusy(HistoryReadOnly):
     def __init__(self, name: str, unsaved: str = "this change was not saved (a message you sent stays in the box)",
                  then: str = "then try again"):
         super().__init__(f"{name} is in use by another program: {unsaved}. Close that program; {then}.")
+        self.name = name
 
 
 class History(HistoryOpening):

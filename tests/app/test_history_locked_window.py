@@ -114,3 +114,32 @@ def test_a_window_started_while_another_program_holds_the_history_opens_and_send
     rows = stored_rows(path)["messages"]
     assert [m[1] for m in rows.values() if m[0] == "user"][-1] == "What is 2 + 2?"
     assert all(m[2] == 1 for m in rows.values() if m[1] != "half a repl")
+
+
+def test_a_lock_taken_between_the_question_and_its_reply_keeps_the_question_and_clears_the_box(qtbot, tmp_path,
+                                                                                              monkeypatch):
+    """The question's save went through, the reply's empty message did not: the question was saved and
+    left in the box too (sent twice on the next Enter). Now it is shown, and Regenerate answers it."""
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=24))
+    c = w.controller
+    errors, locks = [], []
+    c.sig_error.connect(lambda message, _lower: errors.append(message))
+    add = c.history.add_message
+
+    def lock_before_the_reply(cid, role, *args, **kwargs):
+        if role == "assistant" and not locks:
+            locks.append(HeldLock(c.history.path))
+        return add(cid, role, *args, **kwargs)
+    monkeypatch.setattr(c.history, "add_message", lock_before_the_reply)
+    w.input.setPlainText("What is 2 + 2?")
+    w.send()
+    assert w.input.toPlainText() == "" and c.replies.reply_in(c.chats.current) is None
+    assert "your message is saved, but its reply was not started" in errors[-1]
+    assert [m.content for m in c.history.messages(c.chats.current)] == ["What is 2 + 2?"]
+    locks[0].release()
+    with qtbot.waitSignal(c.sig_reply_done, timeout=60000) as done:
+        c.chats.regenerate()
+    assert done.args[1].complete
+    assert [m[:2] for m in stored_rows(c.history.path)["messages"].values()] == [
+        ("user", "What is 2 + 2?"), ("assistant", done.args[1].content)]
+    w.close()

@@ -54,12 +54,20 @@ def test_the_latest_state_of_each_reply_waits_in_order_and_is_written_when_the_f
     assert s.update_message(2, "direct", "", None) is None and stored_rows(h.path)["messages"][2][1] == "direct"
 
 
-def test_a_reply_deleted_while_its_save_waits_is_never_written(saves):
-    s, _, h = saves
+@pytest.mark.parametrize("others", [0, 1])
+def test_a_reply_deleted_while_its_save_waits_is_never_written(saves, others):
+    s, front, h = saves
+    withdrawn = []
+    front.sig_error_withdrawn.connect(withdrawn.append)
     with HeldLock(h.path):
         s.update_message(2, "gone", "", {})
+        if others:
+            s.update_message(4, "stays", "", {})
         s.forget(2)
+        assert s.timer.isActive() == bool(others) and len(withdrawn) == 1 - others
     assert s.retry() is True and stored_rows(h.path)["messages"][2][1] == ""
+    assert stored_rows(h.path)["messages"][4][1] == ("stays" if others else "")
+    assert any(line.startswith("Saved") for line in front.said) == bool(others)  # nothing saved: no "Saved"
 
 
 def test_a_full_disk_at_a_retry_is_said_once_and_the_save_keeps_waiting(saves, monkeypatch):
