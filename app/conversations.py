@@ -137,6 +137,7 @@ class Conversations:
     def post(self, cid: int, text: str, files: list[dict]) -> None:
         """Adds the user's message to chat `cid` and starts its reply (a first message names the chat for
         now; its automatic title is made when the first reply ends, `_title_after_reply`)."""
+        self.front.saves.write_waiting()  # what waits for the file goes first (or this send is refused too)
         if not self.history.messages(cid):
             self.history.title_automatically(cid, auto_title(text, [f.get("name", "") for f in files]), final=False)
         user = self.history.add_message(cid, "user", text, meta={"attachments": files} if files else None)

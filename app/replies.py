@@ -299,12 +299,8 @@ class Replies(QObject):
             return
         r.removed = True
         self.front.queue.give_back(r.conversation_id)  # what waited would not fit either
-        self.front.saves.forget(r.message_id)  # (its id may be the next reply's)
-        try:
-            self.front.history.delete_message(r.conversation_id, r.message_id)
-        except HistoryReadOnly:  # another program holds the file: the empty reply stays, ended at the next start
-            pass
-        self.front.overflow.mark_not_sent(r.conversation_id)
+        self.front.saves.delete_message(r.conversation_id, r.message_id)  # (waits while the file is held)
+        self.front.overflow.mark_not_sent(r.conversation_id, r.message_id)
         self._close(r, "", "", {})
         if self._shown(r):
             self.front.chats.select(r.conversation_id)

@@ -143,3 +143,29 @@ def test_a_lock_taken_between_the_question_and_its_reply_keeps_the_question_and_
     assert [m[:2] for m in stored_rows(c.history.path)["messages"].values()] == [
         ("user", "What is 2 + 2?"), ("assistant", done.args[1].content)]
     w.close()
+
+
+def test_a_message_too_long_for_the_context_while_the_history_is_held_ends_in_its_offer(qtbot, tmp_path):
+    """The empty reply of a message that does not fit is deleted when the worker says so: a held file
+    raised that delete into Qt, and the question, never marked as not sent, made every later message
+    overflow too. Now both wait for the file, and the next message sent writes them first."""
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=16, context=192, context_overflow="refuse"))
+    c = w.controller
+    w.input.setPlainText("word " * 300)
+    with qtbot.waitSignal(c.sig_overflow, timeout=60000) as refused:
+        w.send()
+        lock = HeldLock(c.history.path)  # before the worker's answer reaches the window
+    qtbot.waitUntil(lambda: not c.replies.busy, timeout=60000)
+    assert "Nothing was sent" in refused.args[0]
+    question, reply = 1, 2
+    assert list(c.saves.pending) == [reply, question]  # its removal and the question's "not sent" wait
+    lock.release()
+    w.input.setPlainText("What is 2 + 3?")  # sent before the retry's tick: what waits is written first
+    with qtbot.waitSignal(c.sig_reply_done, timeout=120000) as done:
+        w.send()
+    assert done.args[1].complete and not c.saves.pending
+    rows = stored_rows(c.history.path)["messages"]
+    # no empty reply left (its id is the new question's now); the long question is no turn of the reply
+    assert [(m[0], m[2]) for m in rows.values()] == [("user", 0), ("user", 1), ("assistant", 1)]
+    assert rows[question][1].startswith("word ") and rows[reply][1] == "What is 2 + 3?"
+    w.close()

@@ -5,7 +5,7 @@ import pytest
 from PySide6.QtCore import QObject, Signal
 
 from app.pending_saves import PendingSaves
-from app.state.history import History, HistoryFull
+from app.state.history import History, HistoryBusy, HistoryFull
 from tests.history_support import HeldLock, stored_rows
 
 
@@ -55,19 +55,28 @@ def test_the_latest_state_of_each_reply_waits_in_order_and_is_written_when_the_f
 
 
 @pytest.mark.parametrize("others", [0, 1])
-def test_a_reply_deleted_while_its_save_waits_is_never_written(saves, others):
+def test_a_reply_removed_while_its_save_waits_is_removed_once_the_file_is_free_and_never_written(saves, others):
     s, front, h = saves
-    withdrawn = []
-    front.sig_error_withdrawn.connect(withdrawn.append)
     with HeldLock(h.path):
-        s.update_message(2, "gone", "", {})
+        s.update_message(4, "gone", "", {})
         if others:
-            s.update_message(4, "stays", "", {})
-        s.forget(2)
-        assert s.timer.isActive() == bool(others) and len(withdrawn) == 1 - others
-    assert s.retry() is True and stored_rows(h.path)["messages"][2][1] == ""
-    assert stored_rows(h.path)["messages"][4][1] == ("stays" if others else "")
-    assert any(line.startswith("Saved") for line in front.said) == bool(others)  # nothing saved: no "Saved"
+            s.update_message(2, "stays", "", {})
+        s.delete_message(1, 4)
+        assert list(s.pending)[-1] == 4 and len(s.pending) == 1 + others
+    assert s.retry() is True
+    rows = stored_rows(h.path)["messages"]
+    assert 4 not in rows and rows[2][1] == ("stays" if others else "")
+
+
+def test_a_message_sent_while_saves_wait_writes_them_first_or_is_refused(saves):
+    s, _, h = saves
+    with HeldLock(h.path):
+        s.update_message(4, "the end", "", {}, complete=True)
+        with pytest.raises(HistoryBusy):
+            s.write_waiting()
+        assert 4 in s.pending
+    s.write_waiting()
+    assert not s.pending and stored_rows(h.path)["messages"][4][1:3] == ("the end", 1)
 
 
 def test_a_full_disk_at_a_retry_is_said_once_and_the_save_keeps_waiting(saves, monkeypatch):
