@@ -7,7 +7,8 @@ A small front over one part per concern, each the one owner of its facts:
 - `steering` (app/steering.py Steering): steering the thought of the reply shown, and its live phase;
 - `depth` (app/depth_choice.py DepthChoice): the reasoning depth the next reply runs at;
 - `context` (app/context_count.py ContextCount): the context meter's count;
-- `overflow` (app/overflow.py Overflow): a chat too long for the context, and its offers.
+- `overflow` (app/overflow.py Overflow): a chat too long for the context, and its offers;
+- `saves` (app/pending_saves.py PendingSaves): replies' saves waiting while another program holds the history.
 The front owns the loaded model's description, the engine worker and its thread, the history, the
 settings file, the local server and the tools, and the signals the window listens to: the widgets only
 show what it emits and call its parts; it never holds a widget.
@@ -15,6 +16,7 @@ show what it emits and call its parts; it never holds a widget.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Slot
@@ -25,14 +27,17 @@ from .conversations import Conversations
 from .crash import LoadRecord
 from .depth_choice import DepthChoice
 from .overflow import Overflow
+from .pending_saves import PendingSaves
 from .replies import Replies
 from .reply import mark_interrupted
 from .send_queue import SendQueue
 from .server_control import ServerControl
-from .state.history import History
+from .state.history import History, HistoryBusy
 from .state.settings import Settings
 from .steering import Steering
 from .workers import EngineWorker, LoadedModel, start_in_thread, stop_thread
+
+log = logging.getLogger(__name__)
 
 
 class ChatController(QObject):
@@ -80,8 +85,7 @@ class ChatController(QObject):
         super().__init__()
         self.data_dir, self.settings, self.settings_path = Path(data_dir), settings, settings_path
         self.history = History(self.data_dir / "history.sqlite3")
-        self.history.purge_deleted(older_than_s=24 * 3600)
-        self.interrupted = mark_interrupted(self.history)
+        self.interrupted = self._tidy_history()
         self.loaded: LoadedModel | None = None
         self._settings_problem = ""  # the last reason settings could not be saved (said once)
         self.load_record = LoadRecord(self.data_dir)  # a model that failed or crashed loading is not reloaded unasked
@@ -93,6 +97,7 @@ class ChatController(QObject):
         self.tools = ToolsController(self.data_dir, self)  # MCP servers, approvals, consent (docs/tools.md)
         QTimer.singleShot(0, self.tools.start_approved)  # once the window's loop runs
         self.depth = DepthChoice(settings, self.save_settings, lambda: self.loaded)
+        self.saves = PendingSaves(self)
         self.chats = Conversations(self)
         self.context = ContextCount(self)
         self.composer = Composer(self)
@@ -104,6 +109,16 @@ class ChatController(QObject):
         # The local server shares the worker's engine queue: one copy of the weights, one line for replies.
         self.server = ServerControl(self.worker.queue, self)
         self.server.apply(settings)
+
+    def _tidy_history(self) -> int:
+        """At start: chats deleted a day ago go, replies a crash left open are marked interrupted; returns how
+        many were. Another program holding the file puts both off to the next start (nothing is lost)."""
+        try:
+            self.history.purge_deleted(older_than_s=24 * 3600)
+            return mark_interrupted(self.history)
+        except HistoryBusy as e:
+            log.warning("tidying the history is left for the next start: %s", e)
+            return 0
 
     def _connect_worker(self) -> None:
         w = self.worker
@@ -184,6 +199,7 @@ class ChatController(QObject):
         for receiver in (self, self.replies):  # what the engine said last (a load's end, the replies' Done)
             QCoreApplication.sendPostedEvents(receiver, QEvent.Type.MetaCall)
         self.replies.save_at_exit()
+        self.saves.save_at_exit()  # one more try for what another program's lock kept waiting
         self.worker.unload()
         self.tools.shutdown()  # the MCP servers end with the app
         self.settings.save(self.settings_path)

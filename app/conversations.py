@@ -33,6 +33,7 @@ class Conversations:
             self.search = search
         self.front.sig_conversations.emit(self.history.conversations(self.search), self.current)
 
+    @refuses_read_only
     def new(self) -> None:
         """A new chat, unless the one shown is still empty (then that one is the new chat)."""
         front = self.front
@@ -86,9 +87,9 @@ class Conversations:
     @refuses_read_only
     def delete(self, cid: int) -> None:
         title = self.history.conversation(cid).title
+        self.history.delete(cid)  # first: a delete the history refuses leaves the chat and its reply as they were
         self.front.queue.give_back(cid, say=False)  # (kept as the chat's draft, should it be undeleted)
         self.front.replies.stop(cid)
-        self.history.delete(cid)
         self.front.sig_deleted.emit(cid, title)
         if self.current == cid:
             self.current = None
@@ -112,6 +113,8 @@ class Conversations:
         text = text.strip()
         if self.current is None:
             self.new()
+            if self.current is None:  # the history refused the new chat (the banner says why)
+                return False
         files = composer.files_to_send(self.current)
         if (not text and not files) or front.loaded is None:
             return False
@@ -127,13 +130,14 @@ class Conversations:
             if edited is not None:
                 files = edited.meta.get("attachments") or []  # a new version keeps the files of the old
                 self._branch_at(cid, edited.parent_id)
-        composer.sent(cid)
         self.post(cid, text, files)
+        composer.sent(cid)  # (after: a message the history refused keeps its files, as its text stays in the box)
         return True
 
     def post(self, cid: int, text: str, files: list[dict]) -> None:
         """Adds the user's message to chat `cid` and starts its reply (a first message names the chat for
         now; its automatic title is made when the first reply ends, `_title_after_reply`)."""
+        self.front.saves.write_waiting()  # what waits for the file goes first (or this send is refused too)
         if not self.history.messages(cid):
             self.history.title_automatically(cid, auto_title(text, [f.get("name", "") for f in files]), final=False)
         user = self.history.add_message(cid, "user", text, meta={"attachments": files} if files else None)
@@ -161,9 +165,15 @@ class Conversations:
     @refuses_read_only
     def regenerate(self) -> None:
         """Answers the current chat's last question again, as a new version of its last reply (a reply in
-        flight is stopped and kept as the other version)."""
+        flight is stopped and kept as the other version); a last question left without a reply (the history
+        was held by another program as it was sent) is answered."""
         cid = self.current
         msgs = self.history.messages(cid) if cid is not None else []
+        unanswered = msgs and msgs[-1].role == "user" and self.front.replies.reply_in(cid) is None
+        if unanswered and self.front.loaded is not None:
+            self.front.composer.cancel_edit()
+            self.front.replies.start(cid, [])
+            return
         last = next((m for m in reversed(msgs) if m.role == "assistant"), None)
         if last is None or self.front.loaded is None:
             return

@@ -30,14 +30,15 @@ class Overflow:
                     f"{fits}). Take it back to shorten it or attach less{longer}.")
         self.front.sig_overflow.emit(text, trimmable)
 
-    def mark_not_sent(self, cid: int) -> None:
+    def mark_not_sent(self, cid: int, refused_reply: int) -> None:
         """The refused question stays in the chat, shown as not sent and saved incomplete (no later reply
-        reads it as a turn), until it is taken back or sent leaving the earliest turns out."""
-        last = self.front.history.messages(cid)[-1:]
+        reads it as a turn), until it is taken back or sent leaving the earliest turns out. (The refused
+        reply's removal may still wait for the file, app/pending_saves.py: it is not the question.)"""
+        last = [m for m in self.front.history.messages(cid) if m.id != refused_reply][-1:]
         if last and last[0].role == "user":
             m = last[0]
-            self.front.history.update_message(m.id, m.content, m.thinking, {**m.meta, "not_sent": NOT_SENT},
-                                              complete=False)
+            self.front.saves.update_message(m.id, m.content, m.thinking, {**m.meta, "not_sent": NOT_SENT},
+                                            complete=False)
 
     @refuses_read_only
     def send_leaving_out(self) -> bool:
@@ -48,6 +49,7 @@ class Overflow:
         cid, self.cid = self.cid, None
         if cid is None or front.loaded is None or front.replies.reply_in(cid) is not None:
             return False
+        front.saves.write_waiting()  # (the refused reply's removal first)
         last = front.history.messages(cid)[-1:]
         if last and last[0].role == "user" and "not_sent" in last[0].meta:  # sent now, as a turn
             m = last[0]
@@ -61,6 +63,7 @@ class Overflow:
     def take_back(self) -> bool:
         """Removes the refused chat's last message; its text goes back to the box, its files with it."""
         front = self.front
+        front.saves.write_waiting()  # (the refused reply's removal first)
         cid, self.cid = self.cid, None
         last = front.history.messages(cid)[-1:] if cid is not None else []
         if not last or last[0].role != "user":

@@ -7,7 +7,8 @@ event's). The events come from the engine worker's outbox (app/event_outbox.py),
 flush (or at once for an event that is not a token); the view and the live strip get one update per
 frame, never one per token, and frames come less often while they cost more than a tenth of a core
 (app/frame_budget.py: the GUI thread takes that much of the GIL from the engine's worker at most).
-SQLite gets the text about once a second, so a crash loses at most a second.
+SQLite gets the text about once a second, so a crash loses at most a second; while another program
+holds the history's file, those saves wait in app/pending_saves.py.
 The engine has one line: a reply in another chat waits for the one ahead to end; a message sent in a chat
 whose reply streams waits for that reply (app/send_queue.py).
 """
@@ -21,7 +22,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from .frame_budget import FrameBudget
 from .read_only import refuses_read_only
 from .reply import Reply, TokenBatch, continuation, continue_refusal, sampling_for
-from .state.history import HistoryReadOnly, Message
+from .state.history import HistoryBusy, HistoryReadOnly, Message
 from .workers import PlainReply
 
 FLUSH_MS, PERSIST_MS = 33, 1000
@@ -94,7 +95,15 @@ class Replies(QObject):
         submodel, phase = level.think or level.answer, "thinking" if level.think else "answer"
         reply = Reply(next(self._ids), cid, 0, Controls(), level, submodel, phase, Progress(),
                       waits_for=self._ahead(cid))
-        msg = front.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
+        try:
+            msg = front.history.add_message(cid, "assistant", "", meta=reply.meta(), complete=False)
+        except HistoryBusy as e:  # taken between the question's save and this one: the question is kept
+            if not added:
+                raise
+            front.sig_messages_added.emit(cid, added, None)
+            front.sig_error.emit(str(HistoryBusy(e.name, "your message is saved, but its reply was not started",
+                                                 "then Chat → Regenerate the last reply answers it")), "")
+            return
         reply.message_id = msg.id
         self.in_flight[reply.request_id] = reply
         front.sig_messages_added.emit(cid, added + [msg], msg.id)
@@ -118,6 +127,7 @@ class Replies(QObject):
         self.flush_timer.start()
         self.persist_timer.start()
 
+    @refuses_read_only
     def continue_reply(self, message_id: int) -> None:
         """Continue: the shown chat's last reply, cut off by its token limit, goes on from where it stopped
         into the same message (its thought first, if it was cut mid-thought), at the depth it ran at."""
@@ -141,7 +151,7 @@ class Replies(QObject):
         reply = Reply(next(self._ids), cid, m.id, Controls(), level, submodel, phase, Progress(),
                       waits_for=self._ahead(cid), before=dict(m.meta), prior_answer=m.content,
                       prior_thinking=m.thinking)
-        front.history.update_message(m.id, m.content, m.thinking, reply.meta(), complete=False)
+        front.saves.update_message(m.id, m.content, m.thinking, reply.meta(), complete=False)
         self.in_flight[reply.request_id] = reply
         front.chats.select(cid)  # the view rebuilds with the message streaming again
         self._announce(reply, submodel, phase)
@@ -296,8 +306,8 @@ class Replies(QObject):
             return
         r.removed = True
         self.front.queue.give_back(r.conversation_id)  # what waited would not fit either
-        self.front.history.delete_message(r.conversation_id, r.message_id)
-        self.front.overflow.mark_not_sent(r.conversation_id)
+        self.front.saves.delete_message(r.conversation_id, r.message_id)  # (waits while the file is held)
+        self.front.overflow.mark_not_sent(r.conversation_id, r.message_id)
         self._close(r, "", "", {})
         if self._shown(r):
             self.front.chats.select(r.conversation_id)
@@ -335,7 +345,7 @@ class Replies(QObject):
     def _persist(self) -> None:
         for r in self.in_flight.values():
             if not r.removed:
-                self.front.history.update_message(r.message_id, *r.texts(), r.meta(), complete=False)
+                self.front.saves.update_message(r.message_id, *r.texts(), r.meta(), complete=False)
 
     def _finish(self, r: Reply, done) -> None:
         if r.removed:  # nothing to save or show: its message is gone, and its id may be the new reply's
@@ -365,8 +375,9 @@ class Replies(QObject):
             return
         finished = None
         try:
-            finished = front.history.update_message(r.message_id, answer, thinking, meta, complete=True)
+            finished = front.saves.update_message(r.message_id, answer, thinking, meta, complete=True)
         except HistoryReadOnly as e:  # a full disk: the reply is shown, the banner says it is not saved
+            # (a file another program holds is no error here: the save waits for it, app/pending_saves.py)
             front.sig_error.emit(str(e), "")
         front.sig_reply_done.emit(r.conversation_id, Message(r.message_id, r.conversation_id, "assistant", answer,
                                                              thinking, meta, True, finished=finished))

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from PySide6.QtCore import QTimer
 
+from .state.history import HistoryReadOnly
+
 
 @dataclass
 class Waiting:
@@ -52,7 +54,12 @@ class SendQueue:
         first = queue.pop(0)
         if not queue:
             del self.waiting[cid]
-        front.chats.post(cid, first.text, first.files)
+        try:
+            front.chats.post(cid, first.text, first.files)
+        except HistoryReadOnly as e:  # another program holds the file (or the disk is full): the box keeps it
+            self.waiting.setdefault(cid, []).insert(0, first)
+            self.give_back(cid, say=False)
+            front.sig_error.emit(str(e), "")
 
     def give_back(self, cid: int, say: bool = True) -> None:
         """What waits in chat `cid` goes back into its message box (after what is written there)."""

@@ -48,6 +48,15 @@ class HistoryFull(HistoryReadOnly):
         super().__init__("The disk is full: free some space, then send again. Your message is kept in the box.")
 
 
+class HistoryBusy(HistoryReadOnly):
+    """Another program holds the history's write lock (DB Browser with unsaved edits, a sync or backup
+    tool): nothing was written; str(e) is one line for the window, `unsaved` says what waits."""
+
+    def __init__(self, name: str, unsaved: str = "this change was not saved (a message you sent stays in the box)",
+                 then: str = "then try again"):
+        super().__init__(f"{name} is in use by another program: {unsaved}. Close that program; {then}.")
+        self.name = name
+
 
 class History(HistoryOpening):
     def __init__(self, path: Path | str):
@@ -75,11 +84,16 @@ class History(HistoryOpening):
         return schema_version(self.db)
 
     def _tx(self):
-        db = self.db
+        db, name = self.db, self.path.name
 
         class Tx:
             def __enter__(self):
-                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.execute("BEGIN IMMEDIATE")  # waits at most BUSY_TIMEOUT_S for another writer
+                except sqlite3.Error as e:
+                    if _is_busy(e):
+                        raise HistoryBusy(name) from e
+                    raise
 
             def __exit__(self, exc_type, exc, tb):
                 if exc_type is None:
@@ -90,12 +104,16 @@ class History(HistoryOpening):
                             db.execute("ROLLBACK")
                         if _is_full(e):
                             raise HistoryFull() from e
+                        if _is_busy(e):
+                            raise HistoryBusy(name) from e
                         raise
                     return False
                 if db.in_transaction:  # SQLite ends some transactions itself (a full disk)
                     db.execute("ROLLBACK")
                 if issubclass(exc_type, sqlite3.Error) and _is_full(exc):
                     raise HistoryFull() from exc
+                if issubclass(exc_type, sqlite3.Error) and _is_busy(exc):
+                    raise HistoryBusy(name) from exc
                 return False
         return Tx()
 
@@ -225,11 +243,12 @@ class History(HistoryOpening):
         self.set_leaf(cid, self._tree(cid).newest_leaf_under(mid))
 
     def update_message(self, mid: int, content: str, thinking: str, meta: dict | None = None,
-                       complete: bool = False) -> float | None:
+                       complete: bool = False, finished: float | None = None) -> float | None:
         """Writes a streaming reply so far (called about once a second) or its final state; `complete`
-        also stores the time it ended, which it returns (None while it streams)."""
+        also stores the time it ended (`finished`, else now: a save kept waiting keeps the reply's own end),
+        which it returns (None while it streams)."""
         self._writable()
-        finished = time.time() if complete else None
+        finished = (finished or time.time()) if complete else None
         with self._tx():
             if meta is None:
                 self.db.execute("UPDATE messages SET content=?, thinking=?, complete=?, finished=? WHERE id=?",
@@ -289,6 +308,12 @@ class History(HistoryOpening):
             lines += [f"**{m.role}**:", "", m.content, ""]
         return "\n".join(lines)
 
+
+
+def _is_busy(e: BaseException) -> bool:
+    """Another connection holds the lock this write needs (SQLITE_BUSY, or SQLITE_LOCKED in a shared cache)."""
+    name = getattr(e, "sqlite_errorname", "")
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in str(e).lower()
 
 
 def _is_full(e: BaseException) -> bool:

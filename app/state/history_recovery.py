@@ -7,6 +7,8 @@ opening it never raises; `notices` says, one line each, what was wrong and what 
   whatever chats SQLite can still read from the old file are copied into it;
 - written by a newer version: opened read-only (never migrated down);
 - the file or its folder cannot be written, or it is locked: opened read-only.
+Once open, another program may take the file's write lock for a while (DB Browser with unsaved edits):
+a write then waits at most BUSY_TIMEOUT_S and raises `HistoryBusy`; the file stays writable.
 Read-only means an in-memory copy of the chats: they are shown, the file is never touched, and
 every write of user content raises `HistoryReadOnly` (app/state/history.py).
 """
@@ -40,6 +42,13 @@ log = logging.getLogger(__name__)
 # A hostile file's queries (a recursive view, a huge table) are stopped after this many steps of
 # SQLite's virtual machine: about 30 s of CPU on a busy 2-core PC, counted as work, not wall clock.
 READ_STEPS, STEPS_PER_CHECK = 1_000_000_000, 10_000
+# How long a write waits for another program's write lock (DB Browser with unsaved edits, a sync tool)
+# once the file is open. The window writes on its GUI thread, so SQLite's default 5 s froze it at every
+# send and every save of a streaming reply; SQLite's own writers (a checkpoint, another short write)
+# hold the lock for milliseconds, so a quarter second still rides those out, and a lock held longer
+# costs the window at most this per write before HistoryBusy says so (app/pending_saves.py retries).
+# Opening keeps the 5 s: a migration is one write worth waiting for, before the window shows.
+BUSY_TIMEOUT_S, OPENING_TIMEOUT_S = 0.25, 5.0
 
 
 class HistoryOpening:
@@ -85,7 +94,7 @@ class HistoryOpening:
             private_before_open(self.path)
         except OSError as e:
             log.warning("could not make %s private: %s", self.path.name, e)
-        db = sqlite3.connect(str(self.path), isolation_level=None, timeout=5)  # explicit transactions
+        db = sqlite3.connect(str(self.path), isolation_level=None, timeout=OPENING_TIMEOUT_S)  # explicit transactions
         try:  # read-only checks first: a file that is not ours must reach the side unchanged, byte for byte
             _check_pages(db)
             _refuse_code(db)
@@ -102,6 +111,7 @@ class HistoryOpening:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
             db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         except BaseException:
             db.close()
             raise
