@@ -135,7 +135,7 @@ class ModelPanel(QObject):
             path += f" · {placement}"
         w.strip.set_path("CPU demo · " + path if loaded.is_demo else path)
         w.models.set_active(loaded.folder)
-        w.picker.set_loaded(loaded.folder, loaded.name, loaded.loaded, loaded.submodels)
+        w.picker.set_loaded(loaded.folder, loaded.title or loaded.name, loaded.loaded, loaded.submodels)
         w.strip.set_badge(loaded.loaded[-1])
         w.think_longer_button.setToolTip(f"Give the thinking {self.controller.steering.think_longer_tokens} more "
                                          f"tokens of budget ({THINK_LONGER_KEY}); only while a reply is thinking")
@@ -144,7 +144,7 @@ class ModelPanel(QObject):
         w.banner.setVisible(loaded.is_demo and w.settings.demo_banner_closed != banner_key(text))
         self._set_loading(None)
         where = "served" if is_spec(loaded.folder) else "in memory"  # a server's model is not on this PC
-        self._say(f"{loaded.name}: {', '.join(loaded.loaded)} {where}; {loaded.status.compute_path}")
+        self._say(f"{loaded.title or loaded.name}: {', '.join(loaded.loaded)} {where}; {loaded.status.compute_path}")
         self.show_memory()
 
     @Slot(object)

@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -88,6 +88,7 @@ class LoadedModel:
     default_depth: str = ""  # ChatEngine.default_depth(): never a level whose thinker's widths are only estimated
     thinking_ceiling: int = 0  # ChatEngine.thinking_ceiling: the Max level's budget, "Think longer"'s unit
     context_ceiling: int = 0  # the longest context the memory plan allows (0: no plan could be made)
+    title: str = ""  # what the models list calls it (a folder "demo" imported as "demo-2"); `name` is its id
 
     @classmethod
     def of(cls, engine: ChatEngine, folder: str, name: str, is_demo: bool = False, reasons=(),
@@ -244,8 +245,8 @@ class EngineWorker(QObject):
         loaded = tuple(e.submodels_by_size())
         by_name = {f.name: f.reason for f in hw_plan[1].submodels} if hw_plan is not None else {}
         reasons = [(n, by_name.get(n, f"{n} is not in memory")) for n in e.all_submodels_by_size() if n not in loaded]
-        self.sig_loaded.emit(LoadedModel.of(e, folder, name_of(folder), is_demo, reasons,
-                                            self._context_ceiling(folder, before)))
+        self.sig_loaded.emit(replace(LoadedModel.of(e, folder, Path(folder).name, is_demo, reasons,
+                                                    self._context_ceiling(folder, before)), title=name_of(folder)))
         # The window is usable while this runs; a reply sent meanwhile (the chat's or the server's) waits
         # in the queue and starts right after it, warm.
         log.info("warmed up %s in %.0f ms", Path(folder).name, self._warm_up(loaded))

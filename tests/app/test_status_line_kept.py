@@ -30,7 +30,7 @@ def test_the_model_line_comes_back_after_a_status_tip_and_a_passing_message(qtbo
     qtbot.addWidget(w)
     w.show()
     qtbot.waitUntil(lambda: w.controller.loaded is not None, timeout=LOAD_MS)
-    name = w.controller.loaded.name
+    name = w.controller.loaded.title or w.controller.loaded.name  # the models list's name (app/workers.py)
     qtbot.waitUntil(lambda: f"{name}: " in status_shown(w), timeout=60000)
     line = status_shown(w)
     assert "in memory" in line
