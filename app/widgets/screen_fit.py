@@ -11,17 +11,33 @@ from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QFrame, QScrollArea, QWidget
+from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 FRAME_GUESS = QSize(16, 40)  # a title bar and borders, when there is no shown window to measure
 
 
+class _Sheet(QWidget):
+    """What a Page scrolls: the page, which may shrink to its smallest height before it scrolls. (For a
+    page with wrapped text QScrollArea asks the height for the width, and a layout answers with its
+    preferred height: the MCP servers page scrolled at the default font while its lists could shrink.)"""
+
+    def __init__(self, page: QWidget):
+        super().__init__()
+        column = QVBoxLayout(self)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(page)
+
+    def heightForWidth(self, width: int) -> int:
+        return self.layout().totalMinimumHeightForWidth(width)
+
+
 class Page(QScrollArea):
-    """One page of a dialog; it scrolls when the dialog is smaller than the page."""
+    """One page of a dialog; it scrolls when the dialog is smaller than the page's smallest size."""
 
     def __init__(self, page: QWidget, parent=None):
         super().__init__(parent)
-        self.setWidget(page)
+        self.page = page
+        self.setWidget(_Sheet(page))
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
@@ -29,8 +45,7 @@ class Page(QScrollArea):
     def sizeHint(self) -> QSize:
         """The page's whole size (QScrollArea's own hint stops at 36x24 lines, which would shrink a dialog
         that fits)."""
-        page = self.widget()
-        return page.sizeHint().expandedTo(page.minimumSizeHint()) if page is not None else super().sizeHint()
+        return self.page.sizeHint().expandedTo(self.page.minimumSizeHint())
 
 
 def frame_extra(window: QWidget | None) -> QSize:

@@ -53,5 +53,32 @@ def test_a_page_that_fits_asks_for_its_whole_size(qtbot, themed):
     qtbot.addWidget(dialog)
     for i in range(dialog.tabs.count()):
         page = dialog.tabs.widget(i)
-        inner = page.widget()
-        assert page.sizeHint() == inner.sizeHint().expandedTo(inner.minimumSizeHint())
+        assert page.sizeHint() == page.page.sizeHint().expandedTo(page.page.minimumSizeHint())
+
+
+@pytest.mark.parametrize("height", [560, 640, 695])
+def test_a_page_shrinks_to_its_smallest_before_it_scrolls(qtbot, tmp_path, themed, height):
+    """The MCP servers page (wrapped text, lists that may shrink) scrolled at the default font in a
+    695 px tall dialog, since a scroll area asks a page with wrapped text for its preferred height; it
+    scrolls only when the dialog is smaller than the page's smallest height."""
+    from app.tools_controller import ToolsController
+
+    themed("light", FONT_SIZE.default)
+    tools = ToolsController(tmp_path)
+    dialog = SettingsDialog(None, Settings(), "", {}, tools=tools)
+    qtbot.addWidget(dialog)
+    try:
+        dialog.show()
+        dialog.resize(810, height)
+        dialog.tabs.setCurrentIndex(dialog.mcp_tab)
+        page = dialog.tabs.widget(dialog.mcp_tab)
+        qtbot.waitUntil(lambda: page.viewport().height() > 0 and page.page.isVisible(), timeout=5000)
+        QApplication.processEvents()
+        smallest = page.page.layout().totalMinimumHeightForWidth(page.viewport().width())  # the page's own rule
+        assert smallest < page.page.sizeHint().height()  # (the lists can shrink)
+        scrolls = page.verticalScrollBar().maximum() > 0
+        assert scrolls == (smallest > page.viewport().height()), (smallest, page.viewport().height())
+    finally:
+        dialog.close()
+        tools.shutdown()
+
