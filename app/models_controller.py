@@ -451,7 +451,8 @@ class ModelsController(QObject):
         r = self.row(key)
         if r and r.folder:
             self._say(f"Verifying {r.folder}… (hashing can take a minute for big files)")
-            self.tasks.run(verify, (r.folder,), lambda report: self._say(verify_text(report)), self._task_failed)
+            name = r.local_name or ""  # the row's name, not its folder's
+            self.tasks.run(verify, (r.folder,), lambda report: self._say(verify_text(report, name)), self._task_failed)
 
     def delete(self, key: str) -> None:
         """Deletes a downloaded model or forgets an imported one; the dialog has asked the user."""
