@@ -346,8 +346,8 @@ class ModelsController(QObject):
         from runtime.api import is_spec
 
         spec = self.active
+        self.set_active("")  # nothing is loaded now (the worker released the model before loading or connecting)
         if is_spec(spec):
-            self.set_active("")  # nothing is loaded now (the worker released the model before connecting)
             self.ask_server(spec)
 
     @Slot(int, object)

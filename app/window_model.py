@@ -169,12 +169,12 @@ class ModelPanel(QObject):
 
     @Slot(str)
     def _failed(self, message: str) -> None:
-        """The load failed after the model before it was let go (the worker frees it first): the picker and the
-        manager say that no model is loaded (the picker kept the last one "in memory", with Unload)."""
+        """The load failed after the model before it was let go (the worker frees it first): the picker says
+        that no model is loaded (it kept the last one "in memory", with Unload); the manager's own
+        ModelsController._model_failed says so in its table."""
         self._set_loading(None)
         self.w.send_button.setEnabled(False)
         self.w.picker.set_loaded("", "", (), ())
-        self.w.models.set_active("")
         self._say("No model loaded")
         self.w.notes.show_error(f"The model could not be loaded: {message}. Open the model manager to verify it, "
                                 "or choose another one.")
