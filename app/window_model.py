@@ -136,7 +136,7 @@ class ModelPanel(QObject):
         w.strip.set_path("CPU demo · " + path if loaded.is_demo else path)
         w.models.set_active(loaded.folder)
         w.picker.set_loaded(loaded.folder, loaded.name, loaded.loaded, loaded.submodels)
-        w.strip.set_badge(loaded.loaded[-1])
+        w.strip.clear()  # "idle": a load stops every reply, and nothing runs until one is sent (it read the parent)
         w.think_longer_button.setToolTip(f"Give the thinking {self.controller.steering.think_longer_tokens} more "
                                          f"tokens of budget ({THINK_LONGER_KEY}); only while a reply is thinking")
         text = demo_banner(loaded.folder, loaded.default_depth)
