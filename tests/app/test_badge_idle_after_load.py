@@ -21,8 +21,22 @@ def load(qtbot, w, folder) -> None:
         w.controller.load_model(str(folder))
 
 
+IDLE_LOOK = "background:#888888"  # the idle badge's grey pill (LiveStrip.set_badge)
+
+
 def test_the_badge_is_idle_at_launch(window):
     assert window.strip.badge.text() == "idle" and window.strip.ttft.text() == "TTFT –"
+    assert IDLE_LOOK in window.strip.badge.styleSheet()  # a pill, not plain text
+
+
+def test_a_new_strip_is_an_idle_pill_before_and_after_clear(qtbot):
+    from app.widgets.live_strip import LiveStrip
+
+    strip = LiveStrip()
+    qtbot.addWidget(strip)
+    assert strip.badge.text() == "idle" and IDLE_LOOK in strip.badge.styleSheet()
+    strip.clear()
+    assert strip.badge.text() == "idle" and IDLE_LOOK in strip.badge.styleSheet()
 
 
 @pytest.mark.parametrize("folder", [DEMO, DEMO_NVFP4])
@@ -30,7 +44,7 @@ def test_the_badge_is_idle_after_a_load_that_follows_a_reply(qtbot, window, fold
     ask(qtbot, window, "What is 2 + 3?", "Quick")
     assert window.strip.badge.text() != "idle"  # the reply's submodel and how it ended
     load(qtbot, window, folder)
-    assert window.strip.badge.text() == "idle"
+    assert window.strip.badge.text() == "idle" and IDLE_LOOK in window.strip.badge.styleSheet()
 
 
 def test_the_badge_is_idle_after_unload_and_load(qtbot, window):
