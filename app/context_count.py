@@ -22,7 +22,8 @@ COUNT_MS = 250  # the meter counts a draft this long after the typing pauses
 
 class ContextCount(QObject):
     # requests to the token counter (queued: it lives in its own thread)
-    _sig_count = Signal(int, object, bool, object)  # serial, messages, thinking, the tools offered (or None)
+    # serial, messages, thinking, the tools offered (or None), the most a prompt may hold, the overflow policy
+    _sig_count = Signal(int, object, bool, object, int, str)
     _sig_count_model = Signal(str)
     _sig_count_remote = Signal(object)
     _sig_count_text = Signal(int, str)
@@ -81,14 +82,14 @@ class ContextCount(QObject):
         self.timer.stop()
         limit, context = self.limits()
         if front.loaded is None or cid is None:
-            front.sig_context.emit(-1, limit, context, "no model is loaded")
+            front.sig_context.emit(-1, limit, context, "no model is loaded", True)
             return
         editing = front.composer.editing
         try:
             level = front.depth.level()
             messages = front.chats.chat_messages(cid, before=editing)  # an edited message replaces what followed
         except (ElasticError, KeyError) as e:
-            front.sig_context.emit(-1, limit, context, str(e))
+            front.sig_context.emit(-1, limit, context, str(e), True)
             return
         text, files = front.composer.next_message(cid)
         if text.strip() or files:
@@ -96,16 +97,17 @@ class ContextCount(QObject):
         self._serial += 1
         self.counter.ask(self._serial)
         tools = front.tools.offered_tools(front.chats.settings()[1])  # their text is in the prompt too
-        self._sig_count.emit(self._serial, tuple(messages), level.think is not None and level.budget != 0, tools)
+        self._sig_count.emit(self._serial, tuple(messages), level.think is not None and level.budget != 0, tools,
+                             limit, front.settings.context_overflow)
 
-    @Slot(int, int, str)
-    def _on_counted(self, serial: int, tokens: int, why: str) -> None:
+    @Slot(int, int, str, bool)
+    def _on_counted(self, serial: int, tokens: int, why: str, alone_fits: bool) -> None:
         if serial == self._serial:
             loaded = self.front.loaded
             if tokens >= 0 and loaded is not None and not getattr(loaded.status, "context_known", True):
                 why = "; ".join(filter(None, (why, "the server did not say its context length, so this program's "
                                                    "default is assumed")))
-            self.front.sig_context.emit(tokens, *self.limits(), why)
+            self.front.sig_context.emit(tokens, *self.limits(), why, alone_fits)
 
     def shutdown(self) -> None:
         self.timer.stop()

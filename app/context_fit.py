@@ -54,6 +54,18 @@ def _units(messages: tuple[dict, ...], policy: str) -> tuple[list[list[int]], li
     return turns, system, newest
 
 
+def never_left_out(messages, policy: str) -> tuple[dict, ...]:
+    """What `policy` keeps of `messages` however long the chat: the newest turn, and the system prompt unless
+    the policy drops it too (under REFUSE nothing is left out). When even this is over the limit, leaving
+    turns out cannot make the prompt fit (the context meter says "too long" before the send is refused)."""
+    messages = tuple(messages)
+    if policy == REFUSE:
+        return messages
+    _, kept, newest = _units(messages, policy)
+    always = set(kept) | set(newest)
+    return tuple(m for i, m in enumerate(messages) if i in always)
+
+
 def fit_messages(messages, count: Callable[[list[dict]], int], limit: int, policy: str) -> Fit:
     """`messages` as sent under `policy`: whole when their prompt is at most `limit` tokens, else with
     the fewest oldest turns left out that bring it there (a binary search: each count renders the

@@ -70,8 +70,9 @@ class ChatController(QObject):
     sig_tool_rounds = Signal(int, int, object)  # conv id, message id, the reply's tool rounds (list of dicts)
     sig_consent = Signal(int, object, object)  # request id, runtime.tool_loop.PendingCall, Mailbox: ask the user
     # the context meter: tokens the next reply's prompt holds (-1: not counted), the most that leaves the
-    # reply its room, the context length, why it was not counted ("" when it was)
-    sig_context = Signal(int, int, int, str)
+    # reply its room, the context length, why it was not counted ("" when it was), and whether what the
+    # overflow policy never leaves out (the newest turn) fits that most (False: leaving turns out cannot help)
+    sig_context = Signal(int, int, int, str, bool)
     # a chat that does not fit the context: the line for the user, and whether leaving out turns would do
     sig_overflow = Signal(str, bool)
     sig_take_back = Signal(str)  # a message taken back from the chat: its text, for the message box

@@ -79,6 +79,7 @@ class MainWindow(QMainWindow):
         self.controller = ChatController(data_dir, settings, settings_path, probe_file)
         self._presets_problem = ""  # the presets file's last problem shown
         self._server_error = ""  # the local server's last failure shown in the banner
+        self._wait_lines: dict[int, str] = {}  # a waiting reply's message id -> the line that says what it waits for
         build_window(self)
         self.dialogs = WindowDialogs(self)
         build_menus(self)
@@ -126,8 +127,9 @@ class MainWindow(QMainWindow):
         c.sig_messages_added.connect(self.chat.append)
         c.sig_stream.connect(self.chat.stream)
         c.sig_reply_done.connect(self.chat.finish)
+        c.sig_reply_done.connect(self._reply_done)
         c.sig_reply_started.connect(self._reply_started)
-        c.sig_reply_waiting.connect(self._reply_waiting)
+        c.sig_reply_waiting.connect(self._reply_waits)
         c.sig_tokens.connect(self.strip.on_tokens)
         c.sig_switch.connect(self.strip.on_switch)
         c.sig_done.connect(self.strip.on_done)
@@ -287,6 +289,22 @@ class MainWindow(QMainWindow):
         self.strip.set_badge(submodel, phase)  # the submodel about to work, during the time to first token
 
     @Slot(int, int, str)
+    def _reply_waits(self, cid: int, message_id: int, ahead: str) -> None:
+        """A reply waits for `ahead` to end, or ("") its turn came. The line the send just showed ("This reply
+        starts when ...") is its; it goes when the turn comes or the reply ends (it stayed, as if it still
+        waited)."""
+        if ahead:
+            if self.notes.error.isVisible():
+                self._wait_lines[message_id] = self.notes.error.text()
+        else:
+            self.notes.withdraw(self._wait_lines.pop(message_id, ""))
+        self._reply_waiting(cid, message_id, ahead)
+
+    @Slot(int, object)
+    def _reply_done(self, _cid: int, message) -> None:
+        """A reply stopped while it waited never had its turn: its waiting line goes too."""
+        self.notes.withdraw(self._wait_lines.pop(message.id, ""))
+
     def _reply_waiting(self, cid: int, message_id: int, ahead: str) -> None:
         """The reply waits for `ahead` to end, or ("") its turn came: the strip and its message say which."""
         r = self.controller.replies.reply_in(cid)

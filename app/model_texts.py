@@ -45,13 +45,16 @@ def progress_text(p) -> str:
             + (f" — {p.message}" if p.message else ""))
 
 
-def verify_text(report) -> str:
+def verify_text(report, name: str = "") -> str:
+    """`name`: what the models list calls it (a folder "demo" imported as "demo-2" is "demo-2", as in the
+    table and the picker); else the folder's name."""
+    name = name or report.folder.name
     if not report.ok:
         return "Problems: " + "; ".join(report.problems)
     if report.checked == 0:  # an imported folder has no record of the hub's hashes to compare with
-        return (f"{report.folder.name}: its config, tensors and submodel table check out; it has no download "
+        return (f"{name}: its config, tensors and submodel table check out; it has no download "
                 "record, so there were no file hashes to compare.")
-    return f"{report.folder.name} is intact: {report.checked} file hashes match the download record."
+    return f"{name} is intact: {report.checked} file hashes match the download record."
 
 
 # What each submodel state means and what to do about it (runtime/checkpoint/submodel_table.py).

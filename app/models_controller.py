@@ -214,6 +214,23 @@ def probe_server(url: str, api_key: str | None, stop=None) -> list[str]:
     return choices(list_models(RemoteServer(url, api_key or None), stop))
 
 
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def same_server(url: str, own: str) -> bool:
+    """Whether the address `url` reaches the server at `own` (this PC's names for itself are one; a server
+    bound to every address answers on them too). An address that does not parse is not (the probe says why)."""
+    from runtime.api import ElasticError, RemoteServer
+
+    try:
+        a, b = RemoteServer(url), RemoteServer(own)
+    except ElasticError:
+        return False
+    hosts = {h if h not in LOOPBACK else "loopback" for h in (a.host, b.host)}
+    everywhere = b.host in ("0.0.0.0", "::") and a.host in LOOPBACK
+    return a.port == b.port and (len(hosts) == 1 or everywhere)
+
+
 def reach_server(spec: str, stop) -> list[str]:
     """Worker thread: asks the server of a source's `spec` for its models (after a failure); `stop()` True
     (the app's exit, which waits for this thread) ends the wait at once."""
@@ -261,6 +278,7 @@ class ModelsController(QObject):
         self.unreachable: dict[str, str] = {}  # a server model's spec -> why its server did not answer
         self.asking: set[str] = set()  # specs whose server is being asked now
         self.closing = threading.Event()  # set at shutdown: a server still being asked is hung up on
+        self.local_server = None  # this app's own server (app/server_control.py ServerControl), from `watch`
 
     # ------------------------------------------------------------------ state
 
@@ -333,6 +351,7 @@ class ModelsController(QObject):
     def watch(self, chat) -> None:
         """Follows the chat controller's loads and replies (app/controller.py): a failed request to the
         server in use has its server asked again; a reply or a load that worked marks it reachable."""
+        self.local_server = chat.server
         chat.sig_model_loaded.connect(self._model_loaded)
         chat.sig_model_failed.connect(self._model_failed)
         chat.sig_reply_done.connect(self._reply_done)
@@ -346,8 +365,8 @@ class ModelsController(QObject):
         from runtime.api import is_spec
 
         spec = self.active
+        self.set_active("")  # nothing is loaded now (the worker released the model before loading or connecting)
         if is_spec(spec):
-            self.set_active("")  # nothing is loaded now (the worker released the model before connecting)
             self.ask_server(spec)
 
     @Slot(int, object)
@@ -451,7 +470,8 @@ class ModelsController(QObject):
         r = self.row(key)
         if r and r.folder:
             self._say(f"Verifying {r.folder}… (hashing can take a minute for big files)")
-            self.tasks.run(verify, (r.folder,), lambda report: self._say(verify_text(report)), self._task_failed)
+            name = r.local_name or ""  # the row's name, not its folder's
+            self.tasks.run(verify, (r.folder,), lambda report: self._say(verify_text(report, name)), self._task_failed)
 
     def delete(self, key: str) -> None:
         """Deletes a downloaded model or forgets an imported one; the dialog has asked the user."""
@@ -464,7 +484,14 @@ class ModelsController(QObject):
             self.tasks.run(delete, (r.local_name,), self._changed, self._task_failed)
 
     def probe_server(self, url: str, api_key: str | None, on_done, on_failed) -> None:
-        """Lists a server's models in a worker thread: `on_done(ids)` or `on_failed(line)`, on the GUI thread."""
+        """Lists a server's models in a worker thread: `on_done(ids)` or `on_failed(line)`, on the GUI thread.
+        This app's own server is refused at once: it serves the model loaded here, and a chat on it has
+        nothing to answer (Use failed with a 503 nested three times and "try again")."""
+        own = self.local_server.status().address if self.local_server is not None else ""
+        if own and same_server(url, own):
+            on_failed(f"{url.strip()} is this app's own server (Settings → Server): it serves the model loaded "
+                      "here, so it cannot be the model to chat with. Enter another machine's address.")
+            return
         self.tasks.run(probe_server, (url, api_key), on_done, on_failed)
 
     def add_server(self, url: str, model: str, api_key: str | None) -> None:

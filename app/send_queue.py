@@ -25,6 +25,7 @@ class SendQueue:
     def __init__(self, front):
         self.front = front  # app/controller.py ChatController
         self.waiting: dict[int, list[Waiting]] = {}
+        self.said: dict[int, str] = {}  # the line that says what waits in a chat, withdrawn once nothing does
 
     def count(self, cid: int | None) -> int:
         return len(self.waiting.get(cid, [])) if cid is not None else 0
@@ -35,7 +36,8 @@ class SendQueue:
         said = ("your message is sent when the reply streaming here ends" if n == 1 else
                 f"{n} messages wait; the first goes when the reply streaming here ends, each next one after the "
                 "reply before it")
-        self.front.sig_notice.emit(f"Queued: {said}. Esc stops that reply now.")
+        self.said[cid] = f"Queued: {said}. Esc stops that reply now."
+        self.front.sig_notice.emit(self.said[cid])
 
     def reply_ended(self, cid: int) -> None:
         """The reply of chat `cid` ended (done, stopped, failed or refused): the next message waiting goes
@@ -54,6 +56,7 @@ class SendQueue:
         first = queue.pop(0)
         if not queue:
             del self.waiting[cid]
+            self._withdraw(cid)  # it no longer holds: nothing waits here now (it stayed, as if it still did)
         try:
             front.chats.post(cid, first.text, first.files)
         except HistoryReadOnly as e:  # another program holds the file (or the disk is full): the box keeps it
@@ -61,9 +64,15 @@ class SendQueue:
             self.give_back(cid, say=False)
             front.sig_error.emit(str(e), "")
 
+    def _withdraw(self, cid: int) -> None:
+        said = self.said.pop(cid, "")
+        if said:
+            self.front.sig_error_withdrawn.emit(said)  # only while the line still says it
+
     def give_back(self, cid: int, say: bool = True) -> None:
         """What waits in chat `cid` goes back into its message box (after what is written there)."""
         queue = self.waiting.pop(cid, [])
+        self._withdraw(cid)
         if queue:
             composer = self.front.composer
             texts = [composer.draft(cid)] + [w.text for w in queue]

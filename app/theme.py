@@ -31,6 +31,15 @@ QPushButton#smallButton { padding: 1px 8px; }
 """
 
 
+# Fusion draws an unchecked box's edge a shade darker than the window: on the dark palette it did not show at all,
+# in a list (an MCP server's tools: "checked: runs without asking") or beside a label ("Show secret values").
+# Only the unchecked state is styled: a checked box keeps Fusion's own check mark.
+DARK_STYLE = """
+QCheckBox::indicator:unchecked, QAbstractItemView::indicator:unchecked {
+    border: 1px solid #8a9099; border-radius: 2px; background: #17181b; width: 12px; height: 12px; }
+"""
+
+
 def dark_palette() -> QPalette:
     p = QPalette()
     colors = {
@@ -73,4 +82,5 @@ def apply_theme(app: QApplication, theme: str, font_size: int) -> None:
     font = QFont(app.font())
     font.setPointSize(max(7, min(28, font_size)))
     app.setFont(font)
-    app.setStyleSheet(STYLE % {"accent": NVIDIA_GREEN, "banner": "#2f3a1f" if dark else "#e8f5d0"})
+    app.setStyleSheet(STYLE % {"accent": NVIDIA_GREEN, "banner": "#2f3a1f" if dark else "#e8f5d0"}
+                      + (DARK_STYLE if dark else ""))

@@ -13,11 +13,15 @@ import threading
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from .context_fit import never_left_out
+
 log = logging.getLogger(__name__)
 
 
 class TokenCounter(QObject):
-    sig_counted = Signal(int, int, str)  # serial, tokens (-1 when not counted), why not ("" when counted)
+    # serial, tokens (-1 when not counted), why not ("" when counted), whether what the overflow policy can never
+    # leave out (the newest turn, and the system prompt it keeps) fits the limit: False only when that was counted
+    sig_counted = Signal(int, int, str, bool)
     # key, tokens of a text alone (an attachment; -1: not counted), how ("": the model's tokenizer counted;
     # else an estimate and why, or why it was not counted)
     sig_text_counted = Signal(int, int, str)
@@ -62,30 +66,36 @@ class TokenCounter(QObject):
         """A model on a server is the one to count for: `counter` (a RemoteTokenCount) asks its server."""
         self.chat, self.remote = None, counter
 
-    @Slot(int, object, bool, object)
-    def count(self, serial: int, messages, thinking: bool, tools=None) -> None:
+    @Slot(int, object, bool, object, int, str)
+    def count(self, serial: int, messages, thinking: bool, tools=None, limit: int = -1, policy: str = "") -> None:
         """`tools`: those the chat offers (the template renders them into the prompt), or None. A model on a
-        server: its count, or an estimate, whose `why` says so (sig_counted's tokens are then not -1)."""
+        server: its count, or an estimate, whose `why` says so (sig_counted's tokens are then not -1). Over
+        `limit`, what `policy` can never leave out is counted too (app/context_fit.py), so the meter can say
+        that leaving turns out will not make it fit."""
         if self._stale(serial):
             return
         if self.remote is not None and (messages or tools):
-            self.sig_counted.emit(serial, *self.remote.count(messages, thinking, tools))
+            self.sig_counted.emit(serial, *self.remote.count(messages, thinking, tools), True)
             return
         if self.chat is None and self.remote is None:
-            self.sig_counted.emit(serial, -1, "no model is loaded")
+            self.sig_counted.emit(serial, -1, "no model is loaded", True)
             return
         if not messages and not tools:
-            self.sig_counted.emit(serial, 0, "")
+            self.sig_counted.emit(serial, 0, "", True)
             return
         if not messages:  # an empty chat that offers tools: its prompt already holds them
             messages = ({"role": "user", "content": ""},)
         try:
-            tokens = len(self.chat.prompt_ids(list(messages), enable_thinking=thinking,
-                                              tools=list(tools) if tools else None))
+            tokens = self._tokens(messages, thinking, tools)
+            alone_fits = (tokens <= limit or limit < 0
+                          or self._tokens(never_left_out(messages, policy), thinking, tools) <= limit)
         except Exception as e:  # a message the template refuses: the reply will say why in full
-            self.sig_counted.emit(serial, -1, str(e))
+            self.sig_counted.emit(serial, -1, str(e), True)
             return
-        self.sig_counted.emit(serial, tokens, "")
+        self.sig_counted.emit(serial, tokens, "", alone_fits)
+
+    def _tokens(self, messages, thinking: bool, tools) -> int:
+        return len(self.chat.prompt_ids(list(messages), enable_thinking=thinking, tools=list(tools) if tools else None))
 
     @Slot(int, str)
     def count_text(self, key: int, text: str) -> None:

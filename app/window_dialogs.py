@@ -99,10 +99,10 @@ class WindowDialogs(QObject):
         dialog = SettingsDialog(w, w.settings, *c.chats.settings(), server_address=c.server.status().address,
                                 tools=c.tools, context_ceiling=w.loaded.context_ceiling if w.loaded else 0)
         dialog.tabs.setCurrentIndex(tab)
-        requests = dialog.server_box.requests  # live while open; Qt drops the connections with the dialog
-        requests.show_status(c.server.status())
+        box, requests = dialog.server_box, dialog.server_box.requests  # live while open; Qt drops the connections
+        box.show_status(c.server.status())  # with the dialog
         requests.show_requests(c.server.recent_requests())
-        c.server.sig_status.connect(requests.show_status)
+        c.server.sig_status.connect(box.show_status)
         c.server.sig_requests.connect(requests.show_requests)
         try:
             if dialog.exec() != QDialog.DialogCode.Accepted:  # (Ctrl+Q there: the window has closed)

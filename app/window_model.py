@@ -136,7 +136,7 @@ class ModelPanel(QObject):
         w.strip.set_path("CPU demo · " + path if loaded.is_demo else path)
         w.models.set_active(loaded.folder)
         w.picker.set_loaded(loaded.folder, loaded.title or loaded.name, loaded.loaded, loaded.submodels)
-        w.strip.set_badge(loaded.loaded[-1])
+        w.strip.clear()  # "idle": a load stops every reply, and nothing runs until one is sent (it read the parent)
         w.think_longer_button.setToolTip(f"Give the thinking {self.controller.steering.think_longer_tokens} more "
                                          f"tokens of budget ({THINK_LONGER_KEY}); only while a reply is thinking")
         text = demo_banner(loaded.folder, loaded.default_depth)
@@ -169,8 +169,12 @@ class ModelPanel(QObject):
 
     @Slot(str)
     def _failed(self, message: str) -> None:
+        """The load failed after the model before it was let go (the worker frees it first): the picker says
+        that no model is loaded (it kept the last one "in memory", with Unload); the manager's own
+        ModelsController._model_failed says so in its table."""
         self._set_loading(None)
         self.w.send_button.setEnabled(False)
+        self.w.picker.set_loaded("", "", (), ())
         self._say("No model loaded")
         self.w.notes.show_error(f"The model could not be loaded: {message}. Open the model manager to verify it, "
                                 "or choose another one.")

@@ -112,6 +112,17 @@ def reply_details(meta: dict) -> str:
 
 # ---------------------------------------------------------------------- import
 
+NOT_JSON = ("not valid JSON", "not a UTF-8 text file", "expected a JSON")  # read_json_file's words for the bytes
+
+
+def _what_imports(e: Exception) -> str:
+    """What to do next when the file is not a chat in JSON at all (a Markdown export, a picture), "" when
+    the problem is reaching it."""
+    if isinstance(e, JsonFileError) and str(e).startswith(NOT_JSON):
+        return " Import takes a chat exported as JSON (Chat → Export chat…, file type JSON)."
+    return ""
+
+
 def import_chat(history: History, path: Path | str) -> tuple[int, str]:
     """Adds the chat in the JSON file `path` to `history`; returns its id and a line for the window.
     Raises ChatFileError (nothing imported) when any part of the file is wrong."""
@@ -121,8 +132,8 @@ def import_chat(history: History, path: Path | str) -> tuple[int, str]:
     except FileNotFoundError:
         raise ChatFileError(f"{name} could not be imported: there is no such file.") from None
     except (OSError, JsonFileError) as e:
-        raise ChatFileError(f"{name} could not be imported: it is {e}." if str(e).startswith("not")
-                            else f"{name} could not be imported: {e}.") from None
+        why = f"it is {e}" if str(e).startswith("not") else str(e)
+        raise ChatFileError(f"{name} could not be imported: {why}.{_what_imports(e)}") from None
     try:
         title, prompt, settings, messages, shown, dropped = _checked(data)
     except ValueError as e:

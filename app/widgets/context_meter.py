@@ -2,8 +2,9 @@
 template, the system prompt, the earlier turns with the reasoning the template keeps, the draft).
 
 A prompt longer than the context is said by what the overflow policy does with it: leaving the earliest
-turns out is routine (a long chat), said in the meter's quiet colour; only a send the policy refuses is
-"too long", in the warning colour on the label and the bar alike (the theme styles `over`). A model on a
+turns out is routine (a long chat), said in the meter's quiet colour; only a send that will be refused (by
+the policy, or a message too long even alone) is "too long", in the warning colour on the label and the bar
+alike (the theme styles `over`). A model on a
 server is counted by its tokenizer route, or estimated from the characters: the meter says "estimated",
 and its tooltip from what and why."""
 
@@ -41,11 +42,13 @@ class ContextMeter(QWidget):
         row.addWidget(self.bar, 1)
         row.addWidget(self.label, 3)
         self.tokens = self.limit = self.context = -1
-        self.why = ""
+        self.why, self.alone_fits = "", True
         self.policy = CONTEXT_OVERFLOW.default
 
-    def show_count(self, tokens: int, limit: int, context: int, why: str) -> None:
-        self.tokens, self.limit, self.context, self.why = tokens, limit, context, why
+    def show_count(self, tokens: int, limit: int, context: int, why: str, alone_fits: bool = True) -> None:
+        """`alone_fits`: what the policy never leaves out (the newest turn) fits `limit`; when it does not, a
+        prompt over it is "too long" whatever the policy (leaving earlier turns out cannot make it fit)."""
+        self.tokens, self.limit, self.context, self.why, self.alone_fits = tokens, limit, context, why, alone_fits
         if tokens < 0:
             self.bar.setValue(0)
             self.label.setText(f"Context: not counted ({why})" if why else "Context: not counted")
@@ -55,7 +58,7 @@ class ContextMeter(QWidget):
         self.bar.setRange(0, max(1, context))
         self.bar.setValue(min(tokens, context))
         over = tokens > limit
-        policy = self.policy if self.policy in SHORT else "refuse"
+        policy = self.policy if self.policy in SHORT and alone_fits else "refuse"
         estimated = why.startswith("estimated")
         self.label.setText(f"Context {'about ' if estimated else ''}{tokens:,} / {context:,} tokens"
                            + (" (estimated)" if estimated else "") + (f": {SHORT[policy]}" if over else ""))
@@ -63,7 +66,10 @@ class ContextMeter(QWidget):
         tip = (f"The next reply's prompt is {tokens:,} tokens: the chat template, the system prompt, the earlier "
                f"turns (with the reasoning the template keeps) and your draft. The context holds {context:,}; "
                f"{context - limit:,} stay free for the reply, so a prompt may have {limit:,}.")
-        if over:
+        if over and not alone_fits:
+            tip += (" This one is longer, and your message is too long even alone: leaving earlier turns out cannot "
+                    f"make it fit, so {OVER['refuse']}.")
+        elif over:
             tip += f" This one is longer: {OVER.get(self.policy, OVER['refuse'])} (Settings → Defaults)."
         if why:  # how it was counted, when not by the model's tokenizer (a model on a server)
             tip += f" The count is {why}." if estimated else f" Note: {why}."
@@ -79,4 +85,4 @@ class ContextMeter(QWidget):
     def set_policy(self, policy: str) -> None:
         self.policy = policy
         if self.tokens >= 0:
-            self.show_count(self.tokens, self.limit, self.context, self.why)
+            self.show_count(self.tokens, self.limit, self.context, self.why, self.alone_fits)

@@ -189,7 +189,8 @@ class LiveStrip(QWidget):
         self.colors: dict[str, str] = {}
         self.switches: list[str] = []  # this reply's, oldest first
         self._speed_at: float | None = None  # when the running speed was last shown (None: not yet this reply)
-        self._badge_key = ""
+        self._badge_key: str | None = None  # the submodel the badge is styled for (None: not styled yet)
+        self.set_badge("", "idle")  # styled from the start: "idle" read as plain text until a reply had run
 
     def set_submodels(self, names_by_size) -> None:
         n = len(names_by_size)

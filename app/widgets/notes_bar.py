@@ -88,7 +88,7 @@ class NotesBar(QWidget):
 
     def withdraw(self, message: str) -> None:
         """The line goes if it still says `message` (which no longer holds); any later line stays."""
-        if not self.error.isHidden() and self.error.text() == message:
+        if message and not self.error.isHidden() and self.error.text() == message:
             self.hide_error()
 
     def hide_error(self) -> None:

@@ -5,6 +5,7 @@ try it (server_requests.py), which the window keeps live while the dialog is ope
 
 from __future__ import annotations
 
+from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QFormLayout, QGroupBox, QLabel, QLineEdit
 
 from runtime.api import ALLOW_HOSTS, ALLOW_ORIGINS, OptionError
@@ -45,6 +46,15 @@ class ServerSettingsBox(QGroupBox):
             (w.toggled if w is self.enabled else w.textChanged).connect(self._explain)
         self.port.valueChanged.connect(self._explain)
         self.address = address
+        self.model_id = ""  # the id the running server answers to (ServerStatus.model), "" when not known
+        self._explain()
+
+    @Slot(object)
+    def show_status(self, status) -> None:
+        """The server's state (app/server_control.py ServerStatus): the model id it answers to, and the
+        requests view's command to try it."""
+        self.model_id = status.model if status.running else ""
+        self.requests.show_status(status)
         self._explain()
 
     def values(self) -> tuple[bool, str, int, str]:
@@ -81,9 +91,14 @@ class ServerSettingsBox(QGroupBox):
         elif self.enabled.isChecked():
             _, host, port, _ = self.values()
             url = f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
-            self.note.setText(f"Serving at {url}: clients use it as base URL and the model's name as model id."
-                              if url == self.address else
-                              f"Clients use base URL {url} and the model's name as model id.")
+            # The id is the checkpoint's folder name, which may differ from the name the app lists ("demo"
+            # imported as "demo-2"): say the id itself once the server runs there with a model.
+            if url == self.address and self.model_id:
+                self.note.setText(f"Serving at {url}: clients use it as base URL and “{self.model_id}” as model id.")
+            else:
+                where = (f"Serving at {url}: clients use it as base URL" if url == self.address else
+                         f"Clients use base URL {url}")
+                self.note.setText(f"{where} and the model id that GET /v1/models lists.")
         else:
             self.note.setText("Editors, agents and scripts that speak OpenAI's API can use the model the app "
                               "has loaded; they take turns with this window.")

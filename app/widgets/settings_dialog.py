@@ -34,6 +34,7 @@ from runtime.api import CONTEXT, CONTEXT_OVERFLOW, MAX_NEW_TOKENS, SAMPLING
 
 from ..state.settings import FONT_SIZE, THEMES, Settings
 from .option_box import option_box
+from .screen_fit import Page, fit_to_screen
 from .server_settings import ServerSettingsBox
 
 
@@ -84,13 +85,13 @@ class SettingsDialog(QDialog):
         row.addWidget(browse)
         form.addRow("Models folder", row)
         self.default_sampling = SamplingRows(form, vars(settings.sampling))
-        self.tabs.addTab(general, "Defaults")
+        self.tabs.addTab(Page(general), "Defaults")
         chat = QWidget()
         chat_form = QFormLayout(chat)
         self.chat_prompt = QPlainTextEdit(system_prompt)
         chat_form.addRow("System prompt", self.chat_prompt)
         self.chat_sampling = SamplingRows(chat_form, {**vars(settings.sampling), **chat_settings.get("sampling", {})})
-        self.tabs.addTab(chat, "This chat")
+        self.tabs.addTab(Page(chat), "This chat")
         server = QWidget()
         server_column = QVBoxLayout(server)
         self.server_box = ServerSettingsBox(settings.server_enabled, settings.server_host, settings.server_port,
@@ -98,16 +99,17 @@ class SettingsDialog(QDialog):
                                             web=(settings.server_allow_hosts, settings.server_allow_origins))
         server_column.addWidget(self.server_box)
         server_column.addStretch(1)
-        self.server_tab = self.tabs.addTab(server, "Server")
+        self.server_tab = self.tabs.addTab(Page(server), "Server")
         if tools is not None:  # app/tools_controller.py; approving and revoking act at once (mcp_settings.py)
             from .mcp_settings import McpSettingsBox
 
             self.mcp = McpSettingsBox(tools)
-            self.mcp_tab = self.tabs.addTab(self.mcp, "MCP servers")
+            self.mcp_tab = self.tabs.addTab(Page(self.mcp), "MCP servers")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
+        fit_to_screen(self, parent)  # at a large font the pages scroll; OK and Cancel stay on the screen
 
     @Slot()
     def _browse_models_dir(self) -> None:

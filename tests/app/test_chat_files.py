@@ -237,3 +237,34 @@ def test_a_long_title_keeps_its_mark_within_the_title_limit(history, tmp_path):
     new, _ = import_chat(history, path)
     title = history.conversation(new).title
     assert title.endswith("x (imported)") and len(title) == chat_files.MAX_TITLE
+
+
+NOT_CHATS = {  # files a user may pick in Import chat… that are no chat in JSON
+    "a Markdown export": lambda h, cid: chat_markdown(h, cid).encode(),
+    "a picture": lambda h, cid: b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+    "a JSON list": lambda h, cid: b"[1, 2]",
+    "plain text": lambda h, cid: b"2 + 3 = 5\n",
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_CHATS))
+def test_a_file_that_is_no_chat_in_json_says_what_imports(history, tmp_path, case):
+    """A Markdown export imported back said only "it is not valid JSON (line 1: Expecting value)": the
+    line now says what to do next (found in a real-window session)."""
+    cid = _chat(history)
+    path = tmp_path / "chat.md"
+    path.write_bytes(NOT_CHATS[case](history, cid))
+    with pytest.raises(ChatFileError) as e:
+        import_chat(history, path)
+    message = str(e.value)
+    assert message.startswith("chat.md could not be imported: ") and "\n" not in message
+    assert message.endswith("Import takes a chat exported as JSON (Chat → Export chat…, file type JSON).")
+
+
+def test_a_file_that_cannot_be_reached_does_not_say_to_export_again(history, tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for path in (tmp_path, fifo, tmp_path / "missing.json"):  # a folder, a pipe, no file: not about the format
+        with pytest.raises(ChatFileError) as e:
+            import_chat(history, path)
+        assert "exported as JSON" not in str(e.value)

@@ -215,6 +215,33 @@ def test_verify_text():
     assert verify_text(VerifyReport(Path("/m/x"), False, 1, ("a is missing",))) == "Problems: a is missing"
 
 
+@pytest.mark.parametrize("checked", [0, 3])
+@pytest.mark.parametrize("name, said", [("demo-2", "demo-2"), ("", "demo")])
+def test_verify_says_the_listed_name(checked, name, said):
+    """A folder "demo" imported as "demo-2" was verified as "demo: its config ... check out" while the table
+    and the picker call it "demo-2" (found in a real-window session)."""
+    from runtime.store.model_store import VerifyReport
+
+    assert verify_text(VerifyReport(Path("/m/demo"), True, checked, ()), name).startswith(f"{said}:" if not checked
+                                                                                          else f"{said} is intact")
+
+
+def test_verify_of_an_import_named_apart_from_its_folder_says_its_name(qtbot, models, tmp_path, home):
+    taken = shutil.copytree(ROOT / "assets" / "demo-nvfp4", tmp_path / "a" / "sums")
+    folder = shutil.copytree(ROOT / "assets" / "demo-nvfp4", tmp_path / "b" / "sums")
+    dialog = open_dialog(qtbot, models)
+    for f in (taken, folder):
+        with qtbot.waitSignal(models.sig_changed, timeout=30000):
+            dialog.import_folder(str(f))
+        qtbot.waitUntil(lambda: not models.refreshing, timeout=30000)
+    qtbot.waitUntil(lambda: dialog.row("sums-2") is not None, timeout=30000)
+    dialog.select("sums-2")
+    with qtbot.waitSignal(models.sig_message, timeout=30000,
+                          check_params_cb=lambda text: not text.startswith("Verifying")) as said:
+        dialog.buttons["Verify"].click()
+    assert said.args[0].startswith("sums-2: its config"), said.args[0]
+
+
 def test_a_card_too_small_for_the_parent_gets_experts_in_ram(qtbot):
     """On a 12 GB card the 30B does not fit: the dialog says which placement of routed experts in RAM runs
     every submodel, and Use loads the parent with it (not the 12B alone)."""
