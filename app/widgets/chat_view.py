@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from runtime.api import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED
+from runtime.api import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED, counted
 
 from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
@@ -313,8 +313,8 @@ def thinking_summary(meta: dict) -> str:
         ", ended by you" if meta.get("thinking_end") == ENDED_BY_USER else "")
     if len(by) > 1:
         shares = ", then ".join(f"{n} on {name}" for name, n in by[1:])
-        return f"{took} · {by[0][1]} tokens on {by[0][0]}, then {shares}{ending}"
-    return f"{took} on {who} · {tokens} tokens{ending}"
+        return f"{took} · {counted(by[0][1], 'token')} on {by[0][0]}, then {shares}{ending}"
+    return f"{took} on {who} · {counted(tokens, 'token')}{ending}"
 
 
 def user_info(meta: dict) -> str:

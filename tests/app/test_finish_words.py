@@ -53,3 +53,16 @@ def test_a_thought_the_runtime_closed_says_which_limit_closed_it(budget, tokens,
     assert f"· {says}" in reply_details(meta)
     old = {k: v for k, v in meta.items() if k != "thinking_budget"}  # saved before the budget was kept
     assert thinking_summary(old).endswith(", budget hit") and "budget hit" in reply_details(old)
+
+
+@pytest.mark.parametrize("tokens", [0, 1, 2, 17])
+def test_a_thoughts_summary_counts_its_tokens_in_their_number(tokens):
+    """ "1 tokens on 1.0M" was seen in a real-window session: one token is "1 token", in a thought on one
+    submodel and in the first stretch of a moved one."""
+    from app.widgets.chat_view import thinking_summary
+
+    word = "token" if tokens == 1 else "tokens"
+    one = {"think_submodel": "1.0M", "thinking_tokens": tokens, "thinking_ms": 500, "finish_reason": "end_of_turn"}
+    assert thinking_summary(one) == f"Thought for 0.5 s on 1.0M · {tokens} {word}"
+    moved = {**one, "thinking_tokens": tokens + 3, "thinking_path": [["1.0M", tokens], ["0.5M", 3]]}
+    assert thinking_summary(moved).startswith(f"Thought for 0.5 s · {tokens} {word} on 1.0M, then 3 on 0.5M")
