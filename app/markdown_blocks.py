@@ -117,6 +117,21 @@ def readable_math(tex: str) -> str:
     return out.replace("{", "").replace("}", "")
 
 
+KEPT_AS_WRITTEN = re.compile(r"(`+)(.+?)\1|<(?:https?://|mailto:)[^\s<>]*>", re.S)  # a code span, an autolink
+
+
+def literal_angles(markdown: str) -> str:
+    """`markdown` with every "<" escaped ("\\<"), so it shows as written: Qt's markdown reads "<int>" in
+    "vector<int>" (or a tool call's "</function>") as an HTML tag and drops it, so a message or an answer
+    showed with words missing (found in a real-window session). Code spans (their backslashes are literal)
+    and autolinks ("<https://...>") are kept as they are."""
+    out, at = [], 0
+    for m in KEPT_AS_WRITTEN.finditer(markdown):
+        out += [markdown[at:m.start()].replace("<", "\\<"), m.group(0)]
+        at = m.end()
+    return "".join(out) + markdown[at:].replace("<", "\\<")
+
+
 def with_readable_math(markdown: str) -> str:
     """Rewrites $...$, \\(...\\), $$...$$ and \\[...\\] in a markdown text block."""
     def show(m):

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from runtime.api import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED, counted
 
 from ..highlight import highlighted_html
-from ..markdown_blocks import Block, breakable, finish_blocks, split_blocks, with_readable_math
+from ..markdown_blocks import Block, breakable, finish_blocks, literal_angles, split_blocks, with_readable_math
 from ..reply import INTERRUPTED, finish_words
 from ..state.chat_files import budget_words
 from .block_label import BlockLabel
@@ -232,7 +232,8 @@ class MessageWidget(QFrame):
     def _render(self, answer: str, blocks: list[Block]) -> None:
         """Adds a widget for each new final block (each block is rendered once)."""
         for block in blocks:
-            w = CodeBlock(block) if block.kind == "code" else _label(with_readable_math(block.text), markdown=True)
+            w = CodeBlock(block) if block.kind == "code" else _label(literal_angles(with_readable_math(block.text)),
+                                                                     markdown=True)
             self.content.addWidget(w)
             self.rendered.append(block)
         if blocks:
