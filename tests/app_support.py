@@ -30,6 +30,12 @@ def make_window(qtbot, data: Path, settings: Settings | None = None) -> MainWind
     return w
 
 
+def enter(qtbot, w: MainWindow, text: str) -> None:
+    """Types `text` into the message box and presses Enter, as a user sends."""
+    w.input.setPlainText(text)
+    qtbot.keyClick(w.input, Qt.Key.Key_Return)
+
+
 def warmed_up(qtbot, w: MainWindow) -> None:
     """Waits for the engine worker's warm-up replies (they run right after a load, holding the engine's
     line), so that a test holding replies (Gate, held_engine) never holds one of them instead."""

@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.state.settings import Settings
-from tests.app_support import LONG, hold, make_window
+from tests.app_support import LONG, enter, hold, make_window
 
 
 @pytest.fixture
@@ -14,11 +14,6 @@ def window(qtbot, tmp_path):
     w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=12))
     yield w
     w.close()
-
-
-def enter(qtbot, w, text: str) -> None:
-    w.input.setPlainText(text)
-    qtbot.keyClick(w.input, Qt.Key.Key_Return)
 
 
 def roles_and_texts(c, cid):

@@ -7,7 +7,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.state.settings import Settings
-from tests.app_support import LONG, hold, make_window
+from tests.app_support import LONG, enter, hold, make_window
 
 
 @pytest.fixture
@@ -15,11 +15,6 @@ def window(qtbot, tmp_path):
     w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=12))
     yield w
     w.close()
-
-
-def enter(qtbot, w, text: str) -> None:
-    w.input.setPlainText(text)
-    qtbot.keyClick(w.input, Qt.Key.Key_Return)
 
 
 def line(w) -> str:
@@ -46,15 +41,21 @@ def test_the_queued_line_goes_once_the_queued_messages_have_gone(qtbot, window, 
     assert line(window) == ""
 
 
-def test_a_reply_behind_another_chats_loses_its_line_when_its_turn_comes(qtbot, window, gate):
-    c = window.controller
-    first, controls = hold(qtbot, window, gate, "Balanced", 3)
+def wait_behind_another_chat(qtbot, window, gate):
+    """A reply held mid-thought in one chat, and a new chat's reply waiting behind it; the first's controls."""
+    _, controls = hold(qtbot, window, gate, "Balanced", 3)
     window.new_chat()
     gate.at = None
     window.input.setPlainText("What is 4 + 4?")
     window.send()
-    second = c.replies.reply_in(c.chats.current)
     assert "starts when the one in" in line(window)
+    return controls
+
+
+def test_a_reply_behind_another_chats_loses_its_line_when_its_turn_comes(qtbot, window, gate):
+    c = window.controller
+    controls = wait_behind_another_chat(qtbot, window, gate)
+    second = c.replies.reply_in(c.chats.current)
     controls.released.set()
     qtbot.waitUntil(lambda: second.begun, timeout=LONG)
     assert line(window) == ""
@@ -63,12 +64,7 @@ def test_a_reply_behind_another_chats_loses_its_line_when_its_turn_comes(qtbot, 
 
 def test_a_waiting_reply_stopped_before_its_turn_loses_its_line(qtbot, window, gate):
     c = window.controller
-    first, controls = hold(qtbot, window, gate, "Balanced", 3)
-    window.new_chat()
-    gate.at = None
-    window.input.setPlainText("What is 4 + 4?")
-    window.send()
-    assert "starts when the one in" in line(window)
+    controls = wait_behind_another_chat(qtbot, window, gate)
     with qtbot.waitSignal(c.sig_reply_done, timeout=LONG):
         qtbot.keyClick(window.input, Qt.Key.Key_Escape)  # stops the reply of the chat shown: the waiting one
         controls.released.set()
