@@ -213,9 +213,15 @@ class Conversations:
         if before is not None:
             shown = shown[:next((i for i, m in enumerate(shown) if m.id == before), len(shown))]
         for m in shown:
-            if m.role in ("user", "assistant") and m.complete:  # a reply's tool rounds, as the model saw them
-                messages += replay_messages(saved_rounds(m.meta)) if m.role == "assistant" else []
-                messages.append(m.as_chat())
+            if m.role not in ("user", "assistant") or not m.complete:
+                continue
+            if m.said_nothing:  # stopped before its first token: the question it leaves unanswered goes too, as
+                # the user moved on from it (sent as an empty turn, the demo answered the old question 4 times in 7)
+                if messages and messages[-1]["role"] == "user":
+                    messages.pop()
+                continue
+            messages += replay_messages(saved_rounds(m.meta)) if m.role == "assistant" else []  # its tool rounds
+            messages.append(m.as_chat())
         return messages
 
     # ------------------------------------------------------------------ files and settings

@@ -57,6 +57,13 @@ class Message:
         when = self.finished if self.role == "assistant" else self.created
         return when or (self.created if self.role == "assistant" and self.complete else None) or None
 
+    @property
+    def said_nothing(self) -> bool:
+        """A reply that ended (stopped, interrupted, failed) before its first token: no text, no thought, no
+        tool round. Nothing was exchanged, so no later reply is asked with it (see Conversations.chat_messages)."""
+        return (self.role == "assistant" and not self.content.strip() and not self.thinking.strip()
+                and not self.meta.get("tool_rounds"))
+
     def as_chat(self) -> dict:
         """The message as the model is sent it (a user message's attached files included)."""
         out = {"role": self.role, "content": as_context(self.content, self.meta.get("attachments"))

@@ -270,7 +270,8 @@ class MessageWidget(QFrame):
             self.thinking.setVisible(bool(thinking))
             if thinking:
                 self.thinking.finish(thinking, thinking_summary(meta))
-        self.info.setText(reply_info(meta) if self.role == "assistant" else user_info(meta))
+        said_nothing = not (answer.strip() or thinking.strip() or meta.get("tool_rounds"))  # as Message.said_nothing
+        self.info.setText(reply_info(meta, said_nothing) if self.role == "assistant" else user_info(meta))
         self.cut = self.role == "assistant" and meta.get("finish_reason") == "length"
 
 
@@ -330,12 +331,16 @@ def attachments_line(meta: dict) -> str:
     return "📎 " + " · ".join(names) if names else ""
 
 
-def reply_info(meta: dict) -> str:
+def reply_info(meta: dict, said_nothing: bool = False) -> str:
+    """ "1.5M · stopped · 12 tok/s"; a reply that ended with nothing written says that later replies are
+    asked without it and its question (app/conversations.py chat_messages)."""
     if not meta:
         return ""
     parts = [meta.get("answer_submodel", "")]
     if meta.get("finish_reason") not in (None, END_OF_TURN):
         parts.append(finish_words(meta["finish_reason"]))
+    if said_nothing:
+        parts.append("nothing written: later replies leave it and its question out")
     dropped = meta.get("context_dropped")
     if dropped:
         parts.append(f"{dropped:g} earliest message{'s' if dropped != 1 else ''} left out to fit the context")
