@@ -16,7 +16,6 @@ from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QMessageBox,
     QProgressBar,
@@ -31,6 +30,7 @@ from runtime.api import CONTEXT
 
 from ..model_texts import progress_text, states_text
 from ..models_controller import ACTIONS, UNREACHABLE, ModelRow, ModelsController
+from .fitted_table import FittedTable
 from .nesting_dialog import NestingDialog
 
 VERDICT_COLORS = {"fits": "#16a34a", "tight": "#d97706", "does not fit": "#dc2626"}
@@ -91,7 +91,7 @@ class ModelManager(QDialog):
 
     def _build_table(self) -> QTableWidget:
         """One row per model: the columns of COLUMNS, selected a row at a time."""
-        self.table = QTableWidget(0, len(COLUMNS))
+        self.table = FittedTable(0, len(COLUMNS))  # the names keep a readable share at any font size
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -100,11 +100,6 @@ class ModelManager(QDialog):
         # tooltip has them whole. Wrapping broke them mid-word and made rows uneven.
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.setWordWrap(False)
-        header = self.table.horizontalHeader()
-        for column in range(len(COLUMNS)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Stretch if column == 0
-                                        else QHeaderView.ResizeMode.ResizeToContents)
-        header.setMinimumSectionSize(48)
         self.table.verticalHeader().setVisible(False)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         return self.table
@@ -190,6 +185,7 @@ class ModelManager(QDialog):
             self.table.item(i, 0).setData(Qt.ItemDataRole.UserRole, r.key)
             if r.key == selected:
                 self.table.selectRow(i)
+        self.table.fit_columns()
         self._update_buttons()
 
     def _set_status(self, i: int, status: str, note: str = "") -> None:
@@ -200,6 +196,7 @@ class ModelManager(QDialog):
         elif status.endswith(UNREACHABLE):  # a server that did not answer: the tooltip says what it said
             item.setForeground(QColor(VERDICT_COLORS["does not fit"]))
         self.table.setItem(i, STATUS, item)
+        self.table.fit_columns()
 
     @Slot(str, object)
     def _show_progress(self, key: str, p) -> None:
