@@ -320,15 +320,16 @@ def thinking_summary(meta: dict) -> str:
 
 
 def user_info(meta: dict) -> str:
-    """ "not sent: too long for the context · 📎 notes.txt": a refused message says so first."""
+    """ "not sent: too long for the context · attached: notes.txt": a refused message says so first."""
     return " · ".join(p for p in (f"not sent: {meta['not_sent']}" if meta.get("not_sent") else "",
                                   attachments_line(meta)) if p)
 
 
 def attachments_line(meta: dict) -> str:
-    """ "📎 notes.txt · report.pdf": the files a message was sent with."""
+    """ "attached: notes.txt · report.pdf": the files a message was sent with. In words, not 📎: the fonts a
+    PC has often lack it, and it showed as an empty box (as the chips' marks did, app/widgets/attachment_row.py)."""
     names = [a.get("name", "file") for a in meta.get("attachments") or []]
-    return "📎 " + " · ".join(names) if names else ""
+    return "attached: " + " · ".join(names) if names else ""
 
 
 def reply_info(meta: dict, said_nothing: bool = False) -> str:

@@ -122,7 +122,7 @@ def test_the_window_attaches_counts_and_sends_a_file(qtbot, tmp_path):
         w.send()
     user = c.history.messages(c.chats.current)[0]
     assert user.meta["attachments"][0]["name"] == "notes.md" and not w.files.isVisible()
-    assert done.args[1].meta["prompt_tokens"] > tokens and "📎 notes.md" in w.chat.widgets[0].info.text()
+    assert done.args[1].meta["prompt_tokens"] > tokens and "attached: notes.md" in w.chat.widgets[0].info.text()
     w.close()
 
 
