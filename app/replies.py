@@ -19,11 +19,15 @@ import itertools
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from runtime.api import END_OF_TURN, LENGTH, STOP_STRING
+
 from .frame_budget import FrameBudget
 from .read_only import refuses_read_only
 from .reply import Reply, TokenBatch, continuation, continue_refusal, sampling_for
 from .state.history import HistoryBusy, HistoryReadOnly, Message
 from .workers import PlainReply
+
+ENDED_WELL = (END_OF_TURN, LENGTH, STOP_STRING)  # a reply that ended so worked: a failure before it no longer holds
 
 FLUSH_MS, PERSIST_MS = 33, 1000
 TOOL_EVENTS = ("tools_ready", "tool_call", "invalid_tool_call", "tool_result", "tool_round")
@@ -39,6 +43,7 @@ class Replies(QObject):
         self._ids = itertools.count(1)
         self._points: list[tuple[float, str]] = []  # the shown reply's tokens of this frame, for the strip
         self._last_token = None  # the last of them (its submodel, phase and totals)
+        self.failed_line = ""  # the error line of the last failed reply: a reply that ends well withdraws it
         worker = front.worker
         worker.sig_events.connect(self._take_events)
         worker.sig_reply_failed.connect(self._on_reply_failed)
@@ -325,7 +330,8 @@ class Replies(QObject):
         """The error line for a failed reply; out of memory, it offers the next lower depth."""
         lower = self.front.depth.lower() if "memory" in message.lower() else None
         hint = f" Try the lower reasoning depth {lower}." if lower else ""
-        self.front.sig_error.emit(f"The reply failed: {message}.{hint}", lower or "")
+        self.failed_line = f"The reply failed: {message}.{hint}"
+        self.front.sig_error.emit(self.failed_line, lower or "")
 
     # ------------------------------------------------------------------ showing, saving, ending
 
@@ -381,6 +387,9 @@ class Replies(QObject):
             front.sig_error.emit(str(e), "")
         front.sig_reply_done.emit(r.conversation_id, Message(r.message_id, r.conversation_id, "assistant", answer,
                                                              thinking, meta, True, finished=finished))
+        if meta.get("finish_reason") in ENDED_WELL and self.failed_line:  # the failure no longer holds
+            front.sig_error_withdrawn.emit(self.failed_line)
+            self.failed_line = ""
         front.sig_busy.emit(self.busy)
         front.chats.refresh()
         if self._shown(r):

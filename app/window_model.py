@@ -24,6 +24,7 @@ class ModelPanel(QObject):
         super().__init__(window)
         self.w, self.controller = window, window.controller
         self.held_model = ""  # a remembered model not loaded at start (it failed or crashed loading last time)
+        self.load_error = ""  # the line of the last failed load: a load that works withdraws it
         self.memory_timer = QTimer(self)
         self.memory_timer.timeout.connect(self.show_memory)
         self.memory_timer.start(MEMORY_MS)
@@ -143,6 +144,7 @@ class ModelPanel(QObject):
         w.banner.setText(text)
         w.banner.setVisible(loaded.is_demo and w.settings.demo_banner_closed != banner_key(text))
         self._set_loading(None)
+        self.w.notes.withdraw(self.load_error)  # (a line said since stays)
         where = "served" if is_spec(loaded.folder) else "in memory"  # a server's model is not on this PC
         self._say(f"{loaded.title or loaded.name}: {', '.join(loaded.loaded)} {where}; {loaded.status.compute_path}")
         self.show_memory()
@@ -176,8 +178,9 @@ class ModelPanel(QObject):
         self.w.send_button.setEnabled(False)
         self.w.picker.set_loaded("", "", (), ())
         self._say("No model loaded")
-        self.w.notes.show_error(f"The model could not be loaded: {message}. Open the model manager to verify it, "
-                                "or choose another one.")
+        self.load_error = (f"The model could not be loaded: {message}. Open the model manager to verify it, or "
+                           "choose another one.")
+        self.w.notes.show_error(self.load_error)
 
     def show_memory(self) -> None:
         rss = psutil.Process().memory_info().rss
