@@ -88,6 +88,7 @@ class ChatController(QObject):
         self.history = History(self.data_dir / "history.sqlite3")
         self.interrupted = self._tidy_history()
         self.loaded: LoadedModel | None = None
+        self.loading = False  # a load asked for has not ended (loaded, failed or cancelled) yet
         self._settings_problem = ""  # the last reason settings could not be saved (said once)
         self.load_record = LoadRecord(self.data_dir)  # a model that failed or crashed loading is not reloaded unasked
         self.worker = EngineWorker(settings.context, probe_file, self.load_record)
@@ -126,7 +127,7 @@ class ChatController(QObject):
         w.sig_loaded.connect(self._on_loaded)
         w.sig_load_failed.connect(self._on_load_failed)
         w.sig_load_progress.connect(self.sig_load_progress)
-        w.sig_load_cancelled.connect(self.sig_load_cancelled)
+        w.sig_load_cancelled.connect(self._on_load_cancelled)
         self._sig_load.connect(w.load)
         self._sig_unload.connect(w.unload)
 
@@ -135,6 +136,7 @@ class ChatController(QObject):
     def load_model(self, folder: str, resident: str = "", is_demo: bool = False) -> None:
         self.replies.stop()
         self.loaded = None
+        self.loading = True
         self._sig_load.emit(folder, resident, is_demo)
 
     def unload_model(self) -> None:
@@ -154,7 +156,7 @@ class ChatController(QObject):
 
     @Slot(object)
     def _on_loaded(self, loaded: LoadedModel) -> None:
-        self.loaded = loaded
+        self.loaded, self.loading = loaded, False
         notice = self.depth.resolve()
         self.context.use_model(loaded.folder)
         self.sig_model_loaded.emit(loaded)
@@ -165,7 +167,13 @@ class ChatController(QObject):
 
     @Slot(str)
     def _on_load_failed(self, message: str) -> None:
+        self.loading = False
         self.sig_model_failed.emit(message)
+
+    @Slot()
+    def _on_load_cancelled(self) -> None:
+        self.loading = False
+        self.sig_load_cancelled.emit()
 
     # ------------------------------------------------------------------ depth and settings
 

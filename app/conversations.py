@@ -15,6 +15,9 @@ from .chat_titles import auto_title
 from .read_only import refuses_read_only
 from .state.history import HistoryReadOnly, Message
 
+NOT_LOADING = ("No model is loaded: your message stays in the box. Choose a model beside “Model” (or in the "
+               "model manager) to send it.")
+
 
 class Conversations:
     def __init__(self, front):
@@ -116,7 +119,12 @@ class Conversations:
             if self.current is None:  # the history refused the new chat (the banner says why)
                 return False
         files = composer.files_to_send(self.current)
-        if (not text and not files) or front.loaded is None:
+        if not text and not files:
+            return False
+        if front.loaded is None:  # the message stays in the box; say why it did not go
+            front.sig_notice.emit(NOT_LOADING if not front.loading else
+                                  "The model is still loading: your message stays in the box. Press Enter again "
+                                  "when the status bar says the model is ready.")
             return False
         cid = self.current
         if composer.editing is None and front.replies.reply_in(cid) is not None:
