@@ -15,6 +15,10 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from .context_fit import never_left_out
 
+# what the meter asks about when the box is empty: whether the next message, short, could go. The turn
+# before it is then no longer the newest, and may be left out (a big file's turn said "too long")
+NEXT_MESSAGE = {"role": "user", "content": ""}
+
 log = logging.getLogger(__name__)
 
 
@@ -87,8 +91,9 @@ class TokenCounter(QObject):
             messages = ({"role": "user", "content": ""},)
         try:
             tokens = self._tokens(messages, thinking, tools)
-            alone_fits = (tokens <= limit or limit < 0
-                          or self._tokens(never_left_out(messages, policy), thinking, tools) <= limit)
+            asking = tuple(messages) if messages[-1].get("role") == "user" else (*messages, NEXT_MESSAGE)
+            alone_fits = (tokens <= limit or limit < 0  # (with the box empty, the next message is the newest turn)
+                          or self._tokens(never_left_out(asking, policy), thinking, tools) <= limit)
         except Exception as e:  # a message the template refuses: the reply will say why in full
             self.sig_counted.emit(serial, -1, str(e), True)
             return
