@@ -23,6 +23,19 @@ SHORT = {"keep_system": "earliest turns left out", "drop_oldest": "earliest mess
          "refuse": "too long"}  # the label's words after the count
 
 
+def shorter_counts(text: str) -> list[str]:
+    """The meter's shorter forms, longest first: "Context 58,432 / 8,192 tokens: too long" → "58,432 / 8,192:
+    too long" → "too long"; the verdict is what a squeezed meter must still say (the count is in the tooltip).
+    Without a verdict: "58,432 / 8,192" → "58,432"."""
+    count, _, verdict = text.partition(": ")
+    if not count.startswith("Context "):  # "Context: not counted (why)"
+        return [*(["Context: not counted"] if verdict.startswith("not counted (") else []), "Context…"]
+    bare = count.removeprefix("Context ").replace(" tokens", "")
+    if not verdict:  # at least the prompt's count: no wider than "Context…" was (the row fits 1280 px at font 28)
+        return [bare, bare.split(" / ")[0].removeprefix("about ")]
+    return [f"{bare}: {verdict}", verdict, *(["left out"] if verdict.endswith("left out") else [])]
+
+
 class ContextMeter(QWidget):
     """Dumb: shows what the controller's `sig_context` says (via `show_count`)."""
 
@@ -37,7 +50,7 @@ class ContextMeter(QWidget):
         self.bar.setMaximumWidth(160)
         self.bar.setMinimumWidth(24)
         self.bar.setObjectName("contextBar")
-        self.label = ElidedLabel("", min_chars=8)  # never widens the input's row, whatever the font
+        self.label = ElidedLabel("", shorter=shorter_counts)  # squeezed, the verdict stays whole (font 15 read "t…")
         self.label.setObjectName("contextLabel")
         row.addWidget(self.bar, 1)
         row.addWidget(self.label, 3)
