@@ -21,6 +21,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal, Slot
 
+from runtime.api import counted
+
 from .composer import Composer
 from .context_count import ContextCount
 from .conversations import Conversations
@@ -134,7 +136,7 @@ class ChatController(QObject):
     # ------------------------------------------------------------------ the model
 
     def load_model(self, folder: str, resident: str = "", is_demo: bool = False) -> None:
-        self.replies.stop()
+        self._say_stopped(self.replies.stop(), "Loading a model")
         self.loaded = None
         self.loading = True
         self._sig_load.emit(folder, resident, is_demo)
@@ -143,12 +145,18 @@ class ChatController(QObject):
         """Frees the model's memory (the worker waits for the engine's line to be free): replies stop first."""
         if self.loaded is None:
             return
-        self.replies.stop()
+        self._say_stopped(self.replies.stop(), "Unloading the model")
         self.loaded = None
         self._sig_unload.emit()
         self.context.use_model("")
         self.sig_model_unloaded.emit()
         self.context.count()
+
+    def _say_stopped(self, n: int, what: str) -> None:
+        """A load or an unload stops the replies in flight (the engine is replaced): it says so, not silently."""
+        if n:
+            self.sig_notice.emit(f"{what} stopped {counted(n, 'reply', 'replies')} in progress, "
+                                 f"{'kept as far as it had got' if n == 1 else 'each kept as far as it had got'}.")
 
     def cancel_load(self) -> None:
         """Stops the load in progress before its next tensor (a thread-safe flag: the worker is busy)."""

@@ -179,15 +179,16 @@ class Replies(QObject):
             return "the local server's request"
         return ""
 
-    def stop(self, cid: int | None = None) -> None:
+    def stop(self, cid: int | None = None) -> int:
         """Stops the replies in flight (the decode loop sees the flag within one token; each one's Done saves
-        it): those of chat `cid` alone when given, else every one (a model load, an unload)."""
-        for r in self._live():
-            if cid is None or r.conversation_id == cid:
-                r.controls.stop()
-                self.front.tools.reply_ended(r.request_id)  # a consent it waits for is declined
-                r.stopping = True
-                self.front.steering.update_live_phase()
+        it): those of chat `cid` alone when given, else every one (a model load, an unload). Returns how many."""
+        stopped = [r for r in self._live() if cid is None or r.conversation_id == cid]
+        for r in stopped:
+            r.controls.stop()
+            self.front.tools.reply_ended(r.request_id)  # a consent it waits for is declined
+            r.stopping = True
+            self.front.steering.update_live_phase()
+        return len(stopped)
 
     def stop_shown(self) -> None:
         """Esc and Stop: the reply of the chat shown, never one streaming in another chat."""
