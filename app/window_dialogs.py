@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeySequence, QWindow
-from PySide6.QtWidgets import QApplication, QDialog, QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import QApplication, QComboBox, QDialog, QFileDialog, QMessageBox, QWidget
 
 from .widgets.model_manager import ModelManager
 from .widgets.settings_dialog import SettingsDialog
@@ -44,6 +44,8 @@ class QuitFromDialogs(QObject):
         super().__init__(window)
         self.window = window
         QApplication.instance().focusWindowChanged.connect(self._focus_changed)
+        for combo in window.findChildren(QComboBox):  # an open list (the model picker's) takes every key too
+            self.take(combo.view().window())
 
     @Slot(QWindow)
     def _focus_changed(self, focused) -> None:
@@ -59,8 +61,8 @@ class QuitFromDialogs(QObject):
             parent = parent.parentWidget()
         return parent is self.window
 
-    def take(self, dialog: QDialog) -> None:
-        """Gives `dialog` the window's Ctrl+Q."""
+    def take(self, dialog: QWidget) -> None:
+        """Gives `dialog` (or a drop-down list's popup) the window's Ctrl+Q."""
         action = QAction(dialog)
         action.setShortcut(QKeySequence(QUIT_KEY))
         action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)

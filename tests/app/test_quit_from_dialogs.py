@@ -83,3 +83,23 @@ def test_ctrl_q_in_any_dialog_of_the_window_quits(qtbot, tmp_path, name):
     assert not isValid(pressed[0]) or not pressed[0].isVisible()  # a static dialog is deleted as it closes
     assert not w.controller.thread.isRunning()  # quit as File → Quit does: the engine thread ended
     assert Settings.load(tmp_path / "data" / "settings.json").theme == "light"
+
+
+def test_ctrl_q_with_a_drop_down_list_open_quits(qtbot, tmp_path):
+    """An open list takes every key: Ctrl+Q with the model picker's list open did nothing (a real-window
+    session). Every drop-down of the window has the key in its list (the prompt presets' too)."""
+    from PySide6.QtGui import QKeySequence
+    from PySide6.QtWidgets import QComboBox
+
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=160, theme="light"))
+    combos = w.findChildren(QComboBox)
+    assert len(combos) >= 2 and w.picker.combo in combos
+    for combo in combos:
+        keys = [a.shortcut() for a in combo.view().window().actions()]
+        assert QKeySequence("Ctrl+Q") in keys, combo
+    combo = w.picker.combo
+    combo.showPopup()
+    qtbot.waitUntil(combo.view().window().isVisible, timeout=10000)
+    qtbot.keyClick(combo.view(), Qt.Key.Key_Q, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(lambda: not w.isVisible(), timeout=60000)
+    assert not w.controller.thread.isRunning()
