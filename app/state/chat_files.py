@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from runtime.api import END_OF_TURN, JsonFileError, read_json_file, show
+from runtime.api import END_OF_TURN, ENDED_BY_USER, JsonFileError, read_json_file, show
 
 from .history import History
 from .history_rows import chat_settings, reply_meta
@@ -77,6 +77,14 @@ def budget_words(meta: dict) -> str:
     return "closed for the answer (Max reply tokens)" if under else "budget hit"
 
 
+def continued_words(meta: dict) -> str:
+    """ "continued once", "continued 3 times"; "" for a reply Continue never went on with."""
+    n = meta.get("continued")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        return ""
+    return "continued once" if n == 1 else f"continued {n} times"
+
+
 def reply_details(meta: dict) -> str:
     """"depth Deep · thought on 0.5M · answered by 1.5M · 40 + 12 tokens · 8.1 tok/s · 2.3 s"; a thought
     the slider moved says so, stretch by stretch: "depth Max → Quick · thought 23 tokens on 1.5M, then 49
@@ -97,6 +105,8 @@ def reply_details(meta: dict) -> str:
             parts.append(f"thought on {by[0][0] if len(by) == 1 else meta.get('think_submodel')}")
         if meta.get("budget_hit"):
             parts.append(budget_words(meta))
+        elif meta.get("thinking_end") == ENDED_BY_USER:  # Answer now (the window says so too)
+            parts.append("thought ended by you")
     if meta.get("answer_submodel"):
         parts.append(f"answered by {meta['answer_submodel']}")
     if "answer_tokens" in meta:
@@ -107,7 +117,7 @@ def reply_details(meta: dict) -> str:
         parts.append(f"{meta['elapsed_ms'] / 1000:.1f} s")
     if meta.get("finish_reason") not in (None, END_OF_TURN):
         parts.append(str(meta["finish_reason"]).replace("_", " "))
-    return " · ".join(parts)
+    return " · ".join(filter(None, [*parts, continued_words(meta)]))
 
 
 # ---------------------------------------------------------------------- import

@@ -31,6 +31,8 @@ META_TYPES = {**RECORD_FIELDS,
               "not_sent": str,
               # the prompt's tokens as the model read it, and the earliest messages left out to fit the context
               "prompt_tokens": "number", "context_dropped": "number",
+              # how many times Continue went on with a reply cut by its token limit (app/reply.py)
+              "continued": "number",
               # a user message's files as context (app/state/attachments.py): [{"name", "text", "kind"}]
               "attachments": list}
 MAX_PATH = 1024  # a thought's stretches on one submodel, at most (a longer one is not a record this app wrote)

@@ -22,7 +22,7 @@ from runtime.api import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED, counted
 from ..highlight import highlighted_html
 from ..markdown_blocks import Block, breakable, finish_blocks, literal_angles, split_blocks, with_readable_math
 from ..reply import INTERRUPTED, finish_words
-from ..state.chat_files import budget_words
+from ..state.chat_files import budget_words, continued_words
 from .block_label import BlockLabel
 from .elided_label import ElidedLabel
 from .foldable import Foldable
@@ -342,6 +342,7 @@ def reply_info(meta: dict, said_nothing: bool = False) -> str:
         parts.append(finish_words(meta["finish_reason"]))
     if said_nothing:
         parts.append("nothing written: later replies leave it and its question out")
+    parts.append(continued_words(meta))
     dropped = meta.get("context_dropped")
     if dropped:
         parts.append(f"{dropped:g} earliest message{'s' if dropped != 1 else ''} left out to fit the context")
