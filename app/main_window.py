@@ -233,7 +233,8 @@ class MainWindow(QMainWindow):
         from .state.history_search import first_matching_message
 
         c = self.controller
-        self.chat.show_message(first_matching_message(c.history.messages(cid), c.chats.search))
+        if c.chats.search.strip():  # (only a search's result reads the chat's messages again)
+            self.chat.show_message(first_matching_message(c.history.messages(cid), c.chats.search))
 
     def show_presets(self) -> None:
         """The prompt presets, the chat shown's system prompt chosen among them."""
