@@ -20,6 +20,7 @@ class Composer(QObject):
         self.editing: int | None = None  # the sent message being edited
         self.editing_text = ""  # the edited message as the box holds it now (for the meter)
         self.attached: dict[int, list] = {}  # chat id -> the Attachments of the message being written there
+        self.editing_files: list = []  # the Attachments the edited message's new version keeps (shown as chips)
         self.attachment_tokens: dict[int, tuple[int, str]] = {}  # an attachment's key -> (its tokens alone, how)
         self._attachment_keys = itertools.count(1)  # (a key crosses to the counter as a C int: not id())
         self.attachment_key: dict[int, int] = {}  # id(Attachment) -> its key
@@ -52,13 +53,21 @@ class Composer(QObject):
         if msg is None:
             return None
         self.editing, self.editing_text = message_id, msg.content
+        self.editing_files = attachments_of(msg)
+        for a in self.editing_files:
+            self._count_attachment(a)
         front.sig_editing.emit(msg.content)
+        self.show_attachments()
         return msg.content
 
     def cancel_edit(self) -> None:
         if self.editing is not None:
             self.editing = None
+            for a in self.editing_files:
+                self.attachment_tokens.pop(self.attachment_key.pop(id(a), 0), None)
+            self.editing_files = []
             self.front.sig_editing.emit("")
+            self.show_attachments()
 
     def next_message(self, cid: int) -> tuple[str, list[dict]]:
         """What the box holds for chat `cid` now: (text, files), the edited message's text while editing
@@ -83,12 +92,10 @@ class Composer(QObject):
 
     def take_back(self, cid: int, message) -> None:
         """A message taken back from chat `cid`: its text in the box, its files attached again."""
-        from .state.attachments import Attachment
-
-        files = message.meta.get("attachments") or []
+        files = attachments_of(message)
         if files:
-            self.attached[cid] = [Attachment(a["name"], a["text"], a.get("kind", "text")) for a in files]
-            for a in self.attached[cid]:
+            self.attached[cid] = files
+            for a in files:
                 self._count_attachment(a)
         self.drafts[cid] = message.content
 
@@ -123,6 +130,8 @@ class Composer(QObject):
         self.front.sig_error.emit(message, "")
 
     def detach(self, index: int) -> None:
+        if self.editing is not None:  # (the kept files have no remove button: an edit's version keeps them)
+            return
         files = self.attached.get(self.front.chats.current, [])
         if 0 <= index < len(files):
             self.attachment_tokens.pop(self.attachment_key.pop(id(files.pop(index)), 0), None)
@@ -135,7 +144,18 @@ class Composer(QObject):
         self.show_attachments()
 
     def show_attachments(self) -> None:
-        """Says (sig_attachments) which files the message being written in the chat shown has."""
-        files = self.attached.get(self.front.chats.current, [])
+        """Says (sig_attachments) which files the message being written in the chat shown has; while a sent
+        message is edited, the files its new version keeps (marked kept: the box shows its text alone)."""
+        editing = self.editing is not None
+        files = self.editing_files if editing else self.attached.get(self.front.chats.current, [])
         counted = [self.attachment_tokens.get(self.attachment_key.get(id(a), 0), (-1, "")) for a in files]
-        self.front.sig_attachments.emit([(a.name, tokens, a.note, how) for a, (tokens, how) in zip(files, counted)])
+        kept = (True,) if editing else ()  # (AttachmentRow.show_files: the optional fifth item)
+        self.front.sig_attachments.emit([(a.name, tokens, a.note, how, *kept)
+                                         for a, (tokens, how) in zip(files, counted)])
+
+
+def attachments_of(message) -> list:
+    """The Attachments a sent message carries (its meta keeps their texts)."""
+    from .state.attachments import Attachment
+
+    return [Attachment(a["name"], a["text"], a.get("kind", "text")) for a in message.meta.get("attachments") or []]

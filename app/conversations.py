@@ -56,6 +56,7 @@ class Conversations:
         front = self.front
         if cid != self.current:
             front.composer.cancel_edit()
+            self._drop_if_untouched(self.current)
         self.current = cid
         reply = front.replies.reply_in(cid)
         front.sig_chat_shown.emit(cid, self._messages_with_live(cid), reply.message_id if reply else None)
@@ -63,6 +64,22 @@ class Conversations:
         front.steering.update_live_phase()
         front.composer.show_attachments()
         front.context.count()
+
+    def _drop_if_untouched(self, cid: int | None) -> None:
+        """A chat left without a message goes (Ctrl+N then a click on another chat left a "New chat" per
+        time in the list and the history): unless it holds something of the user's, a draft, a file, its
+        own system prompt or settings, or a name; a chat with messages is never dropped here."""
+        front = self.front
+        if cid is None or front.composer.draft(cid) or front.composer.attached.get(cid):
+            return
+        try:
+            conv = self.history.conversation(cid)
+            if conv.settings or conv.system_prompt != front.settings.system_prompt or conv.title_by:
+                return
+            if not self.history.messages(cid):  # (read first: a write waits while another program locks the file)
+                self.history.drop_if_empty(cid)
+        except (KeyError, HistoryReadOnly):  # (gone already, or a locked file: it stays, nothing is lost)
+            pass
 
     def _messages_with_live(self, cid: int) -> list[Message]:
         """The stored messages, with a reply in flight as far as it has got (not only its last save)."""

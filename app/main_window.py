@@ -106,6 +106,7 @@ class MainWindow(QMainWindow):
         c, notes, dialogs = self.controller, self.notes, self.dialogs
         self.sidebar.sig_new.connect(self.new_chat)
         self.sidebar.sig_select.connect(c.chats.select)
+        self.sidebar.sig_select.connect(self._open_at_match)
         self.sidebar.sig_rename.connect(c.chats.rename)
         self.sidebar.sig_delete.connect(dialogs.confirm_delete)
         self.sidebar.sig_search.connect(c.chats.refresh)
@@ -226,6 +227,14 @@ class MainWindow(QMainWindow):
             self._reply_waiting(cid, reply.message_id, reply.waits_for)
         if composer.editing is None and self.input.toPlainText() != composer.draft(cid):
             self.input.setPlainText(composer.draft(cid))
+
+    def _open_at_match(self, cid: int) -> None:
+        """A search's result opens at the first message that matches, not at the chat's end."""
+        from .state.history_search import first_matching_message
+
+        c = self.controller
+        if c.chats.search.strip():  # (only a search's result reads the chat's messages again)
+            self.chat.show_message(first_matching_message(c.history.messages(cid), c.chats.search))
 
     def show_presets(self) -> None:
         """The prompt presets, the chat shown's system prompt chosen among them."""

@@ -42,8 +42,8 @@ class ServerStatus:
     @property
     def summary(self) -> str:
         """One line for the live strip."""
-        if self.error:
-            return f"Server: {self.error}"
+        if self.error:  # (the strip's shortest forms keep "Server off" and the error's gist: live_strip.server_forms)
+            return f"Server off: {self.error}"
         if not self.running:
             return ""
         busy = f" · {self.in_flight}" if self.in_flight else " · idle"
@@ -121,7 +121,7 @@ class ServerControl(QObject):
                                       allow_origins=web[1], requests=self.requests).start()
                 self.error, self.free_port = "", None
             except PortTaken as e:  # in the app's words (the message is the command line's)
-                self.error, self.free_port = f"port {e.port} on {e.host} is used by another program", e.free
+                self.error, self.free_port = f"port {e.port} is taken (used by another program on {e.host})", e.free
                 return
             except ElasticError as e:  # an open host without a key: one line for the user
                 self.error, self.free_port = str(e), None

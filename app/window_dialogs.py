@@ -182,10 +182,14 @@ class WindowDialogs(QObject):
     def save_preset(self) -> None:
         from PySide6.QtWidgets import QInputDialog
 
-        from .state.presets import check_preset, load_presets, save_presets
+        from .state.presets import check_preset, check_prompt, load_presets, save_presets
 
         w, c = self.window, self.controller
         prompt = c.chats.settings()[0] if c.chats.current is not None else ""
+        if check_prompt(prompt):  # said before a name is asked for, not after
+            w.notes.show_error(check_prompt(prompt))
+            w.show_presets()
+            return
         name, ok = QInputDialog.getText(w, "Save the system prompt", "A name for this chat's system prompt:")
         if ok:
             problem = check_preset(name, prompt)

@@ -182,6 +182,16 @@ class History(HistoryOpening):
         with self._tx():
             self.db.execute("UPDATE conversations SET deleted=NULL WHERE id=?", (cid,))
 
+    def drop_if_empty(self, cid: int) -> bool:
+        """Removes chat `cid` for good if it never held a message and nobody named it (nothing is lost, so
+        there is nothing to undo); whether it went. Never on a history kept as it is."""
+        if self.read_only:
+            return False
+        with self._tx():
+            cur = self.db.execute("DELETE FROM conversations WHERE id=? AND title_by IS NULL AND NOT EXISTS"
+                                  " (SELECT 1 FROM messages WHERE conversation_id=?)", (cid, cid))
+        return cur.rowcount > 0
+
     def purge_deleted(self, older_than_s: float = 0.0) -> int:
         if self.read_only:
             return 0  # nothing is removed from a history that is kept as it is

@@ -94,6 +94,15 @@ def first_match(db: sqlite3.Connection, cid: int, title: str, words: list[str]) 
     return ""
 
 
+def first_matching_message(messages, query: str) -> int | None:
+    """The id of the first of `messages` (a chat's branch as shown) whose text or thinking holds the query's
+    first term, the one its search result shows around; None without a query or a match."""
+    words = search_words(query)
+    if not words:
+        return None
+    return next((m.id for m in messages if words[0] in folded(m.content) or words[0] in folded(m.thinking)), None)
+
+
 def snippet(text, word: str) -> str:
     """About 3 * AROUND characters of `text` around the first `word` in it, on one line."""
     text = as_text(text)

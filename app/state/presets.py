@@ -51,8 +51,24 @@ def save_presets(folder: Path, presets: dict[str, str]) -> str:
     return ""
 
 
+NO_PROMPT = ("This chat has no system prompt to save: write one first in Chat → Chat settings, then save it "
+             "as a preset.")
+
+
 def check_preset(name: str, prompt: str) -> str:
-    """Why (name, prompt) cannot be a preset ("" when it can)."""
+    """Why (name, prompt) cannot be saved as a preset ("" when it can): an empty prompt is "No system
+    prompt", which is built in."""
+    return check_prompt(prompt) or _check_entry(name, prompt)
+
+
+def check_prompt(prompt: str) -> str:
+    """Why `prompt` alone cannot be saved as a preset ("" when it can): asked before the preset's name."""
+    return NO_PROMPT if not prompt.strip() else ""
+
+
+def _check_entry(name: str, prompt: str) -> str:
+    """Why (name, prompt) cannot be a preset read from the file ("" when it can). An empty prompt saved by an
+    earlier version is still read: it is harmless, and a line about it at every start would be noise."""
     if not name.strip() or len(name) > MAX_NAME:
         return f"A preset needs a name of 1 to {MAX_NAME} characters."
     if name.strip() in BUILT_IN:
@@ -63,4 +79,4 @@ def check_preset(name: str, prompt: str) -> str:
 
 
 def _ok(name, prompt) -> bool:
-    return isinstance(name, str) and isinstance(prompt, str) and not check_preset(name, prompt)
+    return isinstance(name, str) and isinstance(prompt, str) and not _check_entry(name, prompt)

@@ -9,6 +9,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QStyle, QToolButton, QWidget
 
 ICON_PX = 14  # the file icon beside a chip's name
+KEPT = (". The message you are editing was sent with it: the new version keeps it and sends its text again "
+        "(Esc cancels the edit).")
 
 
 class AttachmentRow(QWidget):
@@ -26,8 +28,9 @@ class AttachmentRow(QWidget):
         self.setVisible(False)
 
     def show_files(self, files) -> None:
-        """`files`: [(name, tokens or -1, note[, how])]: `how` says how the tokens were counted when it was
-        not the model's own tokenizer (an estimate, and why), or why they were not ("" and -1: counting)."""
+        """`files`: [(name, tokens or -1, note[, how[, kept]])]: `how` says how the tokens were counted when it
+        was not the model's own tokenizer (an estimate, and why), or why they were not ("" and -1: counting);
+        `kept`: a file of a sent message being edited, which its new version keeps (no remove button)."""
         for w in self.items:
             self.row.removeWidget(w)
             w.deleteLater()
@@ -36,7 +39,7 @@ class AttachmentRow(QWidget):
             self.row.insertWidget(i, chip)
         self.setVisible(bool(files))
 
-    def _chip(self, i: int, name: str, tokens: int, note: str, how: str = "") -> QWidget:
+    def _chip(self, i: int, name: str, tokens: int, note: str, how: str = "", kept: bool = False) -> QWidget:
         chip = QWidget()
         chip.setObjectName("attachment")
         line = QHBoxLayout(chip)
@@ -47,18 +50,24 @@ class AttachmentRow(QWidget):
         icon.setObjectName("attachmentIcon")
         icon.setPixmap(style.standardIcon(QStyle.StandardPixmap.SP_FileIcon).pixmap(ICON_PX, ICON_PX))
         size = chip_size(tokens, how)
-        label = QLabel(f"{name} · {size}")
+        label = QLabel(f"{name} · {size}" + (" · kept" if kept else ""))
         label.setToolTip(f"{name}: {size} of the context" + (f" ({how})" if how else "") + (f"; {note}" if note else "")
-                         + ". Its text is sent with your message.")
+                         + (KEPT if kept else ". Its text is sent with your message."))
+        line.addWidget(icon)
+        line.addWidget(label)
+        if not kept:
+            line.addWidget(self._remove_button(i, name))
+        return chip
+
+    def _remove_button(self, i: int, name: str) -> QToolButton:
+        style = self.style()
         remove = QToolButton()
         remove.setIcon(style.standardIcon(QStyle.StandardPixmap.SP_TitleBarCloseButton))
         remove.setAutoRaise(True)
         remove.setToolTip(f"Remove {name}")
         remove.setAccessibleName(f"Remove {name}")
         remove.clicked.connect(lambda _=False, i=i: self.sig_remove.emit(i))
-        for widget in (icon, label, remove):
-            line.addWidget(widget)
-        return chip
+        return remove
 
 
 def chip_size(tokens: int, how: str) -> str:

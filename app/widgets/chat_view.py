@@ -493,6 +493,20 @@ class ChatView(QScrollArea):
         self._update_earlier()
         self._update_regenerate()
 
+    def show_message(self, message_id: int | None) -> None:
+        """Scrolls to message `message_id` (a search's match), building the earlier pages that hide it; the
+        view then stays there rather than following the chat's end."""
+        while message_id is not None and self.message_widget(message_id) is None and \
+                any(m.id == message_id for m in self.hidden):
+            self.show_earlier()
+        w = self.message_widget(message_id) if message_id is not None else None
+        if w is None:
+            return
+        self._stick = False
+        self.widget().layout().activate()  # (its place is known once the new widgets are laid out)
+        self.ensureWidgetVisible(w, 0, 16)
+        QTimer.singleShot(0, lambda: self.message_widget(message_id) is w and self.ensureWidgetVisible(w, 0, 16))
+
     def _update_earlier(self) -> None:
         self.earlier.setVisible(bool(self.hidden))
         self.earlier.setText(f"Show {min(self.PAGE, len(self.hidden))} earlier messages ({len(self.hidden)} hidden)")

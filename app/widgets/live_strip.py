@@ -47,6 +47,16 @@ def shorter_forms(text: str) -> list[str]:
     return forms
 
 
+def server_forms(text: str) -> list[str]:
+    """The server's shorter forms: a failure keeps its state and its gist, an aside in brackets going first
+    ("Server off: port 8000 is taken (used by another program on 127.0.0.1)" → "Server off: port 8000 is
+    taken" → "Server off"); cut at ": " alone it read "Server", which says nothing."""
+    if not text.startswith("Server off: ") or " (" not in text:
+        return shorter_forms(text)
+    gist = text.split(" (", 1)[0]
+    return [gist, *shorter_forms(gist)]
+
+
 def first_word(text: str) -> list[str]:
     """The badge's shorter form: the submodel alone ("0.5M thinking" → "0.5M")."""
     word = text.split(" ", 1)[0]
@@ -172,7 +182,7 @@ class LiveStrip(QWidget):
         self.memory = ElidedLabel("", "Memory this app holds", shorter=shorter_forms)
         self.path = ElidedLabel("", "The compute path running the model's matmuls", shorter=shorter_forms)
         self.server = ElidedLabel("", "The local server (Settings → Server): its address, the request it is "
-                                  "answering and how many wait for the model", shorter=shorter_forms)
+                                  "answering and how many wait for the model", shorter=server_forms)
         self.server.setVisible(False)  # only while the server is on (or could not start)
         for w in (self.switch_note, self.ttft, self.speed, self.memory, self.path, self.server):
             w.setObjectName("stat")

@@ -122,6 +122,7 @@ class McpSettingsBox(QWidget):
                                 "a changed command needs approving again. Every tool call still asks you "
                                 "first, unless you allow that tool always below.", "mcpIntro"))
         self.notice = _plain("", "mcpNotice")
+        self.asked_to_approve: list[str] = []  # the servers the notice asks to approve (it follows them)
         column.addWidget(self.notice)
         self.empty = _plain("No server yet. Add one (a program or a URL), import another app's mcp.json, or add "
                             "the calculator that comes with Elastic Chat to try tools on the demo.", "mcpEmpty")
@@ -198,6 +199,22 @@ class McpSettingsBox(QWidget):
         self.servers.blockSignals(False)
         self.empty.setVisible(not self.tools.config.servers)
         self._show_selected()
+        self._follow_approvals()
+
+    def _ask_approval(self, names: list[str], more: str = "") -> None:
+        """The notice asks to approve `names` (servers just added), and `more` after it."""
+        self.asked_to_approve = list(names)
+        self.notice.setText((f"Added {', '.join(names)}: approve {'it' if len(names) == 1 else 'each one'} to "
+                             "start it." if names else "No new server in that file.") + more)
+
+    def _follow_approvals(self) -> None:
+        """The notice asks only about the servers still waiting for approval: once each added one is
+        approved (or removed) it goes, and the server's own line says how it runs."""
+        waiting = [name for name in self.asked_to_approve if (server := self.tools.config.server(name)) is not None
+                   and not self.tools.approvals.is_approved(server)]
+        if waiting != self.asked_to_approve:
+            self.asked_to_approve = waiting
+            self.notice.setText(f"Added {', '.join(waiting)}: approve each one to start it." if waiting else "")
 
     def _show_selected(self, *_) -> None:
         server = self.selected()
@@ -244,11 +261,13 @@ class McpSettingsBox(QWidget):
     def add(self) -> None:
         dialog = AddServerDialog(self)
         if dialog.exec() == QDialog.DialogCode.Accepted and dialog.server is not None:
-            self._save(lambda: self.tools.add(dialog.server), f"Added {dialog.server.name}: approve it to start it.")
+            if self._save(lambda: self.tools.add(dialog.server), ""):
+                self._ask_approval([dialog.server.name])
 
     def add_calculator(self) -> None:
         server = bundled_calculator()
-        if self._save(lambda: self.tools.add(server), f"Added {server.name}: approve it to start it."):
+        if self._save(lambda: self.tools.add(server), ""):
+            self._ask_approval([server.name])
             self.servers.setCurrentRow(self.tools.config.names.index(server.name))
 
     def import_file(self, path: str = "") -> None:
@@ -260,10 +279,8 @@ class McpSettingsBox(QWidget):
         def run():
             result["added"], result["skipped"] = self.tools.import_file(path)
         if self._save(run, ""):
-            added, skipped = result["added"], result["skipped"]
-            self.notice.setText((f"Added {', '.join(added)}: approve each one to start it." if added else
-                                 "No new server in that file.") +
-                                (f" Already here: {', '.join(skipped)}." if skipped else ""))
+            skipped = result["skipped"]
+            self._ask_approval(result["added"], f" Already here: {', '.join(skipped)}." if skipped else "")
 
     def _save(self, change, done: str) -> bool:
         try:

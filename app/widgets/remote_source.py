@@ -14,6 +14,8 @@ probe that answers after the dialog closed is dropped.
 
 from __future__ import annotations
 
+import re
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QDialog,
@@ -29,6 +31,37 @@ from PySide6.QtWidgets import (
 )
 
 from runtime.api import counted, one_line
+
+SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
+HTTP_MISSPELT = re.compile(r"^(https?):/*(.*)$", re.IGNORECASE | re.DOTALL)  # "http:host", "http:/host"
+
+
+def read_address(text: str) -> tuple[str, str]:
+    """(the server address `text` is read as, "") or ("", a line saying what to write instead). An address
+    without a scheme is read as http:// ("localhost:8000" is http://localhost:8000/v1: a server on a LAN or
+    this PC rarely has TLS, and https:// is typed when it does); another scheme is refused with the http://
+    form to write. The rest (the port, the path) is runtime/remote's to check."""
+    text = text.strip()
+    if not text:
+        return "", ""  # (the runtime's line asks for an address)
+    scheme = SCHEME.match(text)
+    if scheme and scheme.group(1).lower() in ("http", "https"):
+        return scheme.group(1).lower() + "://" + scheme.group(2), ""
+    if scheme:
+        return "", (f"{scheme.group(1)}:// is not a server's address: write it as "
+                    f"{_written('http', scheme.group(2))} (or https://…).")
+    misspelt = HTTP_MISSPELT.match(text)
+    if misspelt:
+        return "", f"Write it as {_written(misspelt.group(1).lower(), misspelt.group(2))}, with two slashes."
+    return "http://" + text.lstrip("/"), ""
+
+
+def _written(scheme: str, rest: str) -> str:
+    """The address to write for `rest` (host, port, path) over `scheme`, with /v1; an example without a host."""
+    if not rest or rest.startswith("/"):
+        return f"{scheme}://gpu-box:8000/v1, with the server's name and port"
+    url = f"{scheme}://{rest.rstrip('/')}"
+    return url if url.endswith("/v1") else url + "/v1"
 
 
 class RemoteSourceDialog(QDialog):
@@ -102,13 +135,27 @@ class RemoteSourceDialog(QDialog):
         self.model.setEnabled(False)
         self.add_button.setEnabled(False)
 
+    def address(self) -> str | None:
+        """The address typed, as it is read (shown in the field); None when it cannot be, the line says why."""
+        url, problem = read_address(self.url.text())
+        if problem:
+            self.message.setText(problem)
+            self._keep_texts_whole()
+            return None
+        if url and url != self.url.text():
+            self.url.setText(url)  # what is asked is what the field shows (not an edit: the list stays)
+        return url
+
     def probe(self) -> None:
         self.probes += 1
         number = self.probes
         self._forget_models()
+        url = self.address()
+        if url is None:
+            return
         self.message.setText("Asking the server for its models…")
         self.list_button.setEnabled(False)
-        self.models.probe_server(self.url.text().strip(), self.key.text() or None,
+        self.models.probe_server(url, self.key.text() or None,
                                  lambda ids: self._listed(number, ids), lambda error: self._failed(number, error))
 
     def _listed(self, number: int, ids: list) -> None:
@@ -140,9 +187,10 @@ class RemoteSourceDialog(QDialog):
         return item.text() if item is not None and self.model.isEnabled() else ""
 
     def add(self, *_) -> None:
-        if not self.chosen():
+        url = self.address()
+        if not self.chosen() or url is None:
             return
-        self.models.add_server(self.url.text().strip(), self.chosen(), self.key.text() or None)
+        self.models.add_server(url, self.chosen(), self.key.text() or None)
         self.accept()
 
     def done(self, result: int) -> None:

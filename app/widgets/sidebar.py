@@ -44,6 +44,8 @@ class ElidedButton(QPushButton):
 
 
 SEARCH_PAUSE_MS = 250
+TITLE_ROLE = Qt.ItemDataRole.UserRole + 1  # a list item's chat title (a search's result shows more)
+SHOWN_ROLE = Qt.ItemDataRole.UserRole + 2  # its text as listed (put back after a result's rename is cancelled)
 
 
 class Sidebar(QWidget):
@@ -77,6 +79,7 @@ class Sidebar(QWidget):
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.currentItemChanged.connect(self._selected)
         self.list.itemChanged.connect(self._renamed)
+        self.list.itemDelegate().closeEditor.connect(self._rename_ended)
         layout.addWidget(self.list, 1)
         buttons = QHBoxLayout()
         self.rename_button = ElidedButton("Rename", "Rename (F2)")
@@ -98,7 +101,9 @@ class Sidebar(QWidget):
             item = QListWidgetItem(f"{c.title}\n{match}" if match else c.title)
             item.setToolTip(f"{c.title}\n\n{match}" if match else c.title)
             item.setData(Qt.ItemDataRole.UserRole, c.id)
-            if not match:  # (a result's text is its title and its match: renamed once the search is cleared)
+            item.setData(TITLE_ROLE, c.title)
+            item.setData(SHOWN_ROLE, item.text())
+            if not match:  # (a result's text is its title and its match: start_rename shows the title alone)
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
             if c.id == current:
@@ -117,8 +122,30 @@ class Sidebar(QWidget):
             self.sig_select.emit(item.data(Qt.ItemDataRole.UserRole))
 
     def start_rename(self) -> None:
-        if self.list.currentItem():
-            self.list.editItem(self.list.currentItem())
+        """Edits the selected chat's title in the list; a search's result shows its title alone meanwhile
+        (its text is also where it matches, which is not part of the name)."""
+        item = self.list.currentItem()
+        if item is None:
+            return
+        if not item.flags() & Qt.ItemFlag.ItemIsEditable:
+            self._filling = True  # (not a rename yet)
+            item.setText(item.data(TITLE_ROLE))
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
+            self._filling = False
+        self.list.editItem(item)
+
+    def _rename_ended(self, *_editor) -> None:
+        """An item edited but not renamed (Esc, the same title, a rename refused) shows its text as listed
+        again, a result where it matches; a renamed one was already listed anew by the rename's refresh."""
+        for row in range(self.list.count()):
+            item = self.list.item(row)
+            shown = item.data(SHOWN_ROLE)
+            if shown is not None and item.text() != shown:
+                self._filling = True
+                item.setText(shown)
+                if shown != item.data(TITLE_ROLE):  # a result: renamed by start_rename alone
+                    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                self._filling = False
 
     def _renamed(self, item) -> None:
         if not self._filling:

@@ -208,11 +208,12 @@ def test_a_taken_port_is_reported_in_the_strip_and_the_banner_and_a_free_one_fix
         w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=40, server_enabled=True, server_port=port))
         try:
             server = w.controller.server
-            qtbot.waitUntil(lambda: w.strip.server.text().startswith("Server: "), timeout=60000)
-            assert f"port {port} on 127.0.0.1" in w.strip.server.text() and not server.status().running
+            qtbot.waitUntil(lambda: w.strip.server.text().startswith("Server off: "), timeout=60000)
+            assert f"port {port} is taken" in w.strip.server.text() and not server.status().running
             assert w.notes.error.isVisible() and "local server is not running" in w.notes.error.text()
             assert "Settings → Server" in w.notes.error.text()
-            assert "--port" not in w.notes.error.text() and "used by another program" in w.notes.error.text()
+            assert "--port" not in w.notes.error.text()
+            assert "used by another program on 127.0.0.1" in w.notes.error.text()
             free = free_port()
             settings_dialog_does(monkeypatch, lambda d: d.server_box.port.setValue(free))
             w.dialogs.open_settings(tab=2)

@@ -1,0 +1,97 @@
+"""Editing a sent message that had files: the box shows its text, and the chips show the files its new
+version keeps, marked "kept" (no remove button: the new version sends them). Before, the chips went while
+the new version still kept the files (a real-window session). A draft's own files come back after the
+edit, and a message without files shows none."""
+
+import pytest
+from PySide6.QtWidgets import QLabel, QToolButton
+
+from app.state.attachments import Attachment
+from app.state.settings import Settings
+from app.widgets.attachment_row import AttachmentRow
+from tests.app_support import make_window
+
+NOTES = {"name": "notes.txt", "text": "the meeting moved to Tuesday", "kind": "text"}
+TABLE = {"name": "table.csv", "text": "a,b\n1,2", "kind": "text"}
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    w = make_window(qtbot, tmp_path / "data", Settings(max_new_tokens=8))
+    yield w
+    w.close()
+
+
+def sent(w, text: str, files: list[dict]) -> int:
+    """A chat whose first message `text` was sent with `files`, and answered; the user message's id."""
+    h = w.controller.history
+    cid = h.new_conversation("With files").id
+    mid = h.add_message(cid, "user", text, meta={"attachments": files} if files else None).id
+    h.add_message(cid, "assistant", "Noted.")
+    w.controller.chats.select(cid)
+    return mid
+
+
+def chips(w) -> list[str]:
+    return [" ".join(label.text() for label in chip.findChildren(QLabel) if label.text()) for chip in w.files.items]
+
+
+def removable(w) -> list[bool]:
+    return [chip.findChild(QToolButton) is not None for chip in w.files.items]
+
+
+@pytest.mark.parametrize("files", [[NOTES], [NOTES, TABLE]])
+def test_the_files_a_new_version_keeps_are_shown_while_editing(qtbot, window, files):
+    w = window
+    mid = sent(w, "summarise it", files)
+    assert chips(w) == []
+    w.start_edit(mid)
+    assert w.input.toPlainText() == "summarise it" and not w.files.isHidden()
+    assert [c.split(" · ")[0] for c in chips(w)] == [f["name"] for f in files]
+    assert all(c.endswith(" · kept") for c in chips(w)) and not any(removable(w))
+    w.cancel_edit()
+    assert chips(w) == [] and w.files.isHidden()
+
+
+def test_a_drafts_own_files_come_back_after_the_edit(qtbot, window):
+    w, composer = window, window.controller.composer
+    mid = sent(w, "summarise it", [NOTES])
+    cid = w.controller.chats.current
+    composer.attached[cid] = [Attachment("draft.md", "a draft's file", "text")]
+    composer.show_attachments()
+    assert [c.split(" · ")[0] for c in chips(w)] == ["draft.md"] and all(removable(w))
+    w.start_edit(mid)
+    assert [c.split(" · ")[0] for c in chips(w)] == ["notes.txt"]
+    composer.detach(0)  # (no button offers it while editing: the kept files stay)
+    assert [c.split(" · ")[0] for c in chips(w)] == ["notes.txt"]
+    w.cancel_edit()
+    assert [c.split(" · ")[0] for c in chips(w)] == ["draft.md"] and all(removable(w))
+
+
+def test_a_message_without_files_shows_none_while_editing(qtbot, window):
+    w = window
+    mid = sent(w, "no files here", [])
+    w.start_edit(mid)
+    assert chips(w) == [] and w.files.isHidden()
+
+
+def test_the_new_version_sends_what_the_chips_show(qtbot, window):
+    w, c = window, window.controller
+    mid = sent(w, "summarise it", [NOTES])
+    w.start_edit(mid)
+    shown = [chip.split(" · ")[0] for chip in chips(w)]
+    w.input.setPlainText("summarise it in one line")
+    with qtbot.waitSignal(c.sig_reply_done, timeout=180000):
+        w.send()
+    edited = next(m for m in c.history.messages(c.chats.current) if m.role == "user")
+    assert edited.id != mid and [f["name"] for f in edited.meta["attachments"]] == shown
+    assert chips(w) == []  # sent: nothing is attached to the next message
+
+
+def test_a_kept_chip_says_why_it_has_no_remove_button(qtbot):
+    row = AttachmentRow()
+    qtbot.addWidget(row)
+    row.show_files([("notes.txt", 12, "", "", True), ("b.txt", 4, "")])
+    kept, draft = row.items
+    assert kept.findChild(QToolButton) is None and draft.findChild(QToolButton) is not None
+    assert "new version keeps it" in next(label.toolTip() for label in kept.findChildren(QLabel) if label.text())
