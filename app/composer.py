@@ -20,7 +20,8 @@ class Composer(QObject):
         self.editing: int | None = None  # the sent message being edited
         self.editing_text = ""  # the edited message as the box holds it now (for the meter)
         self.attached: dict[int, list] = {}  # chat id -> the Attachments of the message being written there
-        self.editing_files: list = []  # the Attachments the edited message's new version keeps (shown as chips)
+        self.editing_files: list = []  # the Attachments the edited message's new version sends (shown as chips)
+        self.kept_names: set[str] = set()  # of those, the sent message's (marked "kept")
         self.attachment_tokens: dict[int, tuple[int, str]] = {}  # an attachment's key -> (its tokens alone, how)
         self._attachment_keys = itertools.count(1)  # (a key crosses to the counter as a C int: not id())
         self.attachment_key: dict[int, int] = {}  # id(Attachment) -> its key
@@ -54,6 +55,7 @@ class Composer(QObject):
             return None
         self.editing, self.editing_text = message_id, msg.content
         self.editing_files = attachments_of(msg)
+        self.kept_names = {a.name for a in self.editing_files}
         for a in self.editing_files:
             self._count_attachment(a)
         front.sig_editing.emit(msg.content)
@@ -70,17 +72,17 @@ class Composer(QObject):
             self.show_attachments()
 
     def next_message(self, cid: int) -> tuple[str, list[dict]]:
-        """What the box holds for chat `cid` now: (text, files), the edited message's text while editing
-        (its files are the sent ones)."""
+        """What the box holds for chat `cid` now: (text, files); while editing, the new version's."""
         if self.editing is not None:
-            return self.editing_text, []
+            return self.editing_text, self.files_to_send(cid)
         return self.draft(cid), self.files_to_send(cid)
 
     # ------------------------------------------------------------------ attachments
 
     def files_to_send(self, cid: int) -> list[dict]:
-        """The files attached in chat `cid`, as a message's meta keeps them (none while editing)."""
-        return [a.to_dict() for a in self.attached.get(cid, [])] if self.editing is None else []
+        """The files attached in chat `cid`, as a message's meta keeps them; while editing, those the new
+        version sends (the edited message's, less those removed, plus those attached during the edit)."""
+        return [a.to_dict() for a in (self.editing_files if self.editing is not None else self.attached.get(cid, []))]
 
     def sent(self, cid: int) -> None:
         """The message of chat `cid` was sent: its files are no longer attached to the next one."""
@@ -113,7 +115,8 @@ class Composer(QObject):
         if self.refused:
             self.front.sig_error_withdrawn.emit(self.refused)
             self.refused = ""
-        self.attached.setdefault(cid, []).append(attachment)
+        editing = self.editing is not None and cid == self.front.chats.current
+        (self.editing_files if editing else self.attached.setdefault(cid, [])).append(attachment)
         self._count_attachment(attachment)
         if attachment.note:
             self.front.sig_notice.emit(f"{attachment.name} is attached: {attachment.note}.")
@@ -130,9 +133,7 @@ class Composer(QObject):
         self.front.sig_error.emit(message, "")
 
     def detach(self, index: int) -> None:
-        if self.editing is not None:  # (the kept files have no remove button: an edit's version keeps them)
-            return
-        files = self.attached.get(self.front.chats.current, [])
+        files = self.editing_files if self.editing is not None else self.attached.get(self.front.chats.current, [])
         if 0 <= index < len(files):
             self.attachment_tokens.pop(self.attachment_key.pop(id(files.pop(index)), 0), None)
             self.show_attachments()
@@ -145,13 +146,13 @@ class Composer(QObject):
 
     def show_attachments(self) -> None:
         """Says (sig_attachments) which files the message being written in the chat shown has; while a sent
-        message is edited, the files its new version keeps (marked kept: the box shows its text alone)."""
+        message is edited, the files its new version sends (those it kept from the sent one marked kept)."""
         editing = self.editing is not None
         files = self.editing_files if editing else self.attached.get(self.front.chats.current, [])
         counted = [self.attachment_tokens.get(self.attachment_key.get(id(a), 0), (-1, "")) for a in files]
-        kept = (True,) if editing else ()  # (AttachmentRow.show_files: the optional fifth item)
-        self.front.sig_attachments.emit([(a.name, tokens, a.note, how, *kept)
-                                         for a, (tokens, how) in zip(files, counted)])
+        kept = [(a.name in self.kept_names,) if editing else () for a in files]  # show_files' optional fifth
+        self.front.sig_attachments.emit([(a.name, tokens, a.note, how, *k)
+                                         for a, (tokens, how), k in zip(files, counted, kept)])
 
 
 def attachments_of(message) -> list:

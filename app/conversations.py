@@ -149,14 +149,15 @@ class Conversations:
             composer.sent(cid)
             return True
         front.replies.stop(cid)  # (an edit) this chat's reply in flight; one in another chat goes on
-        if composer.editing is not None:
-            edited = next((m for m in self.history.messages(cid) if m.id == composer.editing), None)
-            composer.cancel_edit()
+        editing = composer.editing
+        if editing is not None:  # `files`: the new version's, as its chips showed them (kept, removed, added)
+            edited = next((m for m in self.history.messages(cid) if m.id == editing), None)
+            composer.cancel_edit()  # (the draft's own files come back, for the next message)
             if edited is not None:
-                files = edited.meta.get("attachments") or []  # a new version keeps the files of the old
                 self._branch_at(cid, edited.parent_id)
         self.post(cid, text, files)
-        composer.sent(cid)  # (after: a message the history refused keeps its files, as its text stays in the box)
+        if editing is None:
+            composer.sent(cid)  # (after: a message the history refused keeps its files, as its text stays in the box)
         return True
 
     def post(self, cid: int, text: str, files: list[dict]) -> None:

@@ -9,8 +9,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QStyle, QToolButton, QWidget
 
 ICON_PX = 14  # the file icon beside a chip's name
-KEPT = (". The message you are editing was sent with it: the new version keeps it and sends its text again "
-        "(Esc cancels the edit).")
+KEPT = (". The message you are editing was sent with it: the new version keeps it and sends its text again, "
+        "unless you remove it here (Esc cancels the edit).")
 
 
 class AttachmentRow(QWidget):
@@ -30,7 +30,7 @@ class AttachmentRow(QWidget):
     def show_files(self, files) -> None:
         """`files`: [(name, tokens or -1, note[, how[, kept]])]: `how` says how the tokens were counted when it
         was not the model's own tokenizer (an estimate, and why), or why they were not ("" and -1: counting);
-        `kept`: a file of a sent message being edited, which its new version keeps (no remove button)."""
+        `kept`: a file of a sent message being edited, which its new version keeps unless removed."""
         for w in self.items:
             self.row.removeWidget(w)
             w.deleteLater()
@@ -55,8 +55,7 @@ class AttachmentRow(QWidget):
                          + (KEPT if kept else ". Its text is sent with your message."))
         line.addWidget(icon)
         line.addWidget(label)
-        if not kept:
-            line.addWidget(self._remove_button(i, name))
+        line.addWidget(self._remove_button(i, name))
         return chip
 
     def _remove_button(self, i: int, name: str) -> QToolButton:

@@ -1,7 +1,7 @@
 """Editing a sent message that had files: the box shows its text, and the chips show the files its new
-version keeps, marked "kept" (no remove button: the new version sends them). Before, the chips went while
-the new version still kept the files (a real-window session). A draft's own files come back after the
-edit, and a message without files shows none."""
+version sends, marked "kept"; one removed there is not sent, one attached during the edit is. Before, the
+chips went while the new version still kept the files (a real-window session). A draft's own files come
+back after the edit, and a message without files shows none."""
 
 import pytest
 from PySide6.QtWidgets import QLabel, QToolButton
@@ -48,7 +48,7 @@ def test_the_files_a_new_version_keeps_are_shown_while_editing(qtbot, window, fi
     w.start_edit(mid)
     assert w.input.toPlainText() == "summarise it" and not w.files.isHidden()
     assert [c.split(" · ")[0] for c in chips(w)] == [f["name"] for f in files]
-    assert all(c.endswith(" · kept") for c in chips(w)) and not any(removable(w))
+    assert all(c.endswith(" · kept") for c in chips(w)) and all(removable(w))
     w.cancel_edit()
     assert chips(w) == [] and w.files.isHidden()
 
@@ -62,8 +62,8 @@ def test_a_drafts_own_files_come_back_after_the_edit(qtbot, window):
     assert [c.split(" · ")[0] for c in chips(w)] == ["draft.md"] and all(removable(w))
     w.start_edit(mid)
     assert [c.split(" · ")[0] for c in chips(w)] == ["notes.txt"]
-    composer.detach(0)  # (no button offers it while editing: the kept files stay)
-    assert [c.split(" · ")[0] for c in chips(w)] == ["notes.txt"]
+    composer.detach(0)  # removed from the edit only
+    assert chips(w) == []
     w.cancel_edit()
     assert [c.split(" · ")[0] for c in chips(w)] == ["draft.md"] and all(removable(w))
 
@@ -88,10 +88,31 @@ def test_the_new_version_sends_what_the_chips_show(qtbot, window):
     assert chips(w) == []  # sent: nothing is attached to the next message
 
 
-def test_a_kept_chip_says_why_it_has_no_remove_button(qtbot):
+def test_a_kept_chip_says_what_the_new_version_does_with_it(qtbot):
     row = AttachmentRow()
     qtbot.addWidget(row)
     row.show_files([("notes.txt", 12, "", "", True), ("b.txt", 4, "")])
     kept, draft = row.items
-    assert kept.findChild(QToolButton) is None and draft.findChild(QToolButton) is not None
-    assert "new version keeps it" in next(label.toolTip() for label in kept.findChildren(QLabel) if label.text())
+    assert kept.findChild(QToolButton) is not None and draft.findChild(QToolButton) is not None
+    assert "unless you remove it" in next(label.toolTip() for label in kept.findChildren(QLabel) if label.text())
+
+
+@pytest.mark.parametrize("remove", [[0], [1], [0, 0]])
+def test_the_new_version_sends_the_files_left_and_those_attached_during_the_edit(qtbot, window, tmp_path, remove):
+    w, c = window, window.controller
+    mid = sent(w, "summarise them", [NOTES, TABLE])
+    w.start_edit(mid)
+    left = [NOTES["name"], TABLE["name"]]
+    for i in remove:
+        c.composer.detach(i)
+        left.pop(i)
+    (tmp_path / "extra.md").write_text("one more file", encoding="utf-8")
+    c.composer.attach(str(tmp_path / "extra.md"))
+    qtbot.waitUntil(lambda: len(chips(w)) == len(left) + 1, timeout=30000)
+    assert [chip.split(" · ")[0] for chip in chips(w)] == [*left, "extra.md"]
+    assert not chips(w)[-1].endswith("kept")  # attached now, not sent before
+    w.input.setPlainText("summarise what is left")
+    with qtbot.waitSignal(c.sig_reply_done, timeout=180000):
+        w.send()
+    edited = [m for m in c.history.messages(c.chats.current) if m.role == "user"][-1]
+    assert edited.id != mid and [f["name"] for f in edited.meta["attachments"]] == [*left, "extra.md"]
