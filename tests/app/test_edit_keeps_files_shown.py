@@ -116,3 +116,16 @@ def test_the_new_version_sends_the_files_left_and_those_attached_during_the_edit
         w.send()
     edited = [m for m in c.history.messages(c.chats.current) if m.role == "user"][-1]
     assert edited.id != mid and [f["name"] for f in edited.meta["attachments"]] == [*left, "extra.md"]
+
+
+def test_an_edits_send_leaves_the_drafts_own_files_for_the_next_message(qtbot, window):
+    w, c = window, window.controller
+    mid = sent(w, "summarise it", [NOTES])
+    cid = c.chats.current
+    c.composer.attached[cid] = [Attachment("draft.md", "a draft's file", "text")]
+    w.start_edit(mid)
+    w.input.setPlainText("summarise it again")
+    with qtbot.waitSignal(c.sig_reply_done, timeout=180000):
+        w.send()
+    assert [f["name"] for f in c.composer.files_to_send(cid)] == ["draft.md"]
+    assert [chip.split(" · ")[0] for chip in chips(w)] == ["draft.md"]
