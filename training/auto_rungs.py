@@ -25,8 +25,8 @@ import torch
 from runtime.auto_depth import AutoPolicy, Escalation
 from runtime.engine import Engine
 
-from .auto_signal import calibration_questions, watched_thoughts
-from .evaluate import Runner
+from .auto_signal import watched_thoughts
+from .evaluate import Runner, calibration_questions
 
 AUTO_BUDGET_FRACTION = 0.5  # of the thinking ceiling, as the depth table's Auto row
 

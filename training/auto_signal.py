@@ -31,7 +31,6 @@ import argparse
 import hashlib
 import json
 import os
-import random
 import statistics
 import sys
 from pathlib import Path
@@ -44,21 +43,12 @@ from runtime.events import THINKING, Token
 from runtime.generate import ChatRequest, stream_chat
 from runtime.sampling import SamplingSettings
 
-from .data import evaluation_problems, question
-from .evaluate import Runner, last_number, questions
+from .evaluate import Runner, calibration_questions, last_number
 from .trace_slips import BUDGET, first_slip
 
 DEVICE_SIGNALS = ("entropy", "doubt")
 FRACTIONS = (0.05, 0.1, 0.2, 0.3)
 WINDOWS = (1, 4)
-
-
-def calibration_questions(seed: int, n: int, eval_seed: int = 0, eval_n: int = 120) -> list[tuple]:
-    """(problem, held-out phrasing) pairs whose expressions the evaluation (seed 0) never asks."""
-    asked = {p.expression for p, _ in questions(eval_seed, eval_n)}
-    rng = random.Random(seed + 17)
-    problems = [p for p in evaluation_problems(seed, n + eval_n) if p.expression not in asked][:n]
-    return [(p, question(p, rng, held_out_phrasing=True)) for p in problems]
 
 
 # ---------------------------------------------------------------------- 1. thoughts and their signals

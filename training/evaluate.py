@@ -40,6 +40,7 @@ from runtime.events import THINKING, Done, InvalidToolCall, Prefill, Switch, Tok
 from runtime.generate import ChatRequest, stream_chat
 from runtime.mcp.client import ToolOutcome
 from runtime.sampling import SamplingSettings
+from runtime.threads import default_threads
 from runtime.tool_calls import format_tool_call
 from runtime.tool_loop import ALLOW_ONCE, TOOL_LIMIT, ToolRound, run_tool_loop
 
@@ -60,15 +61,65 @@ def last_number(text: str) -> int | None:
 
 def questions(seed: int, n: int) -> list[tuple]:
     """(problem, held-out phrasing of it) pairs."""
+    return phrased(seed, evaluation_problems(seed, n))
+
+
+def phrased(seed: int, problems: list) -> list[tuple]:
     rng = random.Random(seed + 17)
-    return [(p, question(p, rng, held_out_phrasing=True)) for p in evaluation_problems(seed, n)]
+    return [(p, question(p, rng, held_out_phrasing=True)) for p in problems]
+
+
+# The sums Auto's policies were chosen on, as (seed, how many) of `calibration_questions`: auto_signal's
+# refit (seed 1, 200 sums: docs/results/auto-signal.md) and auto_rungs' (seeds 1, 2 and 3, 60 each:
+# docs/results/auto-rungs.json). No evaluation scores them (`pooled_questions`).
+CALIBRATION_RUNS = ((1, 200), (2, 60), (3, 60))
+
+
+def calibration_questions(seed: int, n: int, eval_seed: int = 0, eval_n: int = 120) -> list[tuple]:
+    """(problem, held-out phrasing) pairs whose expressions the evaluation (seed 0) never asks."""
+    asked = {p.expression for p, _ in questions(eval_seed, eval_n)}
+    problems = [p for p in evaluation_problems(seed, n + eval_n) if p.expression not in asked][:n]
+    return phrased(seed, problems)
+
+
+def pooled_questions(seeds: tuple[int, ...], n: int) -> tuple[list[tuple], list[int]]:
+    """n held-out sums from each seed in turn, none of them a calibration sum (CALIBRATION_RUNS) or one an
+    earlier seed gave, as many with each count of numbers as `questions(seed, n)`; and each item's seed.
+    A seed none of whose first n sums is excluded gives exactly `questions(seed, n)` (seed 0 does:
+    calibration leaves out its first 120), so a pool that starts with the reported sample keeps it."""
+    avoid = {p.expression for seed, k in CALIBRATION_RUNS for p, _ in calibration_questions(seed, k)}
+    items, seed_of = [], []
+    for seed in seeds:
+        chosen = sums_avoiding(seed, n, avoid)
+        avoid |= {p.expression for p in chosen}
+        items += phrased(seed, chosen)
+        seed_of += [seed] * len(chosen)
+    return items, seed_of
+
+
+def sums_avoiding(seed: int, n: int, avoid: set[str]) -> list:
+    """evaluation_problems(seed, n), each sum in `avoid` replaced by the seed's next unused one with as many
+    numbers."""
+    slots = [len(p.numbers) for p in evaluation_problems(seed, n)]
+    drawn = 2 * n
+    while True:
+        spare: dict[int, list] = {}
+        for p in evaluation_problems(seed, drawn):
+            if p.expression not in avoid:
+                spare.setdefault(len(p.numbers), []).append(p)
+        if all(len(spare.get(k, [])) >= slots.count(k) for k in set(slots)):
+            taken = {k: iter(v) for k, v in spare.items()}
+            return [next(taken[k]) for k in slots]
+        drawn *= 2
 
 
 class Runner:
     """Runs configurations over the questions, once each (the stops repeat some rows)."""
 
-    def __init__(self, engine: Engine, items: list[tuple], log=print):
+    def __init__(self, engine: Engine, items: list[tuple], log=print, seed_of: list[int] | None = None):
+        """`seed_of`: the seed each item was drawn from, when several were pooled (`pooled_questions`)."""
         self.engine, self.items, self.log = engine, items, log
+        self.seed_of = seed_of
         self.max_new = engine.thinking_ceiling + 64
         self.done: dict[tuple, dict] = {}
 
@@ -407,14 +458,18 @@ def without_tools(engine: Engine, n: int, seed: int, log=print) -> list[dict]:
 
 
 def evaluate(checkpoint: Path, n: int, seed: int = 0, stops_only: bool = False, log=print,
-             n_tools: int | None = None) -> dict:
-    """Every table on `n` held-out sums; the turn-by-turn, tool and no-tool tables on `n_tools` (default n)."""
+             n_tools: int | None = None, seeds: tuple[int, ...] | None = None) -> dict:
+    """Every table on `n` held-out sums (n from each of `seeds` when given); the turn-by-turn, tool and
+    no-tool tables on `n_tools` (default n) of `seed`."""
     n_tools = n_tools or n
     engine = Engine.load(checkpoint, device="cpu", max_context=2048)
     names = engine.submodels_by_size()  # smallest first
     parent, ceiling = names[-1], engine.thinking_ceiling
-    runner = Runner(engine, questions(seed, n), log)
+    items, seed_of = stop_questions(seed, n, seeds)
+    runner = Runner(engine, items, log, seed_of)
     result = dict(run_stops(engine, runner, checkpoint), per_submodel=[], budget_control=[])
+    if seeds:
+        result["seeds"] = list(seeds)
     if not stops_only:
         for name in reversed(names):
             for budget in (0, ceiling):
@@ -445,35 +500,60 @@ def run_stops(engine: Engine, runner: Runner, checkpoint: Path) -> dict:
     policy changes."""
     result = {"checkpoint": str(checkpoint), "problems": len(runner.items), "submodels": engine.submodels_by_size(),
               "thinking_ceiling": engine.thinking_ceiling,
-              "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}", "stops": [],
+              "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+                         f"{torch.get_num_threads()} torch thread{'s' if torch.get_num_threads() > 1 else ''}",
+              "stops": [],
               "auto_policy_from": "the checkpoint's elastic.json (auto_depth)" if engine.auto_policy
               else "the depth table's default (depth_levels.json)"}
     stops = engine.depth_levels()
     load = os.getloadavg()[0]
     for stop, row in zip(stops, runner.run_interleaved([(s.think, s.answer, s.budget, s.escalation) for s in stops])):
         row["stop"] = stop.name
+        if runner.seed_of and len(set(runner.seed_of)) > 1:
+            row["by_seed"] = accuracy_by_seed(row["replies"], runner.seed_of)
         result["stops"].append(row)
     result["stops_load_average"] = [round(load, 2), round(os.getloadavg()[0], 2)]
     return result
+
+
+def accuracy_by_seed(replies: list[dict], seed_of: list[int]) -> dict[str, float]:
+    """Accuracy on each pooled seed's sums, in pool order (so a pool's first sample reads as it did alone)."""
+    out = {}
+    for seed in dict.fromkeys(seed_of):
+        right = [r["right"] for r, s in zip(replies, seed_of) if s == seed]
+        out[str(seed)] = round(sum(right) / len(right), 4)
+    return out
+
+
+def stop_questions(seed: int, n: int, seeds: tuple[int, ...] | None) -> tuple[list[tuple], list[int] | None]:
+    """The stops' sums: `questions(seed, n)`, or n from each of `seeds` (`pooled_questions`), and their seeds."""
+    if not seeds:
+        return questions(seed, n), None
+    return pooled_questions(seeds, n)
 
 
 STOP_KEYS = ("stops", "stops_load_average", "auto_policy_from", "machine", "thinking_ceiling")
 
 
 def update_stops(earlier: dict, checkpoint: Path, n: int, seed: int, nvfp4: Path | None = None,
-                 log=print) -> dict:
+                 log=print, seeds: tuple[int, ...] | None = None) -> dict:
     """An earlier run's result with only the slider's stops measured again (fp32, and the NVFP4 export's
-    when `nvfp4` names its folder) on `n` sums: what a change of the depth table or the Auto policy needs,
-    on the same weights. The other tables (each submodel alone, budget control, the chat turns, tools) stay
-    the earlier run's: none of them runs a stop other than the default, which such a change leaves alone."""
+    when `nvfp4` names its folder) on `n` sums (n from each of `seeds` when given): what a change of the
+    depth table or the Auto policy needs, on the same weights. The other tables (each submodel alone, budget
+    control, the chat turns, tools) stay the earlier run's: none of them runs a stop other than the default,
+    which such a change leaves alone."""
     result = dict(earlier)
     result.setdefault("problems_submodels", earlier["problems"])
     result.setdefault("problems_tools", earlier["problems"])
+    items, seed_of = stop_questions(seed, n, seeds)
+    result.pop("seeds", None)
+    if seeds:
+        result["seeds"] = list(seeds)
     for key, folder in (("", checkpoint), ("nvfp4", nvfp4)):
         if folder is None:
             continue
         engine = Engine.load(folder, device="cpu", max_context=2048)
-        stops = run_stops(engine, Runner(engine, questions(seed, n), log), folder)
+        stops = run_stops(engine, Runner(engine, items, log, seed_of), folder)
         if key:
             result[key] = dict(result.get(key) or {}, **{k: stops[k] for k in ("checkpoint", *STOP_KEYS[:2])})
         else:
@@ -628,8 +708,9 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     rule = "|---" * len(counts)
     lines = ["# The demo model: elastic budget control in miniature", "",
              f"Written by `python -m training.evaluate` on {result['machine']}: {result['problems']} held-out "
-             f"sums ({', '.join(counts)} numbers, as many of each; every expression and every phrasing unseen in "
-             "training), greedy decoding, one reply at a time. A reply is right when its last number is the "
+             f"sums ({sample_words(result)}{', '.join(counts)} numbers, as many of each; every expression and every "
+             "phrasing unseen in training), greedy decoding, one reply at a time. A reply is right when its last "
+             "number is the "
              f"result. Latency is the mean wall time of a whole reply on this machine's CPU; CPU time is the "
              "processor time the reply used, which other work on a shared machine disturbs less. Thinking ceiling "
              f"(`max_thinking_tokens`): {result['thinking_ceiling']} tokens.{submodel_count_note(result)}", "",
@@ -644,14 +725,16 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
         lines.append(f"| {r['stop']} | {thinks} | {r['answer']} | {r['budget']} | {r['accuracy']:.1%} | "
                      f"{by_numbers(r)} | {r['mean_latency_ms']} | {r.get('mean_cpu_ms', '-')} | "
                      f"{r['mean_thinking_tokens']} |")
+    lines += seed_lines(result, nvfp4)
     lines += auto_lines(result)
     if nvfp4:
         lines += ["", f"The app's default checkpoint is the NVFP4 export (`{nvfp4['checkpoint']}`), on the same "
                   "questions:", "", *interleaving_lines(nvfp4),
-                  f"| stop | budget | accuracy | {head} | mean latency (ms) |", f"|---|---|---{rule}|---|"]
+                  f"| stop | budget | accuracy | {head} | mean latency (ms) | mean CPU time (ms) |",
+                  f"|---|---|---{rule}|---|---|"]
         for r in nvfp4["stops"]:
             lines.append(f"| {r['stop']} | {r['budget']} | {r['accuracy']:.1%} | {by_numbers(r)} | "
-                         f"{r['mean_latency_ms']} |")
+                         f"{r['mean_latency_ms']} | {r.get('mean_cpu_ms', '-')} |")
     lines += time_lines(result, nvfp4)
     lines += slip_lines(result, nvfp4)
     lines += conversation_lines(result, nvfp4, head, rule, by_numbers)
@@ -678,6 +761,36 @@ def write_markdown(result: dict, path: Path, nvfp4: dict | None = None) -> None:
     if result.get("notes"):
         lines += notes_lines(result["notes"])
     path.write_text("\n".join(lines) + "\n")
+
+
+def sample_words(result: dict) -> str:
+    """Where the sums come from, when several seeds were pooled (--seeds)."""
+    seeds = result.get("seeds")
+    if not seeds:
+        return ""
+    each = result["problems"] // len(seeds)
+    return (f"{each} from each of seeds {', '.join(map(str, seeds[:-1]))} and {seeds[-1]}, none of them a sum "
+            "Auto's policies were calibrated on; ")
+
+
+def seed_lines(result: dict, nvfp4: dict | None) -> list[str]:
+    """Each stop's accuracy on each pooled seed's sums, so a change of sample shows beside the pooled figure."""
+    seeds = result.get("seeds")
+    rows = [("fp32", r) for r in result["stops"] if r.get("by_seed")]
+    rows += [("NVFP4", r) for r in (nvfp4 or {}).get("stops", []) if r.get("by_seed")]
+    if not seeds or not rows:
+        return []
+    each = result["problems"] // len(seeds)
+    lines = ["", "### Accuracy by seed", "",
+             f"The same stops on each seed's {each} sums (one sum is {1 / each:.1%} of a seed, "
+             f"{1 / result['problems']:.1%} of all); seed {seeds[0]}'s are the sums this page reported before it "
+             "pooled seeds.", "",
+             "| checkpoint | stop | " + " | ".join(f"seed {s}" for s in seeds) + f" | all {result['problems']} |",
+             "|---|---|" + "---|" * (len(seeds) + 1)]
+    for name, r in rows:
+        lines.append(f"| {name} | {r['stop']} | " + " | ".join(f"{r['by_seed'][str(s)]:.1%}" for s in seeds)
+                     + f" | {r['accuracy']:.1%} |")
+    return lines
 
 
 def submodel_count_note(result: dict) -> str:
@@ -875,6 +988,18 @@ def write_result(result: dict, out: Path, nvfp4: dict | None) -> None:
     print(f"wrote {out}.md, .json and .png")
 
 
+def seed_list(text: str) -> tuple[int, ...]:
+    """--seeds "0,4,6,7": distinct whole numbers, in the order given (the first sample's sums come first)."""
+    try:
+        seeds = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give seeds as whole numbers separated by commas, e.g. 0,4,6,7") \
+            from None
+    if len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give each seed once, none below 0, e.g. 0,4,6,7")
+    return seeds
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m training.evaluate")
     parser.add_argument("--checkpoint", type=Path, default=Path("assets/demo"))
@@ -882,7 +1007,11 @@ def main(argv=None):
     parser.add_argument("--n", type=int, default=120)
     parser.add_argument("--n-tools", type=int, default=None, metavar="N",
                         help="questions per cell of the turn-by-turn, tool and no-tool tables (default: --n)")
-    parser.add_argument("--seed", type=int, default=0)
+    sample = parser.add_mutually_exclusive_group()
+    sample.add_argument("--seed", type=int, default=0)
+    sample.add_argument("--seeds", type=seed_list, default=None, metavar="S,S,...",
+                        help="pool --n sums from each of these seeds for the stops (and the tables of each submodel "
+                             "and of budget control), none a calibration sum or another seed's; e.g. 0,4,6,7")
     parser.add_argument("--stops-only", action="store_true", help="only the depth slider's stops")
     parser.add_argument("--with-nvfp4", type=Path, default=None,
                         help="the NVFP4 export to score on the same questions: its folder, "
@@ -891,7 +1020,8 @@ def main(argv=None):
     parser.add_argument("--quick", type=int, default=0, metavar="N", help="print the parent's accuracy on N sums")
     parser.add_argument("--quick-tools", type=int, default=0, metavar="N",
                         help="print tool use, no-tool behaviour and turn-10 accuracy on N questions each")
-    parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--threads", type=int, default=default_threads(),
+                        help="torch threads (default: the app's count on this machine, runtime/threads.py)")
     parser.add_argument("--update", type=Path, default=None, metavar="JSON",
                         help="measure only the slider's stops again (and --with-nvfp4 FOLDER's) on --n sums and "
                              "keep an earlier OUT.json's other tables: after a change of the depth table or the "
@@ -918,7 +1048,7 @@ def main(argv=None):
     if args.update:
         earlier = json.loads(args.update.read_text())
         nvfp4_folder = args.with_nvfp4 if args.with_nvfp4 and args.with_nvfp4.is_dir() else None
-        result = update_stops(earlier, args.checkpoint, args.n, args.seed, nvfp4_folder)
+        result = update_stops(earlier, args.checkpoint, args.n, args.seed, nvfp4_folder, seeds=args.seeds)
         if args.notes:
             result["notes"] = args.notes.read_text()
         write_result(result, args.out, result.get("nvfp4"))
@@ -932,11 +1062,11 @@ def main(argv=None):
     notes = args.notes.read_text() if args.notes else None  # read before the long run: a bad path fails now
     if args.with_nvfp4 and not args.with_nvfp4.is_dir():
         nvfp4 = json.loads(args.with_nvfp4.read_text())
-    result = evaluate(args.checkpoint, args.n, args.seed, args.stops_only, n_tools=args.n_tools)
+    result = evaluate(args.checkpoint, args.n, args.seed, args.stops_only, n_tools=args.n_tools, seeds=args.seeds)
     if notes:
         result["notes"] = notes
     if args.with_nvfp4 and args.with_nvfp4.is_dir():  # a checkpoint folder: run its stops on the same questions
-        nvfp4 = evaluate(args.with_nvfp4, args.n, args.seed, stops_only=True, n_tools=args.n_tools)
+        nvfp4 = evaluate(args.with_nvfp4, args.n, args.seed, stops_only=True, n_tools=args.n_tools, seeds=args.seeds)
     elif not args.with_nvfp4:
         nvfp4 = None
     if nvfp4:
