@@ -120,23 +120,47 @@ def readable_math(tex: str) -> str:
 KEPT_AS_WRITTEN = re.compile(r"(`+)(.+?)\1|<(?:https?://|mailto:)[^\s<>]*>", re.S)  # a code span, an autolink
 
 
+def outside_code(markdown: str, rewrite) -> str:
+    """`markdown` with `rewrite` applied to the text between its code spans and autolinks, which stay as
+    they are (a code span's backslashes and dollars are literal)."""
+    out, at = [], 0
+    for m in KEPT_AS_WRITTEN.finditer(markdown):
+        out += [rewrite(markdown[at:m.start()]), m.group(0)]
+        at = m.end()
+    return "".join(out) + rewrite(markdown[at:])
+
+
 def literal_angles(markdown: str) -> str:
     """`markdown` with every "<" escaped ("\\<"), so it shows as written: Qt's markdown reads "<int>" in
     "vector<int>" (or a tool call's "</function>") as an HTML tag and drops it, so a message or an answer
-    showed with words missing (found in a real-window session). Code spans (their backslashes are literal)
-    and autolinks ("<https://...>") are kept as they are."""
-    out, at = [], 0
-    for m in KEPT_AS_WRITTEN.finditer(markdown):
-        out += [markdown[at:m.start()].replace("<", "\\<"), m.group(0)]
-        at = m.end()
-    return "".join(out) + markdown[at:].replace("<", "\\<")
+    showed with words missing (found in a real-window session). Code spans and autolinks
+    ("<https://...>") are kept as they are."""
+    return outside_code(markdown, lambda text: text.replace("<", "\\<"))
 
 
 def with_readable_math(markdown: str) -> str:
-    """Rewrites $...$, \\(...\\), $$...$$ and \\[...\\] in a markdown text block."""
+    """Rewrites $...$, \\(...\\), $$...$$ and \\[...\\] in a markdown text block, outside code spans and
+    autolinks. An inline $...$ follows pandoc's rule: the opening $ has a non-space after it, the closing $
+    a non-space before it and no digit after it, so prices are text: "$5 for tea and $10 for cake" showed
+    as "*5 for tea and*10 for cake", italic, its dollars gone (found in a real-window session)."""
     def show(m):
         return f"*{readable_math(m.group(1)).strip()}*"
-    markdown = re.sub(r"\$\$(.+?)\$\$", show, markdown, flags=re.S)
-    markdown = re.sub(r"\\\[(.+?)\\\]", show, markdown, flags=re.S)
-    markdown = re.sub(r"\\\((.+?)\\\)", show, markdown, flags=re.S)
-    return re.sub(r"(?<![\\$])\$([^$\n]+?)\$", show, markdown)
+
+    def rewrite(text: str) -> str:
+        text = re.sub(r"\$\$(.+?)\$\$", show, text, flags=re.S)
+        text = re.sub(r"\\\[(.+?)\\\]", show, text, flags=re.S)
+        text = re.sub(r"\\\((.+?)\\\)", show, text, flags=re.S)
+        return re.sub(r"(?<![\\$])\$(?=[^\s$])([^$\n]*?[^\s$\\])\$(?!\d)", show, text)
+    return outside_code(markdown, rewrite)
+
+
+def literal_products(markdown: str) -> str:
+    """A "*" between two numbers (or brackets) escaped, outside code, so "3*4*5 = 60" shows as written:
+    CommonMark reads the "*4*" of it as emphasis, and the answer showed "345 = 60" with a slanted 4
+    (found in a real-window session). Emphasis between digits is never what a reply means."""
+    return outside_code(markdown, lambda text: re.sub(r"(?<=[0-9)])\*(?=[0-9(])", r"\\*", text))
+
+
+def shown_markdown(markdown: str) -> str:
+    """A reply's text block as Qt's markdown is given it: math readable, then products and angles literal."""
+    return literal_angles(literal_products(with_readable_math(markdown)))

@@ -21,6 +21,7 @@ its tooltip) until the server answers: a later reply, a Use, or a Refresh, which
 
 from __future__ import annotations
 
+import html
 import logging
 import threading
 from dataclasses import dataclass, replace
@@ -322,8 +323,8 @@ class ModelsController(QObject):
         why = plan.default_reason
         if hw.gpu is None:  # the planner's line brackets the no-GPU reason, which may hold brackets itself
             why = "Without an NVIDIA GPU the bundled demo model runs on the CPU."
-        suggestion = f"Suggested: <b>{catalog.variant(plan.default).title}</b>. {why}"
-        self.inventory = Inventory(f"<b>Hardware:</b> {hardware_text(hw)}", suggestion, tuple(rows))
+        suggestion = f"Suggested: <b>{html.escape(catalog.variant(plan.default).title)}</b>. {html.escape(why)}"
+        self.inventory = Inventory(f"<b>Hardware:</b> {html.escape(hardware_text(hw))}", suggestion, tuple(rows))
         self.sig_inventory.emit(self.inventory)
 
     def _download_status(self, key: str) -> str:

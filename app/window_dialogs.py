@@ -15,6 +15,7 @@ from PySide6.QtGui import QAction, QKeySequence, QWindow
 from PySide6.QtWidgets import QApplication, QComboBox, QDialog, QFileDialog, QMessageBox, QWidget
 
 from .widgets.model_manager import ModelManager
+from .widgets.questions import ask
 from .widgets.settings_dialog import SettingsDialog
 from .window_layout import ANSWER_NOW_KEY, QUIT_KEY, THINK_LONGER_KEY
 
@@ -175,8 +176,7 @@ class WindowDialogs(QObject):
 
     def confirm_delete(self, cid: int) -> None:
         title = self.controller.history.conversation(cid).title
-        if QMessageBox.question(self.window, "Delete chat", f"Delete “{title}”? You can undo right after.") == \
-                QMessageBox.StandardButton.Yes:
+        if ask(self.window, "Delete chat", f"Delete “{title}”? You can undo right after."):
             self.controller.chats.delete(cid)
 
     def save_preset(self) -> None:

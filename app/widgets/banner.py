@@ -18,6 +18,7 @@ class Banner(QFrame):
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         self.label = QLabel("")
+        self.label.setTextFormat(Qt.TextFormat.PlainText)  # its lines name chats, files, servers: text, not markup
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 from runtime.api import END_OF_TURN, ENDED_BY_USER, ERROR, STOPPED, counted
 
 from ..highlight import highlighted_html
-from ..markdown_blocks import Block, breakable, finish_blocks, literal_angles, split_blocks, with_readable_math
+from ..markdown_blocks import Block, breakable, finish_blocks, shown_markdown, split_blocks
 from ..reply import INTERRUPTED, finish_words
 from ..state.chat_files import budget_words, continued_words
 from .block_label import BlockLabel
@@ -222,18 +222,28 @@ class MessageWidget(QFrame):
         longer starts with what was rendered (it was replaced)."""
         if self.rendered and answer.startswith(self.rendered_source):
             return self.rendered[-1].end
+        self._clear()
+        return 0
+
+    def _clear(self) -> None:
         while self.content.count():
             old = self.content.takeAt(0).widget()
             old.hide()
             old.deleteLater()
         self.rendered, self.rendered_source = [], ""
-        return 0
+
+    def _show_as_typed(self, text: str) -> None:
+        """The user's message, exactly as typed: one plain label (its files are named in the header)."""
+        if self.rendered_source == text and self.content.count():
+            return
+        self._clear()
+        self.content.addWidget(_label(text))
+        self.rendered_source = text
 
     def _render(self, answer: str, blocks: list[Block]) -> None:
         """Adds a widget for each new final block (each block is rendered once)."""
         for block in blocks:
-            w = CodeBlock(block) if block.kind == "code" else _label(literal_angles(with_readable_math(block.text)),
-                                                                     markdown=True)
+            w = CodeBlock(block) if block.kind == "code" else _label(shown_markdown(block.text), markdown=True)
             self.content.addWidget(w)
             self.rendered.append(block)
         if blocks:
@@ -259,7 +269,10 @@ class MessageWidget(QFrame):
         self.text = answer
 
     def finish(self, answer: str, thinking: str, meta: dict) -> None:
-        self._render(answer, finish_blocks(answer, self._resume_at(answer)))
+        if self.role == "user":  # as typed: markdown read "$5 … $10" as math, "3*4*5" as italics, "\\_" as "_"
+            self._show_as_typed(answer)
+        else:
+            self._render(answer, finish_blocks(answer, self._resume_at(answer)))
         self.tail.setText("")
         self.tail.setVisible(False)
         self.text = answer

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QSizePolicy,
@@ -32,6 +31,7 @@ from ..model_texts import progress_text, states_text
 from ..models_controller import ACTIONS, UNREACHABLE, ModelRow, ModelsController
 from .fitted_table import FittedTable
 from .nesting_dialog import NestingDialog
+from .questions import ask
 
 VERDICT_COLORS = {"fits": "#16a34a", "tight": "#d97706", "does not fit": "#dc2626"}
 VERDICT_MARKS = {"fits": "✓ fits", "tight": "! tight", "does not fit": "✗ no"}
@@ -267,29 +267,25 @@ class ModelManager(QDialog):
 
         if r is None or not r.fits or any(f.verdict != NO for f in r.fits):
             return True
-        answer = QMessageBox.question(
-            self, "Download a model this PC cannot run?",
-            f"{r.title} is {r.size} to download, and no submodel of it can run on this PC: {r.fits[-1].reason}.\n\n"
-            "Download it anyway (to copy to another PC, or for a later GPU)?")
-        return answer == QMessageBox.StandardButton.Yes
+        return ask(self, "Download a model this PC cannot run?",
+                   f"{r.title} is {r.size} to download, and no submodel of it can run on this PC: {r.fits[-1].reason}."
+                   "\n\nDownload it anyway (to copy to another PC, or for a later GPU)?")
 
     def delete(self) -> None:
         r = self.row()
         if r and r.remote:  # only the entry goes: the server is not this PC's
-            if QMessageBox.question(self, "Remove server", f"Remove {r.title} from the list?") == \
-                    QMessageBox.StandardButton.Yes:
+            if ask(self, "Remove server", f"Remove {r.title} from the list?"):
                 self.models.delete(r.key)
             return
         if not r or not r.local_name:
             return
         if r.imported:  # its files are the user's: only the entry in the list goes
-            answer = QMessageBox.question(self, "Remove from the list",
-                                          f"Remove {r.title} from the list?\nIts folder {r.folder} and every file "
-                                          "in it stay on this PC; import it again to bring it back.")
+            answer = ask(self, "Remove from the list", f"Remove {r.title} from the list?\nIts folder {r.folder} and "
+                         "every file in it stay on this PC; import it again to bring it back.")
         else:
-            answer = QMessageBox.question(self, "Delete model", f"Delete {r.title} ({r.size}) from this PC?\n"
-                                          f"Its downloaded files in {r.folder} are deleted.")
-        if answer == QMessageBox.StandardButton.Yes:
+            answer = ask(self, "Delete model", f"Delete {r.title} ({r.size}) from this PC?\n"
+                         f"Its downloaded files in {r.folder} are deleted.")
+        if answer:
             self.models.delete(r.key)
 
     def import_folder(self, folder: str | None = None) -> None:

@@ -9,6 +9,8 @@ the first tensor or config field that differs, nothing written) or not checked (
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
     QComboBox,
@@ -32,10 +34,11 @@ class NestingDialog(QDialog):
         self.setWindowTitle(f"Verify nesting — {row.title}")
         self.resize(720, 340)
         layout = QVBoxLayout(self)
-        intro = QLabel(f"Checks that a sliced checkpoint is a nested submodel of <b>{row.title}</b>: its widths "
-                       "come from the slice's config, and some of its tensors are compared with this checkpoint's, "
-                       "value by value (headers and a few rows: megabytes, even from the hub). A verified submodel "
-                       "is recorded in this checkpoint's elastic.json; a refused one changes nothing.")
+        intro = QLabel(f"Checks that a sliced checkpoint is a nested submodel of <b>{html.escape(row.title)}</b>: its "
+                       "widths come from the slice's config, and some of its tensors are compared with this "
+                       "checkpoint's, value by value (headers and a few rows: megabytes, even from the hub). "
+                       "A verified submodel is recorded in this checkpoint's elastic.json; a refused one changes "
+                       "nothing.")
         intro.setWordWrap(True)
         layout.addWidget(intro)
         layout.addWidget(QLabel("Sliced checkpoint (a hub repo id, owner/name, or a folder):"))

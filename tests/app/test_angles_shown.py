@@ -6,12 +6,12 @@ markdown given to Qt, read back as the plain text it shows."""
 import pytest
 from PySide6.QtGui import QTextDocument
 
-from app.markdown_blocks import breakable, literal_angles, with_readable_math
+from app.markdown_blocks import breakable, shown_markdown
 
 
 def shown(markdown: str) -> str:
     doc = QTextDocument()
-    doc.setMarkdown(breakable(literal_angles(with_readable_math(markdown)), True))
+    doc.setMarkdown(breakable(shown_markdown(markdown), True))
     return doc.toPlainText().replace("\u200b", "")
 
 
@@ -41,7 +41,7 @@ def test_code_spans_links_and_markup_keep_their_meaning(text, expected, qapp):
     assert shown(text) == expected
 
 
-def test_the_chat_renders_its_blocks_so(qtbot):
+def test_the_chat_renders_a_replys_blocks_so(qtbot):
     from types import SimpleNamespace
 
     from app.widgets.chat_view import ChatView
@@ -49,7 +49,7 @@ def test_the_chat_renders_its_blocks_so(qtbot):
     view = ChatView()
     qtbot.addWidget(view)
     text = "I use std::vector<int> v;\n\nand </function> too"
-    view.show_chat(1, [SimpleNamespace(id=1, role="user", content=text, thinking="", meta={}, versions=(),
+    view.show_chat(1, [SimpleNamespace(id=1, role="assistant", content=text, thinking="", meta={}, versions=(),
                                        time=None)], None)
     labels = [w for w in view.widgets[0].findChildren(type(view.widgets[0].info).__mro__[1]) if w.text()]
     rendered = [w.text() for w in labels if "vector" in w.text() or "function" in w.text()]

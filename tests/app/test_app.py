@@ -155,11 +155,9 @@ def test_history_survives_killing_the_process_mid_reply(tmp_path):
 
 @pytest.mark.slow
 def test_delete_asks_and_can_be_undone(qtbot, window, monkeypatch):
-    from PySide6.QtWidgets import QMessageBox
-
     ask(qtbot, window, "hello", "Off")
     cid = window.controller.chats.current
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    monkeypatch.setattr("app.window_dialogs.ask", lambda *a, **k: True)
     window.dialogs.confirm_delete(cid)
     assert cid not in [c.id for c in window.controller.history.conversations()]
     assert window.notes.undo.isVisible() and "Deleted" in window.notes.error.text()

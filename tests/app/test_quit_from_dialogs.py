@@ -48,6 +48,11 @@ def window_modal(w):  # opened as a tool call's consent is: open(), not exec()
     dialog.open()
 
 
+def save_preset(w):  # (a chat without a system prompt is refused before a name is asked)
+    w.controller.chats.set_system_prompt("Answer in one line.")
+    w.dialogs.save_preset()
+
+
 def manager(w):
     w.dialogs.open_manager()
 
@@ -62,7 +67,7 @@ OPENERS = {  # a dialog the window opens -> (how it opens, its kind)
     "add server": (add_server, RemoteSourceDialog),
     "settings": (settings_cancelled, SettingsDialog),
     "delete confirmation": (delete_confirmation, QMessageBox),
-    "save prompt preset": (lambda w: w.dialogs.save_preset(), QInputDialog),
+    "save prompt preset": (save_preset, QInputDialog),
     "export picker": (lambda w: w.dialogs.export_chat(), QFileDialog),
     "about": (lambda w: w.dialogs.show_about(), QMessageBox),
     "shortcuts": (lambda w: w.dialogs.show_shortcuts(), QMessageBox),

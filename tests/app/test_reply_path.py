@@ -69,6 +69,7 @@ def test_the_controller_runs_a_reply_without_a_window(qtbot, tmp_path):
 def test_leaving_a_chat_right_after_sending_keeps_its_reply_streaming(qtbot, window, gate, how):
     c = window.controller
     other = c.history.new_conversation("other").id
+    c.history.add_message(other, "user", "an earlier question")  # (a chat left empty goes when left)
     window.settings.max_new_tokens = 60
     _, controls = hold(qtbot, window, gate, "Max", 3)  # held mid-reply until the test lets it end
     first = c.chats.current
