@@ -46,6 +46,8 @@ class ServerStatus:
             return f"Server off: {self.error}"
         if not self.running:
             return ""
+        if not self.model and not self.in_flight:  # nothing to serve: no model, or a server's (not served again)
+            return f"Serving {self.address} · no local model: requests get 503"
         busy = f" · {self.in_flight}" if self.in_flight else " · idle"
         return f"Serving {self.address}{busy}" + (f" · {self.waiting} waiting" if self.waiting else "")
 

@@ -354,7 +354,7 @@ def reply_info(meta: dict, said_nothing: bool = False) -> str:
     if meta.get("finish_reason") not in (None, END_OF_TURN):
         parts.append(finish_words(meta["finish_reason"]))
     if said_nothing:
-        parts.append("nothing written: later replies leave it and its question out")
+        parts.append("nothing written: left out with its question")
     parts.append(continued_words(meta))
     dropped = meta.get("context_dropped")
     if dropped:

@@ -95,4 +95,4 @@ def test_the_reply_says_so_in_the_window(qtbot, chats, content, thinking, says):
     qtbot.addWidget(view)
     view.show_chat(cid, chats.history.messages(cid), None)
     info = view.widgets[-1].info.text()
-    assert info.startswith("1.5M · stopped") and ("later replies leave it and its question out" in info) == says
+    assert info.startswith("1.5M · stopped") and ("nothing written: left out with its question" in info) == says

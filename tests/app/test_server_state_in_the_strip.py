@@ -47,3 +47,12 @@ def test_the_squeezed_strip_shows_the_state_and_the_tooltip_the_whole_line(qtbot
         assert label.shown().startswith("Server off") and label.shown() != "Server"
         if room < fm.horizontalAdvance(line):
             assert label.is_elided() and line in label.toolTip()
+
+
+def test_a_running_server_with_nothing_to_serve_says_so():
+    """With a model on another server in use (or none loaded) the strip read "Serving … · idle" while the
+    server answered every request 503 "no model is loaded" (a real-window session)."""
+    idle = ServerStatus(True, "http://127.0.0.1:8000/v1", None, 0, model="").summary
+    assert idle == "Serving http://127.0.0.1:8000/v1 · no local model: requests get 503"
+    serving = ServerStatus(True, "http://127.0.0.1:8000/v1", None, 0, model="demo-nvfp4").summary
+    assert serving == "Serving http://127.0.0.1:8000/v1 · idle"
