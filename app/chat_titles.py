@@ -20,7 +20,8 @@ INLINE_CODE = re.compile(r"`+([^`\n]*)`+")
 LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")  # [text](url) keeps its text; an image keeps its alt
 URL = re.compile(r"\bhttps?://\S+|\bwww\.\S+")
 # block marks at a line's start (headings, quotes, list items), emphasis marks beside a word, table pipes
-MARKUP = re.compile(r"^ {0,3}(#{1,6}\s+|>\s?|[-*+]\s+|\d+[.)]\s+)|(?<!\w)[*_~]+|[*_~]+(?!\w)|\|", re.M)
+MARKUP = re.compile(r"^ {0,3}(#{1,6}\s+|>\s?|[-*+]\s+|\d+[.)]\s+)|(?<!\w)(?:[*_]+|~~+)|(?:[*_]+|~~+)(?!\w)|\|",
+                    re.M)  # (a single "~" is "about", "~5 minutes": it stays)
 # Openings that say nothing about the chat, longest first; matched case-insensitively at the start only.
 FILLER = ("hello", "hi", "hey", "good morning", "good evening", "please", "could you", "can you", "would you",
           "i want you to", "i would like you to", "i'd like you to", "i need you to", "help me", "tell me",

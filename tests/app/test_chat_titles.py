@@ -20,6 +20,9 @@ NOON = time.mktime((2026, 12, 3, 12, 0, 0, 0, 0, -1))
     ("# Привет, мир\n> как дела?", [], "", "Привет, мир"),  # Cyrillic: the first line with words
     ("Hello,\n\nwhat is snake_case vs *camelCase*?", [], "", "What is snake_case vs camelCase"),
     ("What is C# good for?", [], "", "What is C# good for"),
+    ("It takes ~5 to ~10 minutes?", [], "", "It takes ~5 to ~10 minutes"),  # "~" is "about" (it was dropped)
+    ("Is ~~this~~ struck?", [], "", "Is this struck"),  # strikethrough's marks go
+    ("Is ~/notes the folder?", [], "", "Is ~/notes the folder"),
     # code only: its language; without one, "Code"
     ("```python\nprint('hello world')\n```", [], "hello world", "Python code"),
     ("```\nx = 1\n```", [], "", "Code"),
