@@ -27,7 +27,7 @@ from .block_label import BlockLabel
 from .elided_label import ElidedLabel
 from .foldable import Foldable
 from .streamed_text import StreamedText
-from .tool_call_view import ToolRoundsView
+from .tool_call_view import ToolRoundsView, ended
 
 
 def _label(text: str = "", markdown: bool = False, object_name: str = "") -> QLabel:
@@ -278,7 +278,7 @@ class MessageWidget(QFrame):
         self.text = answer
         from runtime.api import saved_rounds
 
-        self.tools.set_rounds(saved_rounds(meta))
+        self.tools.set_rounds(ended(saved_rounds(meta)))
         if self.thinking:
             self.thinking.setVisible(bool(thinking))
             if thinking:

@@ -27,6 +27,16 @@ STATUS = {"ok": ("✓", ""), "error": ("✗", "failed"), "declined": ("⊘", "de
           "running": ("…", "running…")}
 
 
+IN_FLIGHT = ("pending", "asking", "running")
+
+
+def ended(rounds: list[dict]) -> list[dict]:
+    """A finished reply's rounds: a call it left waiting or running (the reply was stopped, or the app was
+    killed while a consent dialog was open) reads "stopped", not "waiting for your consent…" for ever."""
+    return [{**r, "calls": [{**c, "status": "stopped"} if c.get("status") in IN_FLIGHT else c
+                            for c in r.get("calls", [])]} for r in rounds]
+
+
 def call_summary(call: dict) -> str:
     """ "✓ add_numbers · calc · 12 ms" or "✗ fetch · web · 30.0 s: the tool did not answer ..." """
     mark, word = STATUS.get(call.get("status", ""), ("?", str(call.get("status", ""))))

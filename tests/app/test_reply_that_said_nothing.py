@@ -96,3 +96,21 @@ def test_the_reply_says_so_in_the_window(qtbot, chats, content, thinking, says):
     view.show_chat(cid, chats.history.messages(cid), None)
     info = view.widgets[-1].info.text()
     assert info.startswith("1.5M · stopped") and ("nothing written: left out with its question" in info) == says
+
+
+@pytest.mark.parametrize("status", ["asking", "running", "pending"])
+def test_a_finished_replys_call_left_in_flight_reads_stopped(qtbot, chats, status):
+    """Killed while a consent dialog was open, the call read "waiting for your consent…" after the restart,
+    though nothing waited any more (a real-window session)."""
+    from app.widgets.chat_view import ChatView
+
+    call = {"id": "c1", "name": "calculate", "server": "calculator", "arguments": {"expression": "456+789"},
+            "content": "", "is_error": False, "status": status}
+    meta = {"finish_reason": "interrupted", "answer_submodel": "1.5M",
+            "tool_rounds": [{"thinking": "456+789", "answer": "", "calls": [call]}]}
+    cid = _chat(chats, [("user", "What is 456 + 789?", "", {}), ("assistant", "", "456+789", meta)])
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.show_chat(cid, chats.history.messages(cid), None)
+    shown = [c.toggle.text() for c in view.widgets[-1].tools.calls]
+    assert len(shown) == 1 and shown[0].endswith("· stopped") and "consent" not in shown[0], shown
