@@ -6,15 +6,9 @@ and "$5 … $10" in it as italics, escapes and math. Checked as Qt renders the t
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QTextDocument
 
-from app.markdown_blocks import breakable, shown_markdown, with_readable_math
-
-
-def shown(markdown: str) -> str:
-    doc = QTextDocument()
-    doc.setMarkdown(breakable(shown_markdown(markdown), True))
-    return doc.toPlainText().replace("\u200b", "")
+from app.markdown_blocks import with_readable_math
+from tests.app.test_angles_shown import shown  # a block as the chat renders it, read back as plain text
 
 
 @pytest.mark.parametrize("text", [
