@@ -26,8 +26,8 @@ class Overflow:
                     + (f", take your message back to shorten it{longer}." if longer else
                        " or take your message back to shorten it."))
         else:
-            text = (f"Nothing was sent: your message is too long for the context even alone ({tokens:,} tokens; "
-                    f"{fits}). Take it back to shorten it or attach less{longer}.")
+            text = (f"Nothing was sent: your message is too long for the context even alone (with this chat it is "
+                    f"{tokens:,} tokens; {fits}). Take it back to shorten it or attach less{longer}.")
         self.front.sig_overflow.emit(text, trimmable)
 
     def mark_not_sent(self, cid: int, refused_reply: int) -> None:
