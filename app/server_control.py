@@ -38,6 +38,7 @@ class ServerStatus:
     free_port: int | None = None  # the port was taken: a nearby one that was free (None: none, or not that)
     model: str = ""  # while running with a model loaded: the id clients name it by
     keyed: bool = False  # while running: clients must send the API key
+    remote: bool = False  # while running: the window chats with a model on another server, not served here
 
     @property
     def summary(self) -> str:
@@ -55,8 +56,8 @@ class ServerStatus:
 def curl_example(status: ServerStatus) -> str:
     """A command the user can paste in a terminal to ask the running server one question ("" when it
     is not running). The key is never written out: the command reads it from $ELASTIC_CHAT_API_KEY."""
-    if not status.running:
-        return ""
+    if not status.running or not status.model:
+        return ""  # (nothing served: every request would get 503)
     body = json.dumps({"model": status.model or "MODEL", "max_tokens": 300,
                        "messages": [{"role": "user", "content": "What is 45 + 23?"}]}, ensure_ascii=False)
     lines = [f"curl {shlex.quote(status.address + '/chat/completions')}",
@@ -166,11 +167,11 @@ class ServerControl(QObject):
         state = self.queue.snapshot()
         in_flight = state.running if state.running and state.running.startswith("server") else None
         error = self.error or (f"stopped: {server.error}" if server is not None and server.error else "")
-        engine = self.queue.engine if running else None
+        engine = self.queue.served_engine if running else None  # (a model on another server is not served)
         return ServerStatus(running, server.address if running else "", in_flight, len(state.waiting), error,
                             self.free_port if self.error else None,
                             served_model_id(engine) if engine is not None else "",
-                            running and server.api_key is not None)
+                            running and server.api_key is not None, running and self.queue.unshared)
 
     def recent_requests(self) -> tuple:
         """The server's last requests (RequestEntry), newest first."""

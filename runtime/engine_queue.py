@@ -112,6 +112,19 @@ class EngineQueue:
     def engine(self):
         return self._engine
 
+    @property
+    def served_engine(self):
+        """The engine the server's requests run on: None when none is loaded, or when the one loaded is
+        the window's alone (a model on another server: it is not served again)."""
+        with self._cond:
+            return self._engine if self._shared else None
+
+    @property
+    def unshared(self) -> bool:
+        """True while the engine in the slot is the window's alone (a model on another server)."""
+        with self._cond:
+            return self._engine is not None and not self._shared
+
     def check_ready(self):
         """The engine, or `EngineUnavailable` saying why there is none."""
         with self._cond:

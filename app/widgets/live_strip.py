@@ -47,10 +47,17 @@ def shorter_forms(text: str) -> list[str]:
     return forms
 
 
+NO_LOCAL_MODEL = " · no local model"  # (ServerStatus.summary's words)
+
+
 def server_forms(text: str) -> list[str]:
     """The server's shorter forms: a failure keeps its state and its gist, an aside in brackets going first
     ("Server off: port 8000 is taken (used by another program on 127.0.0.1)" → "Server off: port 8000 is
-    taken" → "Server off"); cut at ": " alone it read "Server", which says nothing."""
+    taken" → "Server off"); cut at ": " alone it read "Server", which says nothing. With nothing to serve
+    it keeps that, not the address, which read as serving ("Serving … · no local model" → "Server: no
+    local model" → "Server: no model")."""
+    if NO_LOCAL_MODEL in text:
+        return [text.split(": requests", 1)[0], "Server: no local model", "Server: no model"]
     if not text.startswith("Server off: ") or " (" not in text:
         return shorter_forms(text)
     gist = text.split(" (", 1)[0]

@@ -86,7 +86,10 @@ class RecentRequestsView(QWidget):
             self.curl.setPlainText(command)
         self.curl.setEnabled(bool(command))
         self.copy.setEnabled(bool(command))
-        if not command:
+        if not command and status.running:
+            self.curl_caption.setText("Try it from a terminal: a command appears here when a model loaded in "
+                                      "this app is served.")
+        elif not command:
             self.curl_caption.setText("Try it from a terminal: a command appears here while the server runs.")
         elif status.keyed:
             self.curl_caption.setText("Try it from a terminal (set ELASTIC_CHAT_API_KEY to the API key first):")

@@ -47,6 +47,7 @@ class ServerSettingsBox(QGroupBox):
         self.port.valueChanged.connect(self._explain)
         self.address = address
         self.model_id = ""  # the id the running server answers to (ServerStatus.model), "" when not known
+        self.remote = False  # the server runs while the window chats with a model on another server
         self._explain()
 
     @Slot(object)
@@ -54,6 +55,7 @@ class ServerSettingsBox(QGroupBox):
         """The server's state (app/server_control.py ServerStatus): the model id it answers to, and the
         requests view's command to try it."""
         self.model_id = status.model if status.running else ""
+        self.remote = status.running and status.remote
         self.requests.show_status(status)
         self._explain()
 
@@ -95,6 +97,10 @@ class ServerSettingsBox(QGroupBox):
             # imported as "demo-2"): say the id itself once the server runs there with a model.
             if url == self.address and self.model_id:
                 self.note.setText(f"Serving at {url}: clients use it as base URL and “{self.model_id}” as model id.")
+            elif url == self.address and self.remote:
+                self.note.setText(f"Serving at {url}, but with no model to serve: the model in use is on another "
+                                  "server, and this app serves only a model loaded here. Requests get 503 until "
+                                  "you use a local model (Models).")
             else:
                 where = (f"Serving at {url}: clients use it as base URL" if url == self.address else
                          f"Clients use base URL {url}")
